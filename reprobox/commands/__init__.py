@@ -1,0 +1,7 @@
+"""The subcommands: each module adds its parsers and handlers; handlers print only through cli.Output."""
+
+from __future__ import annotations
+
+from reprobox.commands import jobs
+
+REGISTRY = [jobs.register]

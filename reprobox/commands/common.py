@@ -1,0 +1,42 @@
+"""Arguments and steps shared by several subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from reprobox.runner import runs_dir_default
+
+RUNTIME_CHOICES = ("auto", "docker", "local")
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout (text goes to stderr)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="do not stream the job's output or progress")
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", type=Path, metavar="JOB", help="a job.yaml file, or a folder holding one")
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIME_CHOICES,
+        default="auto",
+        help="where to run: docker (a hardened container), local (a subprocess here); "
+        "auto = docker when an engine answers, else local (default: auto)",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=runs_dir_default(),
+        help="where run directories go (default: ./runs, or $REPROBOX_RUNS_DIR)",
+    )
+    parser.add_argument("--base-image", help="base image for the reprobox image (default: $REPROBOX_BASE_IMAGE)")
+    parser.add_argument("--wheelhouse", type=Path, help="local wheels for offline builds (default: $REPROBOX_WHEELHOUSE)")
+    parser.add_argument("--trail", type=int, metavar="K", help="record a hash trail every K optimizer steps")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        metavar="K",
+        help="stop the job cleanly after K optimizer steps (a prefix check: the trail is the evidence)",
+    )
+    add_output_flags(parser)

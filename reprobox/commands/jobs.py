@@ -1,0 +1,137 @@
+"""`run`, `verify` and `compare`: the everyday commands."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from reprobox import compare, job, report, runner, runtimes, verify
+from reprobox.commands.common import add_output_flags, add_run_flags
+from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
+from reprobox.manifest import read_record
+
+if TYPE_CHECKING:
+    from reprobox.cli import Output
+
+RUN_EPILOG = """\
+examples:
+  reprobox run examples/tiny-mlp/job.yaml
+  reprobox run job.yaml --runtime local --runs-dir /tmp/runs
+  reprobox run job.yaml --json | jq -r .run_dir
+
+The job's checkpoints go to $REPROBOX_OUTPUT_DIR; reprobox hashes them after the job exits and writes
+runs/<job>/<run-id>/manifest.json with the hashes, the fingerprint and the exit status.
+"""
+
+VERIFY_EPILOG = """\
+examples:
+  reprobox verify examples/tiny-mlp/job.yaml              two runs, compared bit for bit
+  reprobox verify job.yaml --runs 5 --keep-going          all five runs even after a difference
+  reprobox verify job.yaml --json > verdict.json
+
+exit: 0 identical, 1 different, 3 a run failed
+"""
+
+COMPARE_EPILOG = """\
+examples:
+  reprobox compare runs/tiny-mlp/20261121T101500Z-1a2b3c runs/tiny-mlp/20261121T102000Z-4d5e6f
+  reprobox compare a/manifest.json b/manifest.json --json
+
+exit: 0 identical, 1 different, 3 one of the runs failed
+"""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run a job once and record its checkpoint hashes",
+        description="Run a job once, deterministically, and record its checkpoints' hashes.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_flags(run)
+    run.set_defaults(handler=run_command)
+
+    ver = commands.add_parser(
+        "verify",
+        help="run a job N times and check its checkpoints are bit-identical",
+        description="Run a job N times and check that every run's checkpoints are bit-identical.",
+        epilog=VERIFY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_flags(ver)
+    ver.add_argument("--runs", type=int, default=2, metavar="N", help="number of runs, at least 2 (default: 2)")
+    ver.add_argument("--keep-going", action="store_true", help="finish all runs even after a difference")
+    ver.add_argument(
+        "--stop-on-divergence",
+        action="store_true",
+        help="start all runs together, check each rerun's hash trail against the first run's at every "
+        "recorded step, and stop as soon as one differs (implies --trail 1 unless --trail is given)",
+    )
+    ver.set_defaults(handler=verify_command)
+
+    cmp = commands.add_parser(
+        "compare",
+        help="compare two runs: which checkpoints and tensors differ, and by how much",
+        description="Compare two runs: which checkpoints and tensors differ, and by how much.",
+        epilog=COMPARE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmp.add_argument("run_a", metavar="RUN_A", help="a run directory or its manifest.json")
+    cmp.add_argument("run_b", metavar="RUN_B", help="another run directory or manifest.json")
+    add_output_flags(cmp)
+    cmp.set_defaults(handler=compare_command)
+
+
+def _load(args: argparse.Namespace) -> job.JobSpec:
+    spec = job.load_job(args.job)
+    if args.trail is not None:
+        if args.trail < 1:
+            raise UsageError("--trail must be a positive number of optimizer steps, e.g. --trail 10")
+        spec = spec.with_overrides(trail=job.Trail(every=args.trail))
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be a positive number of optimizer steps, e.g. --max-steps 100")
+    return spec
+
+
+def _run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
+    return runner.RunOptions(runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps)
+
+
+def run_command(args: argparse.Namespace, out: Output) -> int:
+    spec = _load(args)
+    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress)
+    record = runner.execute(spec, runtime, _run_options(args, out))
+    data = {
+        "status": record.status,
+        "failure": record.failure,
+        "run_dir": str(record.run_dir),
+        "manifest": str(record.run_dir / "manifest.json"),
+        "checkpoints": record.checkpoints,
+    }
+    out.result(data, report.run_summary(record))
+    return EXIT_OK if record.succeeded else EXIT_JOB_FAILED
+
+
+def verify_command(args: argparse.Namespace, out: Output) -> int:
+    if args.runs < 2:
+        raise UsageError(f"--runs must be at least 2 to compare runs, not {args.runs}")
+    spec = _load(args)
+    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress)
+    settings = verify.VerifyOptions(
+        runs=args.runs, keep_going=args.keep_going, stop_on_divergence=args.stop_on_divergence
+    )
+    comparison, _records = verify.verify(spec, runtime, _run_options(args, out), settings, out.progress)
+    out.result(comparison.to_json(), report.comparison_text(comparison))
+    return exit_code(comparison.verdict)
+
+
+def compare_command(args: argparse.Namespace, out: Output) -> int:
+    records = [read_record(args.run_a), read_record(args.run_b)]
+    comparison = compare.compare_runs(records)
+    out.result(comparison.to_json(), report.comparison_text(comparison))
+    return exit_code(comparison.verdict)
+
+
+def exit_code(verdict: str) -> int:
+    return {compare.IDENTICAL: EXIT_OK, compare.DIFFERENT: EXIT_NOT_REPRODUCIBLE}.get(verdict, EXIT_JOB_FAILED)

@@ -1,0 +1,95 @@
+"""One root exception; each subclass carries the data its message is built from and its exit code.
+
+The CLI is the only place that turns these into text and exit codes; the library raises them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_NOT_REPRODUCIBLE = 1
+EXIT_BAD_INPUT = 2
+EXIT_JOB_FAILED = 3
+EXIT_ENVIRONMENT = 4
+
+
+class ReproboxError(Exception):
+    """Root of every error reprobox raises on purpose."""
+
+    exit_code: int = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def lines(self) -> list[str]:
+        """The sentences to show the user, one per line."""
+        return [self.message]
+
+
+class UsageError(ReproboxError):
+    """Bad arguments or a bad file given on the command line."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input file, located precisely enough to fix."""
+
+    path: Path
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.message}"
+
+
+class SpecError(ReproboxError):
+    """An input file (job.yaml, attestation) has one or more problems; all are reported at once."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+    def lines(self) -> list[str]:
+        return [str(p) for p in self.problems]
+
+
+class JobFailed(ReproboxError):
+    """The job itself failed: non-zero exit, killed by a signal, timed out, or interrupted."""
+
+    exit_code = EXIT_JOB_FAILED
+
+    def __init__(self, message: str, *, run_dir: Path | None = None, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
+        self.log_tail = log_tail
+
+
+class EnvironmentProblem(ReproboxError):
+    """The machine cannot do what was asked: no engine, image missing, build failed."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+    def __init__(self, message: str, *, hint: str | None = None, log_tail: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.log_tail = log_tail
+
+
+class Interrupted(ReproboxError):
+    """The user pressed Ctrl-C; the run was stopped and recorded as interrupted."""
+
+    exit_code = 130
+
+    def __init__(self, run_dir: Path | None = None) -> None:
+        super().__init__("interrupted; the job's processes were stopped and the run recorded as interrupted")
+        self.run_dir = run_dir

@@ -1,0 +1,120 @@
+"""What "deterministic" means for torch and for the process environment, in one place.
+
+`process_environment` is applied by the entrypoint before the user's interpreter starts (variables
+read by CUDA, cuBLAS, OpenMP and Python itself at start-up); `apply_torch` runs inside every Python
+process of the job right after it imports torch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from reprobox.guest import settings
+
+
+@dataclass(frozen=True)
+class Determinism:
+    """The `determinism:` section of job.yaml; rebuilt from the environment inside the job's processes."""
+
+    algorithms: bool = True
+    warn_only: bool = False
+    cudnn_benchmark: bool = False
+    cublas_workspace_config: str = ":4096:8"
+    threads: int | None = None
+    fill_uninitialized_memory: bool = True
+    cuda_launch_blocking: bool = False
+
+
+def settings_from_env(env: Mapping[str, str] | None = None) -> Determinism:
+    env = os.environ if env is None else env
+    raw = env.get(settings.DETERMINISM)
+    if not raw:
+        return Determinism()
+    data: dict[str, Any] = json.loads(raw)
+    known = {f.name for f in fields(Determinism)}
+    return Determinism(**{k: v for k, v in data.items() if k in known})
+
+
+def process_environment(seed: int, det: Determinism) -> dict[str, str]:
+    """Variables that must be set before an interpreter or CUDA context starts."""
+    env = {
+        "PYTHONHASHSEED": str(seed),
+        "CUBLAS_WORKSPACE_CONFIG": det.cublas_workspace_config,
+        "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0",
+    }
+    if det.cuda_launch_blocking:
+        env["CUDA_LAUNCH_BLOCKING"] = "1"
+    if det.threads is not None:
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[name] = str(det.threads)
+    return env
+
+
+def apply_torch(torch: ModuleType, seed: int, det: Determinism) -> None:
+    """Seed torch (CPU and, lazily, every CUDA device) and switch on its deterministic modes."""
+    torch.manual_seed(seed)  # also queues the seed for every CUDA device without initialising CUDA
+    torch.backends.cudnn.benchmark = det.cudnn_benchmark
+    if det.algorithms:
+        torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(det.algorithms, warn_only=det.warn_only)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    import torch.utils.deterministic
+
+    torch.utils.deterministic.fill_uninitialized_memory = det.fill_uninitialized_memory
+    if det.threads is not None:
+        torch.set_num_threads(det.threads)
+        try:
+            torch.set_num_interop_threads(det.threads)
+        except RuntimeError:
+            pass  # already fixed once parallel work started; OMP_NUM_THREADS covers the rest
+
+
+def after_torch_import(torch: ModuleType) -> None:
+    """Optional guest features that only make sense once the job uses torch."""
+    run_dir = os.environ.get(settings.RUN_DIR)
+    if os.environ.get(settings.AUDIT_FILE):
+        from reprobox.guest import audit_hook
+
+        audit_hook.install(Path(os.environ[settings.AUDIT_FILE]))
+    if os.environ.get(settings.TRAIL_EVERY) or os.environ.get(settings.MAX_STEPS):
+        from reprobox.guest import trail
+
+        trail.install_step_hook(torch)
+    if run_dir and _is_main_process():
+        atexit.register(_write_fingerprint, Path(run_dir))
+
+
+def _is_main_process() -> bool:
+    """False in multiprocessing children (DataLoader workers); their parent records the fingerprint."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is None
+
+
+def fingerprint_path(run_dir: Path, rank: str) -> Path:
+    return run_dir / settings.GUEST_STATE / f"fingerprint-rank{rank}.json"
+
+
+def _write_fingerprint(run_dir: Path) -> None:
+    """At exit of a job process that used torch: record the stack as that process saw it."""
+    from reprobox.guest import fingerprint
+
+    rank = os.environ.get("RANK", "0")
+    target = fingerprint_path(run_dir, rank)
+    try:
+        data = fingerprint.collect()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, target)
+    except Exception:  # noqa: BLE001 - a probe must never turn a finished job into a crash
+        return

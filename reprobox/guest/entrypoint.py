@@ -1,0 +1,230 @@
+"""Run the user's command deterministically, then record what it produced.
+
+Order matters: the process environment is fixed before the user's interpreter starts (PYTHONHASHSEED
+and CUBLAS_WORKSPACE_CONFIG are read only at start-up); the startup hook reaches every Python process
+through PYTHONPATH; once the command ends, stray processes are stopped before checkpoints are hashed,
+so nothing is still writing to them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from reprobox.guest import determinism, settings
+
+GUEST_SCHEMA = "reprobox.guest/1"
+GRACE_SECONDS = 5.0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        sys.stderr.write("usage: python -m reprobox.guest -- COMMAND [ARG...]\n")
+        return 2
+    env = os.environ
+    run_dir = Path(env.get(settings.RUN_DIR) or os.getcwd())
+    output_dir = Path(env.get(settings.OUTPUT_DIR) or run_dir / "outputs")
+    seed = int(env.get(settings.SEED, "0"))
+    det = determinism.settings_from_env(env)
+    boot_dir = _make_boot_dir()
+    try:
+        child_env = job_environment(env, seed, det, boot_dir)
+        try:
+            command = [settings.expand_variables(part, child_env) for part in argv]
+        except KeyError as exc:
+            sys.stderr.write(f"reprobox: the command uses ${{{exc.args[0]}}}, which is not set\n")
+            return 2
+        output_dir.mkdir(parents=True, exist_ok=True)
+        result: dict[str, Any] = {"schema": GUEST_SCHEMA, "command": command, "started_at": _now()}
+        returncode = _run(command, child_env, result)
+        result["ended_at"] = _now()
+        stopped = _stopped_early(run_dir)
+        if stopped is not None:
+            result["stopped_early"] = stopped
+        result["environment"] = determinism.process_environment(seed, det)
+        _record_outputs(result, run_dir, output_dir)
+        _write_json(run_dir / settings.GUEST_STATE / settings.GUEST_RESULT, result)
+        return returncode
+    finally:
+        shutil.rmtree(boot_dir, ignore_errors=True)
+
+
+def job_environment(env: Mapping[str, str], seed: int, det: determinism.Determinism, boot_dir: Path) -> dict[str, str]:
+    """The environment of the user's command: ours for determinism, the startup hook on PYTHONPATH."""
+    child = dict(env)
+    child.update(determinism.process_environment(seed, det))
+    child[settings.HOOK_ACTIVE] = "1"
+    existing = env.get("PYTHONPATH")
+    child["PYTHONPATH"] = str(boot_dir) + (os.pathsep + existing if existing else "")
+    return child
+
+
+def _make_boot_dir() -> Path:
+    """A private folder holding sitecustomize.py and a link to this reprobox, and nothing else.
+
+    Putting only this folder on PYTHONPATH reaches the job's interpreter even when it is another
+    environment, without exposing any other package of ours to it.
+    """
+    boot_dir = Path(tempfile.mkdtemp(prefix="reprobox-boot-"))
+    package_dir = Path(__file__).resolve().parent.parent
+    shutil.copyfile(Path(__file__).with_name("_boot") / "sitecustomize.py", boot_dir / "sitecustomize.py")
+    (boot_dir / "reprobox").symlink_to(package_dir, target_is_directory=True)
+    return boot_dir
+
+
+def _run(command: list[str], env: dict[str, str], result: dict[str, Any]) -> int:
+    """Run the command in our process group, forward termination signals, stop leftovers after it."""
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        sys.stderr.write(f"reprobox: cannot start {command[0]!r}: {exc.strerror}\n")
+        result.update(exit_code=127, signal=None, error=f"cannot start {command[0]!r}: {exc.strerror}")
+        return 127
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    returncode = child.wait()
+    stopped = stop_other_group_members()
+    result["exit_code"] = returncode if returncode >= 0 else None
+    result["signal"] = -returncode if returncode < 0 else None
+    if stopped:
+        result["stray_processes_stopped"] = stopped
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def stop_other_group_members() -> int:
+    """SIGTERM, then SIGKILL, every other process of our process group (background jobs left behind)."""
+    me = os.getpid()
+    if me == 1:  # PID 1 of a container: every other process in it is the job's
+        members = [pid for pid in _all_pids() if pid != me and _alive(pid)]
+    elif os.getpgrp() == me:  # our own process group, as the local runtime starts us
+        members = [pid for pid in _all_pids() if pid != me and _in_group(pid, me)]
+    else:  # started inside someone else's group: only our descendants are ours
+        members = [pid for pid in _all_pids() if pid != me and _alive(pid) and _descends_from(pid, me)]
+    if not members:
+        return 0
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in members:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + (GRACE_SECONDS if sig == signal.SIGTERM else 1.0)
+        while time.monotonic() < deadline and any(_alive(pid) for pid in members):
+            _reap()
+            time.sleep(0.02)
+        _reap()
+        if not any(_alive(pid) for pid in members):
+            break
+    return len(members)
+
+
+def _all_pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _in_group(pid: int, group: int) -> bool:
+    stat = _stat_fields(pid)
+    return stat is not None and stat[0] != "Z" and int(stat[2]) == group
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, ..."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        stat = _stat_fields(pid)
+        if stat is None:
+            return False
+        pid = int(stat[1])
+        if pid == ancestor:
+            return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    stat = _stat_fields(pid)
+    return stat is not None and stat[0] != "Z"
+
+
+def _reap() -> None:
+    """Collect exited children (orphans re-parented to us when we are PID 1 in a container)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _record_outputs(result: dict[str, Any], run_dir: Path, output_dir: Path) -> None:
+    """Hash the checkpoints and attach the fingerprint; a failure here is recorded, not raised."""
+    patterns = json.loads(os.environ.get(settings.CHECKPOINTS) or "[]")
+    try:
+        from reprobox.guest import hashing
+
+        digests = hashing.hash_outputs(output_dir, patterns)
+        result["checkpoints"] = [d.to_json() for d in digests]
+    except Exception as exc:  # noqa: BLE001 - recorded so the controller marks the run failed with the reason
+        result["checkpoints"] = []
+        result["hash_error"] = f"{type(exc).__name__}: {exc}"
+    result["fingerprint"] = _fingerprint(run_dir)
+
+
+def _fingerprint(run_dir: Path) -> dict[str, Any]:
+    """The job's own fingerprint (taken in its process at exit) when it used torch, else our own."""
+    state = run_dir / settings.GUEST_STATE
+    ranks = sorted(state.glob("fingerprint-rank*.json"))
+    if ranks:
+        per_rank = {p.stem.removeprefix("fingerprint-rank"): json.loads(p.read_text()) for p in ranks}
+        first = per_rank.get("0") or next(iter(per_rank.values()))
+        if len(per_rank) > 1:
+            first = {**first, "ranks": per_rank}
+        return dict(first)
+    from reprobox.guest import fingerprint
+
+    return dict(fingerprint.collect())
+
+
+def _stopped_early(run_dir: Path) -> dict[str, Any] | None:
+    """Why the step hook ended the job early (a prefix check, or divergence from the reference), if it did."""
+    from reprobox.guest.trail import STOP_FILE
+
+    try:
+        data = json.loads((run_dir / settings.GUEST_STATE / STOP_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

@@ -1,0 +1,110 @@
+"""The startup hook: runs at the start of every Python process of the job (via sitecustomize).
+
+It seeds `random` at once, and arranges for NumPy and torch to be seeded and made deterministic the
+moment the process imports them: a meta-path finder wraps their loaders, so a process that never
+imports torch pays nothing for it (the way coverage.py reaches subprocesses, without a torch import).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from reprobox.guest import settings
+
+PostImport = Callable[[ModuleType], None]
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Runs a callback right after a watched module has finished executing."""
+
+    def __init__(self, callbacks: dict[str, PostImport]) -> None:
+        self.callbacks = callbacks
+        self.busy: set[str] = set()
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        callback = self.callbacks.get(fullname)
+        if callback is None or fullname in self.busy:
+            return None
+        self.busy.add(fullname)
+        try:
+            spec = _find_with_others(self, fullname, path, target)
+        finally:
+            self.busy.discard(fullname)
+        loader = spec.loader if spec is not None else None
+        if spec is None or loader is None or isinstance(loader, type) or not hasattr(loader, "__dict__"):
+            return spec  # a built-in or frozen module: nothing we watch is one
+        del self.callbacks[fullname]  # fire once per process
+        original_exec = loader.exec_module
+
+        def exec_then_callback(module: ModuleType) -> None:
+            try:
+                original_exec(module)
+            finally:
+                # Leave the loader as it was so tools that inspect loaders see the real one.
+                loader.__dict__.pop("exec_module", None)
+            callback(module)
+
+        loader.exec_module = exec_then_callback  # type: ignore[method-assign]
+        return spec
+
+
+def _find_with_others(
+    finder: _PostImportFinder,
+    fullname: str,
+    path: Sequence[str] | None,
+    target: ModuleType | None,
+) -> importlib.machinery.ModuleSpec | None:
+    for other in sys.meta_path:
+        if other is finder or not hasattr(other, "find_spec"):
+            continue
+        spec = other.find_spec(fullname, path, target)
+        if spec is not None:
+            return spec  # type: ignore[no-any-return]
+    return None
+
+
+def when_imported(name: str, callback: PostImport) -> None:
+    """Call `callback(module)` once `name` is imported (at once if it already is)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        return
+    for finder in sys.meta_path:
+        if isinstance(finder, _PostImportFinder):
+            finder.callbacks[name] = callback
+            return
+    sys.meta_path.insert(0, _PostImportFinder({name: callback}))
+
+
+def install() -> None:
+    """Seed this process and watch for NumPy and torch; a no-op outside a reprobox job."""
+    if os.environ.get(settings.HOOK_ACTIVE) != "1":
+        return
+    seed = settings.seed_for_process()
+    import random
+
+    random.seed(seed)
+    when_imported("numpy.random", lambda module: _seed_numpy(module, seed))
+    when_imported("torch", lambda module: _configure_torch(module, seed))
+
+
+def _seed_numpy(numpy_random: ModuleType, seed: int) -> None:
+    numpy_random.seed(seed)
+
+
+def _configure_torch(torch: ModuleType, seed: int) -> None:
+    """Apply the job's determinism settings the moment torch is importable."""
+    from reprobox.guest import determinism
+
+    determinism.apply_torch(torch, seed, determinism.settings_from_env())
+    determinism.after_torch_import(torch)

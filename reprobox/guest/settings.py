@@ -1,0 +1,56 @@
+"""The environment variables through which the controller tells the guest what to enforce.
+
+One place defines the names so the controller (which writes them) and the guest (which reads them in
+every process of the job) cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+SEED = "REPROBOX_SEED"
+RUN_ID = "REPROBOX_RUN_ID"
+OUTPUT_DIR = "REPROBOX_OUTPUT_DIR"
+RUN_DIR = "REPROBOX_RUN_DIR"
+CODE_DIR = "REPROBOX_CODE_DIR"
+CHECKPOINTS = "REPROBOX_CHECKPOINTS"  # JSON list of globs
+DETERMINISM = "REPROBOX_DETERMINISM"  # JSON object of job.Determinism fields
+TRAIL_EVERY = "REPROBOX_TRAIL_EVERY"
+MAX_STEPS = "REPROBOX_MAX_STEPS"
+AUDIT_FILE = "REPROBOX_AUDIT_FILE"
+REFERENCE_TRAIL = "REPROBOX_REFERENCE_TRAIL"  # a reference trail.jsonl to stop at the first divergence
+HOOK_ACTIVE = "REPROBOX_HOOK"  # set by the entrypoint; the startup hook does nothing without it
+
+GUEST_STATE = ".reprobox"  # hidden folder in the run dir for the guest's own files
+GUEST_RESULT = "guest.json"
+TRAIL_FILE = "trail.jsonl"
+
+# Exit status the guest uses when the step hook ended a prefix check (--max-steps) or a diverging run early.
+EXIT_STOPPED_BY_HOOK = 0
+
+
+def seed_for_process(env: Mapping[str, str] | None = None) -> int:
+    """The job seed, offset by the distributed rank: seed + RANK (mod 2**32), documented for users."""
+    env = os.environ if env is None else env
+    seed = int(env.get(SEED, "0"))
+    rank = int(env.get("RANK", "0") or 0)
+    return (seed + rank) % 2**32
+
+
+VARIABLE_PATTERN = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|\$)")
+
+
+def expand_variables(text: str, values: Mapping[str, str]) -> str:
+    """Replace ${NAME} with its value and $$ with a literal $; an unknown NAME raises KeyError."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return "$" if name is None else values[name]
+
+    return VARIABLE_PATTERN.sub(replace, text)
+
+
+def referenced_variables(text: str) -> list[str]:
+    return [m.group(1) for m in VARIABLE_PATTERN.finditer(text) if m.group(1)]

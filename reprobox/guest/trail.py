@@ -1,0 +1,258 @@
+"""The hash trail: per-parameter digests every K optimizer steps, with no change to the job's code.
+
+A global optimizer step post-hook (torch.optim's `register_optimizer_step_post_hook`) counts steps over
+every optimizer of the process (step 1 is the first `step()` call) and, every K steps, appends one JSON
+line to `trail.jsonl` in the run dir:
+
+    {"step": 20, "model": "<sha256 over the parameter digests>",
+     "params": {"fc.weight": ["<digest>", <sum>, <l2 norm>], ...}, "scalars": {"loss": 0.71}}
+
+On CPU a parameter's digest is the sha256 of its bytes. On a GPU it is computed on the device (a
+position-weighted 64-bit checksum of the raw bits), so only a few bytes per parameter cross to the host.
+The sum and norm (float64) are there to show how far two runs drift apart, not to decide equality.
+
+The same hook ends the job cleanly at `--max-steps` and, with a reference trail, stops a rerun at the
+first step whose digests differ from the reference, waiting for the reference when it is behind.
+`log(step, **scalars)` lets a job add its own values (the loss of the last backward() is recorded
+automatically).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from reprobox.guest import settings
+
+if TYPE_CHECKING:
+    import torch
+
+TRAIL_SCHEMA = "reprobox.trail/1"
+REFERENCE_WAIT_SECONDS = 600.0
+STOP_FILE = "stop.json"
+
+
+class _Trail:
+    """Per-process trail state; one instance, created when the step hook is installed."""
+
+    def __init__(self, torch_module: ModuleType, run_dir: Path, every: int, max_steps: int | None) -> None:
+        self.torch = torch_module
+        self.run_dir = run_dir
+        self.every = every
+        self.max_steps = max_steps
+        self.step = 0
+        self.names: dict[int, str] = {}
+        self.optimizers: list[weakref.ref[Any]] = []  # in first-step order, so fallback names are stable
+        self.last_loss: Any = None
+        self.pending_scalars: dict[int, dict[str, float]] = {}
+        self.lock = threading.Lock()
+        self.handle = (run_dir / settings.TRAIL_FILE).open("a", encoding="utf-8", buffering=1)
+        self.reference = _Reference(run_dir, os.environ.get(settings.REFERENCE_TRAIL))
+        self.write({"schema": TRAIL_SCHEMA, "every": every, "max_steps": max_steps, "pid": os.getpid()})
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.handle.write(json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")
+
+    def after_step(self, optimizer: Any) -> None:
+        with self.lock:
+            self.step += 1
+            step = self.step
+            last = self.max_steps is not None and step >= self.max_steps
+            if not any(ref() is optimizer for ref in self.optimizers):
+                self.optimizers.append(weakref.ref(optimizer))
+            if step % self.every != 0 and not last:
+                return
+            record = self.record(step, _optimizer_params(ref() for ref in self.optimizers))
+            self.write(record)
+        diverged = self.reference.differs(record)
+        if diverged:
+            self.stop("diverged", step, parameters=diverged)
+        if last:
+            self.stop("max_steps", step)
+
+    def record(self, step: int, params: list[torch.Tensor]) -> dict[str, Any]:
+        if not self.names:
+            self.names = _parameter_names(self.torch, params)
+        digests: dict[str, list[Any]] = {}
+        with self.torch.no_grad():
+            for index, param in enumerate(params):
+                name = self.names.get(id(param), f"param.{index}")
+                digests[name] = _digest(self.torch, param)
+        model = hashlib.sha256("".join(f"{n}={d[0]};" for n, d in sorted(digests.items())).encode()).hexdigest()
+        record: dict[str, Any] = {"step": step, "model": model, "params": digests}
+        scalars = self.pending_scalars.pop(step, {})
+        if self.last_loss is not None:
+            scalars.setdefault("loss", float(self.last_loss))
+        if scalars:
+            record["scalars"] = scalars
+        return record
+
+    def stop(self, reason: str, step: int, **details: Any) -> None:
+        """End the job at once, cleanly (finally blocks run), saying why for the guest to record."""
+        state = self.run_dir / settings.GUEST_STATE
+        state.mkdir(parents=True, exist_ok=True)
+        (state / STOP_FILE).write_text(json.dumps({"reason": reason, "step": step, **details}))
+        self.handle.flush()
+        raise SystemExit(0)
+
+
+class _Reference:
+    """A reference run's trail, read as it grows, to compare each of our records with."""
+
+    def __init__(self, run_dir: Path, location: str | None) -> None:
+        self.path = None if not location else Path(location)
+        self.records: dict[int, dict[str, Any]] = {}
+        self.offset = 0
+        self.buffer = ""
+        self.finished = False
+
+    def differs(self, record: dict[str, Any]) -> list[str]:
+        """Names of parameters whose digest differs from the reference at the same step ([] if equal)."""
+        if self.path is None:
+            return []
+        reference = self.wait_for(record["step"])
+        if reference is None:
+            return []
+        ours, theirs = record["params"], reference.get("params", {})
+        return sorted(n for n in set(ours) | set(theirs) if (ours.get(n) or [None])[0] != (theirs.get(n) or [None])[0])
+
+    def wait_for(self, step: int) -> dict[str, Any] | None:
+        deadline = time.monotonic() + REFERENCE_WAIT_SECONDS
+        while step not in self.records and not self.finished and time.monotonic() < deadline:
+            if not self.read_more():
+                time.sleep(0.01)
+        return self.records.get(step)
+
+    def read_more(self) -> bool:
+        assert self.path is not None
+        try:
+            with self.path.open("r", encoding="utf-8") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+                self.offset = handle.tell()
+        except FileNotFoundError:
+            return False
+        if not chunk:
+            self.finished = (self.path.parent / settings.GUEST_STATE / settings.GUEST_RESULT).exists() or (
+                self.path.with_name(settings.GUEST_RESULT).exists()
+            )
+            return False
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split("\n")
+        for line in lines:
+            if line.strip():
+                item = json.loads(line)
+                if "step" in item and "params" in item:
+                    self.records[int(item["step"])] = item
+        return True
+
+
+_TRAIL: _Trail | None = None
+
+
+def install_step_hook(torch_module: ModuleType) -> None:
+    """Register the global step hook (once per process) when the job asked for a trail or a step limit."""
+    global _TRAIL
+    run_dir = os.environ.get(settings.RUN_DIR)
+    if _TRAIL is not None or not run_dir or not _is_main_process():
+        return
+    every = int(os.environ.get(settings.TRAIL_EVERY) or 0)
+    max_steps = int(os.environ[settings.MAX_STEPS]) if os.environ.get(settings.MAX_STEPS) else None
+    _TRAIL = _Trail(torch_module, Path(run_dir), every or (max_steps or 1), max_steps)
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(lambda optimizer, _args, _kwargs: _TRAIL.after_step(optimizer))  # type: ignore[union-attr]
+    _watch_backward(torch_module)
+
+
+def log(step: int, **scalars: float) -> None:
+    """Attach scalars (e.g. loss=...) to the trail record of optimizer step `step`; no-op without a trail."""
+    if _TRAIL is None:
+        return
+    values = {name: float(value) for name, value in scalars.items()}
+    with _TRAIL.lock:
+        if step <= _TRAIL.step:
+            _TRAIL.write({"step_scalars": step, "scalars": values})
+        else:
+            _TRAIL.pending_scalars.setdefault(step, {}).update(values)
+
+
+def _watch_backward(torch_module: ModuleType) -> None:
+    """Remember the scalar that backward() was last called on: in a training loop, that is the loss."""
+    original = torch_module.Tensor.backward
+
+    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _TRAIL is not None and self.numel() == 1:
+            _TRAIL.last_loss = self.detach()
+        return original(self, *args, **kwargs)
+
+    torch_module.Tensor.backward = backward
+
+
+def _optimizer_params(optimizers: Iterable[Any]) -> list[torch.Tensor]:
+    seen: set[int] = set()
+    params = []
+    for optimizer in optimizers:
+        if optimizer is None:
+            continue
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                if id(param) not in seen:
+                    seen.add(id(param))
+                    params.append(param)
+    return params
+
+
+def _parameter_names(torch_module: ModuleType, params: list[torch.Tensor]) -> dict[int, str]:
+    """Name parameters after the largest nn.Module holding them (found once, by a scan of live objects)."""
+    wanted = {id(p) for p in params}
+    best: dict[int, str] = {}
+    modules = [o for o in gc.get_objects() if isinstance(o, torch_module.nn.Module)]
+    modules.sort(key=lambda m: -sum(1 for _ in m.parameters()))
+    for module in modules:
+        for name, param in module.named_parameters():
+            if id(param) in wanted and id(param) not in best:
+                best[id(param)] = name
+        if len(best) == len(wanted):
+            break
+    return best
+
+
+def _digest(torch_module: ModuleType, tensor: torch.Tensor) -> list[Any]:
+    data = tensor.detach()
+    if data.device.type == "cpu":
+        flat = data.contiguous().reshape(-1)
+        raw = flat.view(torch_module.uint8).numpy() if flat.numel() else b""
+        digest = hashlib.sha256(raw).hexdigest()
+    else:
+        digest = _device_checksum(torch_module, data)
+    values = data.double()
+    return [digest, float(values.sum()), float(values.norm())]
+
+
+def _device_checksum(torch_module: ModuleType, data: torch.Tensor) -> str:
+    """A bit-exact checksum computed on the device: sum of raw 32-bit words times odd position weights."""
+    flat = data.contiguous().reshape(-1).view(torch_module.uint8)
+    pad = (-flat.numel()) % 4
+    if pad:
+        flat = torch_module.cat([flat, flat.new_zeros(pad)])
+    words = flat.view(torch_module.int32).to(torch_module.int64)
+    weights = torch_module.arange(words.numel(), device=words.device, dtype=torch_module.int64) * 2 + 1
+    mixed = (words * weights) ^ (words << 17)
+    total = int(mixed.sum())
+    return f"dev:{total & (2**64 - 1):016x}:{words.numel()}"
+
+
+def _is_main_process() -> bool:
+    import multiprocessing
+
+    return multiprocessing.parent_process() is None

@@ -1,0 +1,501 @@
+"""job.yaml v1 -> a frozen JobSpec.
+
+Load = parse (with line numbers) -> validate every field, collecting every problem -> complete
+(resolve paths against the job file). Nothing is run or written here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from reprobox.errors import Problem, SpecError
+from reprobox.guest.determinism import Determinism
+from reprobox.guest.settings import expand_variables, referenced_variables
+from reprobox.yamlsource import Located, load_yaml
+
+SCHEMA_VERSION = 1
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CUBLAS_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
+SECRET_PATTERN = re.compile(r"SECRET|TOKEN|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+REDACTED = "<redacted>"
+MAX_SEED = 2**32 - 1  # NumPy's legacy global RNG takes seeds below 2**32
+
+# Set by reprobox for every run; usable as ${...} in `command`, not settable in `env`.
+ALWAYS_SET = ("REPROBOX_OUTPUT_DIR", "REPROBOX_SEED", "REPROBOX_RUN_ID")
+
+TOP_LEVEL_KEYS = (
+    "version",
+    "name",
+    "command",
+    "code",
+    "data",
+    "checkpoints",
+    "seed",
+    "determinism",
+    "env",
+    "timeout",
+    "image",
+    "network",
+    "resources",
+    "trail",
+)
+
+
+@dataclass(frozen=True)
+class DataMount:
+    """A read-only input: `source` on the host, seen at `target` in a container."""
+
+    source: Path
+    target: str
+    env: str | None = None  # variable set to where the job can read the data, on every runtime
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """Which image a container run uses: a prebuilt reference, or the reprobox image with extras."""
+
+    reference: str | None = None  # use this image as is (tag or digest)
+    base: str | None = None  # base image for the reprobox Dockerfile
+    requirements: Path | None = None  # the job's extra hash-locked requirements
+    wheelhouse: Path | None = None  # local wheels for offline installs
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Container limits; None means the engine's default."""
+
+    gpus: str | tuple[int, ...] | None = None  # "all", or device indices; None or () for no GPU
+    memory: str | None = None  # "8g"
+    cpus: float | None = None
+    shm_size: str | None = None
+    pids: int = 4096
+
+
+@dataclass(frozen=True)
+class Trail:
+    every: int = 1
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job: paths absolute, defaults filled in."""
+
+    job_file: Path
+    name: str
+    command: tuple[str, ...]
+    code: Path
+    data: tuple[DataMount, ...] = ()
+    checkpoints: tuple[str, ...] = ()
+    seed: int = 0
+    determinism: Determinism = field(default_factory=Determinism)
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    image: ImageSpec = field(default_factory=ImageSpec)
+    network: bool = False
+    resources: Resources = field(default_factory=Resources)
+    trail: Trail | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The resolved spec for the manifest; secret-looking env values are redacted."""
+        data = asdict(self)
+        data["env"] = redact_env(self.env)
+        return _jsonable(data)
+
+    def with_overrides(self, **changes: Any) -> JobSpec:
+        """A copy with some fields replaced (used by CLI flags such as --trail)."""
+        values = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        values.update(changes)
+        return JobSpec(**values)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Secrets never land in manifests: values of secret-looking keys are replaced."""
+    return {key: (REDACTED if SECRET_PATTERN.search(key) else value) for key, value in env.items()}
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_job(path: Path | str, *, host_env: Mapping[str, str] | None = None) -> JobSpec:
+    """Read and validate a job file; raises SpecError listing every problem found."""
+    job_path = Path(path)
+    if job_path.is_dir():
+        job_path = job_path / "job.yaml"
+    job_path = job_path.absolute()
+    located = load_yaml(job_path)
+    return _Validator(located, os.environ if host_env is None else host_env).spec()
+
+
+class _Validator:
+    """Checks one parsed job file, collecting every problem before giving up."""
+
+    def __init__(self, located: Located, host_env: Mapping[str, str]) -> None:
+        self.doc = located
+        self.host_env = host_env
+        self.problems: list[Problem] = []
+        self.base_dir = located.path.parent
+
+    def fail(self, dotted: str, message: str) -> None:
+        self.problems.append(self.doc.problem(dotted, message))
+
+    def spec(self) -> JobSpec:
+        raw = self.doc.data
+        if not isinstance(raw, dict):
+            kind = "empty" if raw is None else f"a {type(raw).__name__}"
+            self.fail("", f"is {kind}, but a job file must be a mapping with at least version, name and command")
+            raise SpecError(self.problems)
+        for dotted, line in self.doc.duplicates:
+            self.problems.append(Problem(self.doc.path, line, dotted, "appears twice; keep one"))
+        self.check_keys(raw, TOP_LEVEL_KEYS, "")
+        self.check_version(raw)
+        name = self.check_name(raw)
+        env = self.check_env(raw.get("env"))
+        command = self.check_command(raw, env)
+        code = self.check_code(raw)
+        spec = JobSpec(
+            job_file=self.doc.path,
+            name=name,
+            command=command,
+            code=code,
+            data=self.check_data(raw.get("data")),
+            checkpoints=self.check_checkpoints(raw.get("checkpoints")),
+            seed=self.check_seed(raw.get("seed", 0)),
+            determinism=self.check_determinism(raw.get("determinism")),
+            env=env,
+            timeout=self.check_timeout(raw.get("timeout")),
+            image=self.check_image(raw.get("image")),
+            network=self.check_bool(raw.get("network", False), "network"),
+            resources=self.check_resources(raw.get("resources")),
+            trail=self.check_trail(raw.get("trail")),
+        )
+        if self.problems:
+            raise SpecError(sorted(self.problems, key=lambda p: p.line or 0))
+        return spec
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def check_keys(self, mapping: Mapping[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
+        for key in mapping:
+            if key in allowed:
+                continue
+            dotted = f"{prefix}.{key}" if prefix else str(key)
+            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(allowed)}"
+            self.fail(dotted, f"unknown key '{key}'; {hint}")
+
+    def mapping(self, value: Any, dotted: str) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self.fail(dotted, f"must be a mapping, not {_describe(value)}")
+            return None
+        return value
+
+    def check_bool(self, value: Any, dotted: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(dotted, f"must be true or false, not {_describe(value)}")
+            return False
+        return value
+
+    def relative_path(self, value: Any, dotted: str, *, must_be_dir: bool) -> Path | None:
+        if not isinstance(value, str) or not value:
+            self.fail(dotted, f"must be a path (a string), not {_describe(value)}")
+            return None
+        resolved = (self.base_dir / os.path.expanduser(value)).resolve()
+        if must_be_dir and not resolved.is_dir():
+            self.fail(dotted, f"directory '{value}' does not exist (resolved to {resolved}); create it or fix the path")
+        elif not must_be_dir and not resolved.exists():
+            self.fail(dotted, f"'{value}' does not exist (resolved to {resolved}); fix the path")
+        return resolved
+
+    # -- fields --------------------------------------------------------------------------------------
+
+    def check_version(self, raw: Mapping[str, Any]) -> None:
+        if "version" not in raw:
+            self.fail("version", "is missing; add 'version: 1' at the top of the file")
+        elif raw["version"] != SCHEMA_VERSION or isinstance(raw["version"], bool):
+            self.fail(
+                "version",
+                f"{raw['version']!r} is not a job file version this reprobox understands; use 'version: 1'",
+            )
+
+    def check_name(self, raw: Mapping[str, Any]) -> str:
+        name = raw.get("name")
+        if name is None:
+            self.fail("name", "is missing; add a name such as 'name: tiny-mlp'")
+            return ""
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            self.fail(
+                "name",
+                f"{name!r} is not a valid name; use lowercase letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit",
+            )
+            return ""
+        return name
+
+    def check_command(self, raw: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
+        command = raw.get("command")
+        if command is None:
+            self.fail("command", "is missing; add the command to run, e.g. 'command: [python, train.py]'")
+            return ()
+        if isinstance(command, str):
+            try:
+                parts = shlex.split(command)
+            except ValueError as exc:
+                self.fail("command", f"cannot be split like a shell command ({exc}); fix the quoting")
+                return ()
+        elif isinstance(command, list) and all(isinstance(p, str | int | float) for p in command):
+            parts = [str(p) for p in command]
+        else:
+            self.fail("command", "must be a list of strings or one string, e.g. [python, train.py]")
+            return ()
+        if not parts:
+            self.fail("command", "is empty; give the program to run, e.g. [python, train.py]")
+            return ()
+        known = set(env) | set(ALWAYS_SET)
+        for index, part in enumerate(parts):
+            for name in referenced_variables(part):
+                if name not in known:
+                    dotted = f"command.{index}" if isinstance(command, list) else "command"
+                    self.fail(
+                        dotted,
+                        f"uses ${{{name}}}, which is not set; define it under 'env' or use one of "
+                        f"{', '.join(ALWAYS_SET)}",
+                    )
+        return tuple(parts)
+
+    def check_code(self, raw: Mapping[str, Any]) -> Path:
+        if "code" not in raw:
+            return self.base_dir.resolve()
+        return self.relative_path(raw["code"], "code", must_be_dir=True) or self.base_dir
+
+    def check_data(self, value: Any) -> tuple[DataMount, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.fail("data", "must be a list of {source, target} mappings")
+            return ()
+        mounts: list[DataMount] = []
+        targets: set[str] = set()
+        for index, item in enumerate(value):
+            dotted = f"data.{index}"
+            entry = self.mapping(item, dotted)
+            if entry is None:
+                continue
+            self.check_keys(entry, ("source", "target", "env"), dotted)
+            source = self.relative_path(entry.get("source"), f"{dotted}.source", must_be_dir=False)
+            target = entry.get("target")
+            if not isinstance(target, str) or not target.startswith("/"):
+                self.fail(f"{dotted}.target", "must be an absolute path inside the container, e.g. /data")
+                continue
+            normalized = str(PurePosixPath(target))
+            if normalized in targets:
+                self.fail(f"{dotted}.target", f"'{target}' is used by two data entries; give each its own")
+            if normalized == "/" or normalized.startswith("/reprobox"):
+                self.fail(f"{dotted}.target", f"'{target}' is reserved; choose another path such as /data")
+            targets.add(normalized)
+            env_name = entry.get("env")
+            if env_name is not None and (not isinstance(env_name, str) or not ENV_NAME_PATTERN.match(env_name)):
+                self.fail(f"{dotted}.env", f"{env_name!r} is not a valid environment variable name")
+                env_name = None
+            if source is not None:
+                mounts.append(DataMount(source=source, target=normalized, env=env_name))
+        return tuple(mounts)
+
+    def check_checkpoints(self, value: Any) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+            self.fail("checkpoints", "must be a list of glob patterns such as ['*.pt']")
+            return ()
+        for index, pattern in enumerate(value):
+            parts = PurePosixPath(pattern).parts
+            if pattern.startswith("/") or ".." in parts or "\\" in pattern:
+                self.fail(
+                    f"checkpoints.{index}",
+                    f"'{pattern}' points outside the output directory; use a pattern relative to it, "
+                    "e.g. 'model/*.pt'",
+                )
+        return tuple(value)
+
+    def check_seed(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+            self.fail("seed", f"must be an integer from 0 to {MAX_SEED}, not {_describe(value)}")
+            return 0
+        return value
+
+    def check_determinism(self, value: Any) -> Determinism:
+        entry = self.mapping(value, "determinism")
+        if entry is None:
+            return Determinism()
+        allowed = tuple(Determinism.__dataclass_fields__)
+        self.check_keys(entry, allowed, "determinism")
+        defaults = Determinism()
+        values: dict[str, Any] = {}
+        for key in allowed:
+            if key not in entry:
+                continue
+            dotted = f"determinism.{key}"
+            item = entry[key]
+            if key == "cublas_workspace_config":
+                if item not in CUBLAS_WORKSPACE_CONFIGS:
+                    self.fail(dotted, f"{item!r} is not allowed; use ':4096:8' (default) or ':16:8'")
+                    continue
+            elif key == "threads":
+                if item is not None and (isinstance(item, bool) or not isinstance(item, int) or item < 1):
+                    self.fail(dotted, f"must be a positive integer or null, not {_describe(item)}")
+                    continue
+            else:
+                self.check_bool(item, dotted)
+                if not isinstance(item, bool):
+                    continue
+            values[key] = item
+        return Determinism(**{**asdict(defaults), **values})
+
+    def check_env(self, value: Any) -> dict[str, str]:
+        entry = self.mapping(value, "env")
+        if entry is None:
+            return {}
+        env: dict[str, str] = {}
+        for key, item in entry.items():
+            dotted = f"env.{key}"
+            if not isinstance(key, str) or not ENV_NAME_PATTERN.match(key):
+                self.fail(dotted, f"{key!r} is not a valid environment variable name")
+                continue
+            if key.startswith("REPROBOX_") or key == "PYTHONHASHSEED":
+                self.fail(dotted, f"'{key}' is set by reprobox; use 'seed' or 'determinism' instead")
+                continue
+            if isinstance(item, bool):
+                text = "1" if item else "0"
+            elif isinstance(item, str | int | float):
+                text = str(item)
+            else:
+                self.fail(dotted, f"must be a string or number, not {_describe(item)}")
+                continue
+            try:
+                env[key] = expand_variables(text, self.host_env)
+            except KeyError as exc:
+                self.fail(dotted, f"uses ${{{exc.args[0]}}}, which is not set in your environment; export it")
+        return env
+
+    def check_timeout(self, value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            self.fail("timeout", f"must be a positive number of seconds, not {_describe(value)}")
+            return None
+        return float(value)
+
+    def check_image(self, value: Any) -> ImageSpec:
+        if value is None:
+            return ImageSpec()
+        if isinstance(value, str):
+            if not value.strip() or any(c.isspace() for c in value):
+                self.fail("image", f"{value!r} is not an image reference; use e.g. 'registry/name:tag@sha256:...'")
+            return ImageSpec(reference=value)
+        entry = self.mapping(value, "image")
+        if entry is None:
+            return ImageSpec()
+        self.check_keys(entry, ("base", "requirements", "wheelhouse"), "image")
+        base = entry.get("base")
+        if base is not None and (not isinstance(base, str) or not base.strip()):
+            self.fail("image.base", "must be an image reference such as 'debian:bookworm'")
+            base = None
+        requirements = wheelhouse = None
+        if "requirements" in entry:
+            requirements = self.relative_path(entry["requirements"], "image.requirements", must_be_dir=False)
+        if "wheelhouse" in entry:
+            wheelhouse = self.relative_path(entry["wheelhouse"], "image.wheelhouse", must_be_dir=True)
+        return ImageSpec(base=base, requirements=requirements, wheelhouse=wheelhouse)
+
+    def check_resources(self, value: Any) -> Resources:
+        entry = self.mapping(value, "resources")
+        if entry is None:
+            return Resources()
+        self.check_keys(entry, tuple(Resources.__dataclass_fields__), "resources")
+        gpus = self.check_gpus(entry.get("gpus"))
+        memory = self.check_size(entry.get("memory"), "resources.memory")
+        shm_size = self.check_size(entry.get("shm_size"), "resources.shm_size")
+        cpus = entry.get("cpus")
+        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
+            self.fail("resources.cpus", f"must be a positive number of CPUs, not {_describe(cpus)}")
+            cpus = None
+        pids = entry.get("pids", Resources.pids)
+        if isinstance(pids, bool) or not isinstance(pids, int) or pids < 16:
+            self.fail("resources.pids", f"must be an integer of at least 16, not {_describe(pids)}")
+            pids = Resources.pids
+        return Resources(
+            gpus=gpus,
+            memory=memory,
+            cpus=float(cpus) if cpus is not None else None,
+            shm_size=shm_size,
+            pids=pids,
+        )
+
+    def check_gpus(self, value: Any) -> str | tuple[int, ...] | None:
+        if value is None or value == 0:
+            return None if value is None else ()
+        if value == "all":
+            return "all"
+        if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+            return tuple(value)
+        self.fail("resources.gpus", f"must be 0, 'all', or a list of GPU indices such as [0, 1], not {value!r}")
+        return None
+
+    def check_size(self, value: Any, dotted: str) -> str | None:
+        if value is None:
+            return None
+        text = str(value).strip().lower()
+        if isinstance(value, bool) or not re.fullmatch(r"\d+(\.\d+)?[bkmg]?", text):
+            self.fail(dotted, f"{value!r} is not a size; use e.g. '512m' or '8g'")
+            return None
+        return text
+
+    def check_trail(self, value: Any) -> Trail | None:
+        entry = self.mapping(value, "trail")
+        if entry is None:
+            return None
+        self.check_keys(entry, ("every",), "trail")
+        every = entry.get("every", 1)
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            self.fail("trail.every", f"must be a positive number of optimizer steps, not {_describe(every)}")
+            return None
+        return Trail(every=every)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, int | float):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,105 @@
+"""The run record (`manifest.json`, schema reprobox.run/1): what ran, where, and what it produced.
+
+Records are plain JSON written atomically; readers accept a run directory or a manifest path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reprobox.errors import Problem, SpecError
+
+RUN_SCHEMA = "reprobox.run/1"
+MANIFEST_NAME = "manifest.json"
+STDOUT_LOG = "stdout.log"
+
+STATUS_SUCCEEDED = "succeeded"
+STATUS_FAILED = "failed"
+STATUS_INTERRUPTED = "interrupted"
+STATUS_CANCELLED = "cancelled"  # stopped by reprobox once the verdict was known (verify --stop-on-divergence)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A manifest as loaded from disk; `data` is the JSON object, `run_dir` where it lives."""
+
+    run_dir: Path
+    data: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data.get("run_id", self.run_dir.name))
+
+    @property
+    def status(self) -> str:
+        return str(self.data.get("status"))
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == STATUS_SUCCEEDED
+
+    @property
+    def failure(self) -> str | None:
+        value = self.data.get("failure")
+        return str(value) if value else None
+
+    @property
+    def checkpoints(self) -> list[dict[str, Any]]:
+        return list(self.data.get("checkpoints") or [])
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        return dict(self.data.get("fingerprint") or {})
+
+    @property
+    def output_dir(self) -> Path:
+        return self.run_dir / "outputs"
+
+    def checkpoint(self, path: str) -> dict[str, Any] | None:
+        return next((c for c in self.checkpoints if c.get("path") == path), None)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def write_record(run_dir: Path, data: dict[str, Any]) -> RunRecord:
+    data = {"schema": RUN_SCHEMA, **data}
+    write_json_atomic(run_dir / MANIFEST_NAME, data)
+    return RunRecord(run_dir, data)
+
+
+def read_record(location: Path | str) -> RunRecord:
+    """Load a run from its directory or its manifest.json; bad input is a SpecError naming the file."""
+    path = Path(location)
+    manifest = path / MANIFEST_NAME if path.is_dir() else path
+    if not manifest.exists():
+        what = "run directory has no manifest.json" if path.is_dir() else "does not exist"
+        raise SpecError([Problem(path, None, "", f"{what}; pass a run directory such as runs/<job>/<run-id>")])
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecError([Problem(manifest, None, "", f"is not a readable JSON manifest ({exc})")]) from None
+    if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else None
+        raise SpecError(
+            [Problem(manifest, None, "schema", f"is {found!r}, expected {RUN_SCHEMA!r}; is this a reprobox run?")]
+        )
+    return RunRecord(manifest.parent, data)

@@ -1,0 +1,86 @@
+"""Human-readable renderings of run records and comparisons (text here; Markdown and HTML in reportdoc)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from reprobox.compare import Comparison
+from reprobox.manifest import RunRecord
+
+VERDICT_SENTENCES = {
+    "identical": "reproduced: every checkpoint is bit-identical across {n} runs",
+    "different": "NOT reproducible: checkpoints differ between runs",
+    "failed": "no verdict: a run failed or produced nothing to compare",
+}
+
+
+def short(digest: str | None, length: int = 16) -> str:
+    return digest[:length] if digest else "-"
+
+
+def run_summary(record: RunRecord) -> str:
+    lines = [f"{record.status}: {record.run_dir}"]
+    if record.failure:
+        lines.append(f"  reason: {record.failure}")
+    for checkpoint in record.checkpoints:
+        tensors = len(checkpoint.get("tensors") or [])
+        detail = f"{tensors} tensors" if tensors else checkpoint.get("format", "file")
+        lines.append(f"  {checkpoint['path']}  content {short(checkpoint.get('content_sha256'))}  ({detail})")
+    if record.succeeded and not record.checkpoints:
+        lines.append("  no checkpoints: write them to $REPROBOX_OUTPUT_DIR to have them hashed")
+    return "\n".join(lines)
+
+
+def comparison_text(comparison: Comparison) -> str:
+    n = len(comparison.runs)
+    lines = [VERDICT_SENTENCES.get(comparison.verdict, comparison.verdict).format(n=n)]
+    if comparison.explanation and comparison.explanation.get("sentence"):
+        lines.append(f"  {comparison.explanation['sentence']}")
+    for run in comparison.runs:
+        lines.append(f"  run {run}")
+    for entry in comparison.checkpoints:
+        mark = "same" if entry["identical"] else "DIFF"
+        hashes = " ".join(short(r["content_sha256"], 12) for r in entry["runs"])
+        lines.append(f"  [{mark}] {entry['path']}  {hashes}")
+    if comparison.differences:
+        lines.append(_difference_table(comparison.differences, comparison.differing_tensor_total))
+    if comparison.first_divergence:
+        first = comparison.first_divergence
+        params = ", ".join(first.get("parameters", [])[:8])
+        lines.append(f"  first divergence at optimizer step {first.get('step')}: {params}")
+    lines.extend(f"  note: {note}" for note in comparison.notes)
+    return "\n".join(lines)
+
+
+def _difference_table(differences: Sequence[dict[str, Any]], total: int) -> str:
+    header = ("checkpoint", "tensor", "differing", "max abs", "max rel", "max ULP")
+    rows = [header]
+    for d in differences:
+        rows.append(
+            (
+                str(d.get("checkpoint", "")),
+                str(d.get("name", "")),
+                _count(d),
+                _number(d.get("max_abs")),
+                _number(d.get("max_rel")),
+                str(d["max_ulp"]) if d.get("max_ulp") is not None else "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    text = ["  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    if total > len(differences):
+        text.append(f"  ... {total} differing tensors in all")
+    return "\n".join(text)
+
+
+def _count(d: dict[str, Any]) -> str:
+    if d.get("note"):
+        return str(d["note"])
+    if d.get("differing") is None:
+        return "-"
+    return f"{d['differing']}/{d.get('total', '?')}"
+
+
+def _number(value: Any) -> str:
+    return "-" if value is None else f"{value:.3g}"

@@ -1,0 +1,232 @@
+"""One run, start to finish: run dir -> plan -> runtime -> guest's result -> manifest.json.
+
+Whatever happens to the job, a manifest is written, and a run is only `succeeded` when the job exited
+0, its checkpoints were hashed, and nothing interrupted it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from reprobox import codetree
+from reprobox._version import __version__
+from reprobox.errors import Interrupted
+from reprobox.guest import determinism, settings
+from reprobox.job import JobSpec, file_sha256, redact_env
+from reprobox.manifest import (
+    STATUS_FAILED,
+    STATUS_CANCELLED,
+    STATUS_INTERRUPTED,
+    STATUS_SUCCEEDED,
+    STDOUT_LOG,
+    RunRecord,
+    write_record,
+)
+from reprobox.runtime import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Per-invocation settings that are not part of the job file."""
+
+    runs_dir: Path = Path("runs")
+    echo: Callable[[bytes], None] | None = None  # live job output (the CLI passes the terminal)
+    max_steps: int | None = None
+    reference_run: Path | None = None  # stop as soon as this run's trail diverges from this run's
+    audit_file: Path | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class _TeeSink:
+    """Writes the job's output to stdout.log and, live, to the terminal."""
+
+    def __init__(self, log: IO[bytes], echo: Callable[[bytes], None] | None) -> None:
+        self.log = log
+        self.echo = echo
+
+    def write(self, chunk: bytes) -> None:
+        self.log.write(chunk)
+        self.log.flush()
+        if self.echo is not None:
+            self.echo(chunk)
+
+
+def new_run_id() -> str:
+    """Sortable by start time, unique across concurrent runs."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}Z-{secrets.token_hex(3)}"
+
+
+def make_run_dir(runs_dir: Path, job_name: str) -> tuple[str, Path]:
+    parent = runs_dir / job_name
+    parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        run_id = new_run_id()
+        run_dir = parent / run_id
+        try:
+            run_dir.mkdir()
+        except FileExistsError:
+            continue
+        (run_dir / OUTPUTS_SUBDIR).mkdir()
+        return run_id, run_dir.resolve()
+
+
+def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
+    """Settings the guest reads, plus the job's own variables."""
+    env = dict(job.env)
+    env.update(
+        {
+            settings.SEED: str(job.seed),
+            settings.RUN_ID: run_id,
+            settings.DETERMINISM: json.dumps(asdict(job.determinism), sort_keys=True),
+            settings.CHECKPOINTS: json.dumps(list(job.checkpoints)),
+        }
+    )
+    if job.trail is not None:
+        env[settings.TRAIL_EVERY] = str(job.trail.every)
+    if options.max_steps is not None:
+        env[settings.MAX_STEPS] = str(options.max_steps)
+    if options.audit_file is not None:
+        env[settings.AUDIT_FILE] = str(options.audit_file)
+    env.update(options.extra_env)
+    return env
+
+
+def execute(
+    job: JobSpec, runtime: Runtime, options: RunOptions, *, stop: threading.Event | None = None
+) -> RunRecord:
+    """Run the job once and write its manifest; raises Interrupted after recording a Ctrl-C."""
+    return finish(prepare(job, options), runtime, options, stop=stop)
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run whose directory exists and whose inputs are digested, ready for a runtime."""
+
+    plan: RunPlan
+    code: codetree.CodeTree
+
+
+def prepare(job: JobSpec, options: RunOptions) -> PreparedRun:
+    run_id, run_dir = make_run_dir(options.runs_dir, job.name)
+    code = codetree.digest_tree(job.code, exclude=(options.runs_dir,))
+    plan = RunPlan(
+        job=job,
+        run_id=run_id,
+        run_dir=run_dir,
+        guest_env=guest_env(job, run_id, options),
+        command=job.command,
+        timeout=job.timeout,
+        reference_run=options.reference_run,
+    )
+    return PreparedRun(plan, code)
+
+
+def finish(
+    prepared: PreparedRun, runtime: Runtime, options: RunOptions, *, stop: threading.Event | None = None
+) -> RunRecord:
+    """Run a prepared run to its end and record it, whatever the end was."""
+    plan = prepared.plan
+    with (plan.run_dir / STDOUT_LOG).open("wb") as log:
+        outcome = runtime.run(plan, _TeeSink(log, options.echo), stop)
+    guest = _read_guest_result(plan.run_dir)
+    data = build_manifest(plan.job, plan, runtime.describe(), outcome, guest, prepared.code, options)
+    record = write_record(plan.run_dir, data)
+    if outcome.interrupted:
+        raise Interrupted(plan.run_dir)
+    return record
+
+
+def build_manifest(
+    job: JobSpec,
+    plan: RunPlan,
+    runtime_facts: dict[str, Any],
+    outcome: RunOutcome,
+    guest: dict[str, Any] | None,
+    code: codetree.CodeTree,
+    options: RunOptions,
+) -> dict[str, Any]:
+    """The manifest's fields; the guest's own account of the exit wins over what the runtime saw."""
+    exit_code, signal_number = outcome.exit_code, outcome.signal
+    if guest is not None and not (outcome.timed_out or outcome.interrupted or outcome.oom_killed):
+        exit_code, signal_number = guest.get("exit_code"), guest.get("signal")
+    ended = RunOutcome(
+        exit_code=exit_code,
+        signal=signal_number,
+        timed_out=outcome.timed_out,
+        interrupted=outcome.interrupted,
+        cancelled=outcome.cancelled,
+        oom_killed=outcome.oom_killed,
+    )
+    failure = ended.failure_reason()
+    notes: list[str] = []
+    if failure is None and guest is None:
+        failure = "the guest left no result (guest.json); the run cannot be trusted"
+    if failure is None and guest is not None and guest.get("hash_error"):
+        failure = f"hashing the checkpoints failed: {guest['hash_error']}"
+    if outcome.timed_out:
+        failure = f"timed out after {job.timeout:g} s"
+    if job.data and runtime_facts.get("name") == "local":
+        notes.append("the local runtime does not isolate data: the job read data sources at their host paths")
+    status = STATUS_INTERRUPTED if outcome.interrupted else STATUS_FAILED if failure else STATUS_SUCCEEDED
+    if outcome.cancelled:
+        status = STATUS_CANCELLED
+    guest = guest or {}
+    environment = {**redact_env(plan.guest_env), **guest.get("environment", {})}
+    return {
+        "run_id": plan.run_id,
+        "job_name": job.name,
+        "status": status,
+        "failure": failure,
+        "exit_code": exit_code,
+        "signal": signal_number,
+        "timed_out": outcome.timed_out,
+        "oom_killed": outcome.oom_killed,
+        "started_at": outcome.started_at,
+        "ended_at": outcome.ended_at,
+        "reprobox_version": __version__,
+        "job": job.to_json(),
+        "job_file": str(job.job_file),
+        "job_file_sha256": file_sha256(job.job_file),
+        "code": {"path": str(job.code), **code.to_json()},
+        "seed": job.seed,
+        "command": guest.get("command", list(plan.command)),
+        "environment": environment,
+        "runtime": {**runtime_facts, **outcome.runtime},
+        "fingerprint": guest.get("fingerprint", {}),
+        "checkpoints": guest.get("checkpoints", []),
+        "trail": settings.TRAIL_FILE if (plan.run_dir / settings.TRAIL_FILE).exists() else None,
+        "prefix_check": _prefix_check(guest, options),
+        "stopped_early": guest.get("stopped_early"),
+        "reference_run": str(plan.reference_run) if plan.reference_run else None,
+        "notes": notes,
+    }
+
+
+def _prefix_check(guest: dict[str, Any] | None, options: RunOptions) -> dict[str, Any] | None:
+    """Set when only the first --max-steps optimizer steps ran: the trail, not the checkpoints, is the evidence."""
+    if options.max_steps is None:
+        return None
+    stopped = (guest or {}).get("stopped_early") or {}
+    return {"max_steps": options.max_steps, "reached": stopped.get("reason") == "max_steps"}
+
+
+def _read_guest_result(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / settings.GUEST_STATE / settings.GUEST_RESULT
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def runs_dir_default() -> Path:
+    return Path(os.environ.get("REPROBOX_RUNS_DIR", "runs"))

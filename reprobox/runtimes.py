@@ -1,0 +1,34 @@
+"""Choose and prepare a runtime: `docker` (the default when an engine answers) or `local`."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from reprobox.errors import EnvironmentProblem
+from reprobox.job import JobSpec
+from reprobox.local_runtime import LocalRuntime
+from reprobox.runtime import Runtime
+
+Progress = Callable[[str], None]
+
+
+def open_runtime(name: str, job: JobSpec, args: argparse.Namespace, progress: Progress) -> Runtime:
+    """The runtime to use; for docker, the job's image is built first (or reused when unchanged)."""
+    if name == "local":
+        return LocalRuntime()
+    from reprobox import engine
+
+    if name == "auto" and not engine.engine_available():
+        progress("no Docker engine answers; running on the local runtime (use --runtime docker to insist)")
+        return LocalRuntime()
+    if name not in ("auto", "docker"):
+        raise EnvironmentProblem(f"unknown runtime {name!r}; use docker or local")
+    from reprobox.docker_runtime import DockerRuntime
+
+    return DockerRuntime.for_job(
+        job,
+        base_image=getattr(args, "base_image", None),
+        wheelhouse=getattr(args, "wheelhouse", None),
+        progress=progress,
+    )

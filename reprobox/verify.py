@@ -1,0 +1,104 @@
+"""Run a job N times and decide whether its checkpoints are bit-identical every time.
+
+Runs go one after another; the first is the reference. A failed run ends verification (there is no
+verdict on a job that does not finish); by default so does the first differing run.
+
+With `stop_on_divergence` the runs start together instead: each rerun's step hook checks its trail
+against the reference's as both grow, a rerun that diverges stops at that step, and the others are
+then stopped too; the verdict comes as soon as the first differing step is known.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+
+from reprobox.compare import DIFFERENT, FAILED, Comparison, compare_runs
+from reprobox.errors import Interrupted
+from reprobox.job import JobSpec, Trail
+from reprobox.manifest import RunRecord
+from reprobox.runner import RunOptions, execute, finish, prepare
+from reprobox.runtime import Runtime
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    runs: int = 2
+    keep_going: bool = False  # run all N even after a difference
+    stop_on_divergence: bool = False  # check each rerun's trail against the reference while it runs
+    tensor_details: bool = True
+
+
+def verify(
+    job: JobSpec,
+    runtime: Runtime,
+    run_options: RunOptions,
+    options: VerifyOptions,
+    progress: Progress | None = None,
+) -> tuple[Comparison, list[RunRecord]]:
+    say = progress or (lambda _message: None)
+    if options.stop_on_divergence:
+        return _verify_together(job, runtime, run_options, options, say)
+    records: list[RunRecord] = []
+    comparison: Comparison | None = None
+    for index in range(options.runs):
+        say(f"run {index + 1}/{options.runs} of {job.name} ({runtime.name})")
+        record = execute(job, runtime, run_options)
+        records.append(record)
+        say(f"run {index + 1}/{options.runs}: {record.status}" + (f" ({record.failure})" if record.failure else ""))
+        if len(records) == 1 and not record.succeeded:
+            break
+        if len(records) > 1:
+            comparison = compare_runs(records, tensor_details=options.tensor_details)
+            if comparison.verdict == FAILED or (comparison.verdict == DIFFERENT and not options.keep_going):
+                break
+    if comparison is None:
+        comparison = compare_runs(records, tensor_details=options.tensor_details)
+    return comparison, records
+
+
+def _verify_together(
+    job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VerifyOptions, say: Progress
+) -> tuple[Comparison, list[RunRecord]]:
+    """All runs at once; reruns compare their trail with the reference's live and stop at a divergence."""
+    if job.trail is None:
+        job = job.with_overrides(trail=Trail(every=1))
+    quiet = replace(run_options, echo=None)  # interleaved output of parallel runs helps nobody; see stdout.log
+    reference = prepare(job, quiet)
+    reruns = [prepare(job, replace(quiet, reference_run=reference.plan.run_dir)) for _ in range(options.runs - 1)]
+    prepared = [reference, *reruns]
+    say(f"{options.runs} runs of {job.name} together ({runtime.name}), each checked step by step")
+    stop = threading.Event()
+    records: dict[int, RunRecord] = {}
+    interrupted = False
+    with ThreadPoolExecutor(max_workers=len(prepared)) as pool:
+        futures = {pool.submit(finish, run, runtime, quiet, stop=stop): index for index, run in enumerate(prepared)}
+        try:
+            for future in as_completed(futures):
+                record = future.result()
+                records[futures[future]] = record
+                stopped = record.data.get("stopped_early") or {}
+                say(f"run {futures[future] + 1}/{options.runs}: {record.status}" + _stop_text(stopped))
+                if stopped.get("reason") == "diverged" or not record.succeeded:
+                    stop.set()  # the verdict is known: stop the others
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.set()
+            for future in futures:
+                records.setdefault(futures[future], future.result())
+    if interrupted:
+        raise Interrupted(reference.plan.run_dir)
+    ordered = [records[i] for i in sorted(records)]
+    return compare_runs(ordered, tensor_details=options.tensor_details), ordered
+
+
+def _stop_text(stopped: dict[str, object]) -> str:
+    if stopped.get("reason") == "diverged":
+        return f" (diverged from the reference at optimizer step {stopped.get('step')})"
+    if stopped.get("reason") == "max_steps":
+        return f" (stopped after {stopped.get('step')} optimizer steps)"
+    return ""

@@ -1,0 +1,432 @@
+"""The static hazard scan: every planted hazard found where its comment says, nothing in clean code."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reprobox.errors import UsageError
+from reprobox.hazards import RULES, Finding, scan_source, scan_tree
+
+JOBS = Path(__file__).resolve().parents[1] / "jobs"
+HAZARD_COMMENT = re.compile(r"#\s*hazard:\s*(?P<rules>[\w\s,-]+)$")
+
+
+def planted(tree: Path) -> set[tuple[str, int, str]]:
+    """(path, line, rule) for every `# hazard: rule[, rule]` comment under `tree`."""
+    expected = set()
+    for path in sorted(tree.rglob("*.py")):
+        for number, text in enumerate(path.read_text().splitlines(), start=1):
+            match = HAZARD_COMMENT.search(text)
+            if match:
+                for rule in match.group("rules").split(","):
+                    expected.add((path.relative_to(tree).as_posix(), number, rule.strip()))
+    return expected
+
+
+def rules_in(source: str) -> list[tuple[int, str]]:
+    return [(f.line, f.rule) for f in scan_source(source, "job.py")]
+
+
+# --- the fixture trees ------------------------------------------------------------------------------
+
+
+def test_every_planted_hazard_is_found_and_nothing_else() -> None:
+    tree = JOBS / "hazards"
+    expected = planted(tree)
+    assert len(expected) > 40  # the fixture really is planted
+    found = {(f.path, f.line, f.rule) for f in scan_tree(tree)}
+    assert sorted(found - expected) == [], "findings without a hazard comment"
+    assert sorted(expected - found) == [], "planted hazards not found"
+
+
+def test_the_fixture_plants_every_rule_that_code_can_trigger() -> None:
+    planted_rules = {rule for _, _, rule in planted(JOBS / "hazards")}
+    assert planted_rules == set(RULES) - {"syntax-error", "unreadable-file"}
+
+
+def test_clean_job_has_no_findings() -> None:
+    assert scan_tree(JOBS / "clean") == []
+
+
+def test_findings_are_sorted_relative_posix_paths_with_one_based_columns() -> None:
+    findings = scan_tree(JOBS / "hazards")
+    assert findings == sorted(findings, key=lambda f: (f.path, f.line, f.column, f.rule))
+    assert {f.path for f in findings} == {"attention.py", "data/vocab.py", "model.py", "train.py"}
+    first = next(f for f in findings if f.path == "train.py" and f.rule == "cudnn-benchmark")
+    assert first.column == 5  # `    cudnn.benchmark = True`
+
+
+@pytest.mark.slow
+def test_clean_job_is_reproducible_once_seeded(tmp_path: Path) -> None:
+    """The clean fixture really is clean: two seeded runs with worker processes give equal weights."""
+    torch = pytest.importorskip("torch")
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    (boot / "sitecustomize.py").write_text(
+        "import random, numpy, torch\n"
+        "random.seed(0); numpy.random.seed(0); torch.manual_seed(0)\n"
+        "torch.use_deterministic_algorithms(True)\n"
+    )
+    runs = []
+    for name in ("a", "b"):
+        env = {**os.environ, "PYTHONPATH": str(boot), "REPROBOX_OUTPUT_DIR": str(tmp_path / name)}
+        command = [sys.executable, "train.py", "--epochs", "1", "--samples", "64"]
+        runs.append(subprocess.Popen(command, cwd=JOBS / "clean", env=env, stdout=subprocess.DEVNULL))
+    assert [run.wait(timeout=300) for run in runs] == [0, 0]
+    first, second = (torch.load(tmp_path / name / "model.pt", weights_only=True) for name in ("a", "b"))
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[key], second[key]) for key in first)
+
+
+# --- individual rules -------------------------------------------------------------------------------
+
+
+def test_aliases_are_resolved() -> None:
+    source = """
+import torch.nn.functional as Fn
+from torch import nn as tnn
+from torch.utils.data import DataLoader as Loader
+from torch.nn.functional import interpolate as resize
+
+a = Fn.ctc_loss(x, y, il, tl)
+b = tnn.EmbeddingBag(3, 4)
+c = Loader(ds, num_workers=4)
+d = resize(x, scale_factor=2, mode="bilinear")
+"""
+    assert rules_in(source) == [
+        (7, "ctc-loss"),
+        (8, "embedding-bag"),
+        (9, "dataloader-unseeded-workers"),
+        (10, "interpolate"),
+    ]
+
+
+def test_same_names_from_other_libraries_are_not_flagged() -> None:
+    source = """
+import numpy as np
+import re
+from mylib import DataLoader, interpolate
+
+counts = np.bincount(x, weights=w)
+pattern = re.compile("a+")
+loader = DataLoader(ds, num_workers=4)
+image = interpolate(x, mode="bilinear")
+def ctc_loss(a, b): return a
+loss = ctc_loss(1, 2)
+"""
+    assert rules_in(source) == []
+
+
+def test_tensor_methods_match_on_any_receiver() -> None:
+    source = """
+import torch
+self.buffer.index_add_(0, i, v)
+torch.zeros(3).scatter_add_(0, i, v)
+values[0].bincount(weights)
+values.bincount()
+x.index_put_((i,), v, accumulate=False)
+x.index_put_((i,), v, flag)
+"""
+    assert rules_in(source) == [(3, "index-add"), (4, "scatter-add"), (5, "bincount"), (8, "index-put-accumulate")]
+
+
+def test_interpolate_modes() -> None:
+    source = """
+import torch.nn.functional as F
+from torch import nn
+F.interpolate(x, scale_factor=2)
+F.interpolate(x, scale_factor=2, mode="nearest")
+F.interpolate(x, scale_factor=2, mode=chosen)
+F.interpolate(x, scale_factor=2, mode="linear")
+nn.Upsample(None, 2, "bicubic")
+F.upsample_bilinear(x, scale_factor=2)
+"""
+    findings = scan_source(source, "up.py")
+    assert [(f.line, f.rule) for f in findings] == [(7, "interpolate"), (8, "interpolate"), (9, "interpolate")]
+    assert "repeat_interleave" in findings[0].fix and "nearest" in findings[0].fix
+    assert "mode='linear'" in findings[0].message and "backward" in findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("call", "flagged"),
+    [
+        ("DataLoader(ds, num_workers=2)", True),
+        ("DataLoader(ds, num_workers=n, generator=g, worker_init_fn=f)", False),
+        ("DataLoader(ds, num_workers=n, generator=None, worker_init_fn=f)", True),
+        ("DataLoader(ds, num_workers=0)", False),
+        ("DataLoader(ds, shuffle=True)", False),
+        ("DataLoader(ds, **options)", False),
+        ("DataLoader(ds, 8, True, None, None, 4, None, False, False, 0, f, None, g)", False),
+    ],
+)
+def test_dataloader_workers(call: str, flagged: bool) -> None:
+    source = f"from torch.utils.data import DataLoader\nloader = {call}\n"
+    assert bool(rules_in(source)) is flagged
+
+
+def test_dataloader_message_names_what_is_missing() -> None:
+    (finding,) = scan_source("import torch\ntorch.utils.data.DataLoader(d, num_workers=w, generator=g)\n", "t.py")
+    assert "num_workers=w but no worker_init_fn=" in finding.message
+    assert "generator=g" in finding.fix and "worker_init_fn=seed_worker" in finding.fix
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "random.seed(time.time())",
+        "torch.manual_seed(int(time.time()))",
+        "trainer = Trainer(seed=time.time_ns())",
+        "seed = int(datetime.now().timestamp())",
+        "config.seed = time.perf_counter_ns()",
+    ],
+)
+def test_seeds_from_the_clock(line: str) -> None:
+    source = f"import random, time, torch\nfrom datetime import datetime\n{line}\n"
+    assert rules_in(source) == [(3, "seed-from-clock")]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "random.seed(int.from_bytes(os.urandom(4), 'big'))",
+        "np.random.seed(secrets.randbelow(2**32))",
+        "seed = uuid.uuid4().int",
+        "random.seed()",
+        "rng = np.random.default_rng()",
+        "rng = np.random.default_rng(None)",
+        "torch.cuda.seed_all()",
+    ],
+)
+def test_seeds_from_entropy(line: str) -> None:
+    source = f"import os, random, secrets, uuid\nimport numpy as np\nimport torch\n{line}\n"
+    assert rules_in(source) == [(4, "seed-from-entropy")]
+
+
+def test_fixed_seeds_and_unrelated_clock_reads_are_fine() -> None:
+    source = """
+import random, time
+import numpy as np
+random.seed(0)
+rng = np.random.default_rng(1234)
+started = time.time()
+log(started, seed=42)
+"""
+    assert rules_in(source) == []
+
+
+def test_set_iteration_variants() -> None:
+    source = """
+words = ["b", "a"]
+vocab = {w: i for i, w in enumerate(set(words))}
+ordered = {w: i for i, w in enumerate(sorted(set(words)))}
+items = list({"x", "y"})
+also_fine = sorted(list(set(words)))
+seen = set(words)
+for w in seen:
+    print(w)
+for w in seen:
+    table[w] = len(table)
+n = len(seen)
+def other_scope():
+    seen = ["a", "b"]
+    return list(seen)
+"""
+    assert rules_in(source) == [(3, "set-iteration-order"), (5, "set-iteration-order"), (10, "set-iteration-order")]
+
+
+def test_a_name_rebound_to_a_list_is_not_a_set() -> None:
+    source = "names = set(xs)\nnames = sorted(names)\nindex = list(names)\n"
+    assert rules_in(source) == []
+
+
+def test_uninitialized_empty_heuristic() -> None:
+    source = """
+import torch
+from torch import nn
+
+def read_first(n):
+    acc = torch.empty(n)
+    return acc.sum()
+
+def filled_in_place(n):
+    acc = torch.empty(n)
+    acc.zero_()
+    return acc.sum()
+
+def filled_by_loop(n):
+    acc = torch.empty(n, 2)
+    for i in range(n):
+        acc[i] = i
+    return acc.sum()
+
+def filled_by_out(a, b):
+    acc = torch.empty(3)
+    torch.add(a, b, out=acc)
+    return acc
+
+def filled_by_init(n):
+    w = torch.empty(n, n)
+    nn.init.xavier_uniform_(w)
+    return w @ w
+
+def view_then_fill(n):
+    acc = torch.empty(n, 2)
+    acc.view(-1).fill_(0)
+    return acc * 2
+
+def handed_to_other_code(n):
+    acc = torch.empty(n)
+    fill_somehow(acc)
+    return acc + 1
+
+def parameter(n):
+    return nn.Parameter(torch.empty(n))
+
+def metadata_then_read(n):
+    acc = torch.empty(n)
+    print(acc.shape, acc.dtype)
+    return torch.relu(acc)
+
+def chained(n):
+    return torch.empty(n).uniform_(), torch.empty(n) * 2
+"""
+    findings = scan_source(source, "m.py")
+    assert [(f.line, f.rule) for f in findings] == [
+        (6, "uninitialized-empty"),
+        (44, "uninitialized-empty"),
+        (49, "uninitialized-empty"),
+    ]
+    assert "acc = torch.empty(...) is read on line 7 before it is filled" in findings[0].message
+    assert "acc = torch.empty(...) is read on line 46 before it is filled" in findings[1].message
+
+
+def test_attention_math_backend_is_the_fix() -> None:
+    source = """
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+with sdpa_kernel(SDPBackend.MATH):
+    out = F.scaled_dot_product_attention(q, k, v)
+with sdpa_kernel(backends=[SDPBackend.EFFICIENT_ATTENTION]):
+    out = F.scaled_dot_product_attention(q, k, v)
+out = F.scaled_dot_product_attention(q, k, v)
+"""
+    findings = scan_source(source, "a.py")
+    assert [(f.line, f.rule) for f in findings] == [(6, "fused-attention"), (7, "fused-attention"), (8, "fused-attention")]
+    assert "sdpa_kernel(SDPBackend.MATH)" in findings[0].fix
+
+
+def test_torch_compile_severity() -> None:
+    source = """
+import torch
+a = torch.compile(model)
+b = torch.compile(model, mode="max-autotune-no-cudagraphs")
+c = torch.compile(model, mode="reduce-overhead")
+model.compile(mode="max-autotune")
+"""
+    findings = scan_source(source, "c.py")
+    assert [(f.line, f.rule, f.severity) for f in findings] == [
+        (3, "compile", "info"),
+        (4, "compile-autotune", "warning"),
+        (5, "compile", "info"),
+        (6, "compile-autotune", "warning"),
+    ]
+
+
+def test_settings_assigned_safe_values_are_fine() -> None:
+    source = """
+import torch
+torch.backends.cudnn.benchmark = False
+torch.backends.cudnn.deterministic = True
+torch.use_deterministic_algorithms(True)
+torch.use_deterministic_algorithms(mode=True, warn_only=True)
+torch.set_deterministic_debug_mode("error")
+torch.backends.cudnn.benchmark = args.benchmark
+torch.set_deterministic_debug_mode(0)
+"""
+    assert rules_in(source) == [(8, "cudnn-benchmark"), (9, "deterministic-algorithms-off")]
+
+
+def test_ignore_comments() -> None:
+    source = """
+import torch
+x.index_add_(0, i, v)  # reprobox: ignore
+x.index_add_(0, i, v)  # reprobox: ignore[index-add]
+x.index_add_(0, i, v)  # reprobox: ignore[scatter-add]
+torch.backends.cudnn.benchmark = True  # reprobox: ignore[index-add, cudnn-benchmark]
+"""
+    assert rules_in(source) == [(5, "index-add")]
+
+
+# --- files and trees --------------------------------------------------------------------------------
+
+
+def test_syntax_error_is_one_finding() -> None:
+    findings = scan_source("import torch\ndef broken(:\n    pass\n", "broken.py")
+    assert [(f.path, f.line, f.rule) for f in findings] == [("broken.py", 2, "syntax-error")]
+    assert "cannot parse" in findings[0].message
+
+
+def test_scan_tree_reports_unparsable_files_and_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("print 'python 2'\n")
+    (tmp_path / "nul.py").write_bytes(b"x = 1\x00\n")
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nname = '\xe9'\nx.index_add_(0, i, v)\n")
+    (tmp_path / "notes.txt").write_text("x.index_add_(0, i, v)\n")
+    findings = scan_tree(tmp_path)
+    assert [(f.path, f.line, f.rule) for f in findings] == [
+        ("bad.py", 1, "syntax-error"),
+        ("latin.py", 3, "index-add"),
+        ("nul.py", 1, "syntax-error"),
+    ]
+
+
+def test_scan_tree_excludes_folders(tmp_path: Path) -> None:
+    for folder in (".venv", "pkg/__pycache__", "pkg", "build-out"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "ops.py").write_text("x.index_add_(0, i, v)\n")
+    assert [f.path for f in scan_tree(tmp_path)] == ["build-out/ops.py", "pkg/ops.py"]
+    assert [f.path for f in scan_tree(tmp_path, exclude=(".venv", "build*"))] == [
+        "pkg/__pycache__/ops.py",
+        "pkg/ops.py",
+    ]
+
+
+def test_scan_tree_needs_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist or is not a folder"):
+        scan_tree(tmp_path / "missing")
+
+
+def test_finding_json_round_trips() -> None:
+    (finding,) = scan_source("import torch\ntorch.bincount(x, w)\n", "ops/count.py")
+    data = json.loads(json.dumps(finding.to_json()))
+    assert data == {
+        "path": "ops/count.py",
+        "line": 2,
+        "column": 1,
+        "rule": "bincount",
+        "severity": "warning",
+        "message": RULES["bincount"].message,
+        "fix": RULES["bincount"].fix,
+    }
+    assert Finding(**data) == finding  # type: ignore[arg-type]
+    assert str(finding).startswith("ops/count.py:2:1: bincount: ")
+
+
+def test_every_rule_reads_as_a_sentence() -> None:
+    for rule in RULES.values():
+        assert rule.message.endswith(".") and rule.fix.endswith("."), rule.id
+        assert rule.severity in {"warning", "info"}
+
+
+def test_scanning_never_imports_torch() -> None:
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom reprobox.hazards import scan_tree\n"
+        f"scan_tree(Path({str(JOBS / 'hazards')!r}))\nassert 'torch' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
