@@ -107,7 +107,9 @@ def report_error(exc: errors.ReproboxError, out: Output) -> int:
         print(tail.rstrip(), file=sys.stderr)
     run_dir = getattr(exc, "run_dir", None)
     if out.as_json:
-        payload: dict[str, Any] = {"error": {"message": exc.message, "lines": exc.lines(), "exit_code": exc.exit_code}}
+        payload: dict[str, Any] = {
+            "error": {"message": exc.message, "lines": exc.lines(), "exit_code": exc.exit_code}
+        }
         if run_dir is not None:
             payload["run_dir"] = str(run_dir)
         if exc.exit_code == errors.EXIT_JOB_FAILED:

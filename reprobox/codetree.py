@@ -10,7 +10,18 @@ from pathlib import Path
 
 # Never part of "the code": version control, caches, environments, and reprobox's own run folders.
 IGNORED_DIRS = frozenset(
-    {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "venv", "runs"}
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".venv",
+        "venv",
+        "runs",
+    }
 )
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 CODE_TREE_SCHEMA = "reprobox.codetree/1"
@@ -19,7 +30,9 @@ CODE_TREE_SCHEMA = "reprobox.codetree/1"
 @dataclass(frozen=True)
 class CodeTree:
     digest: str
-    files: dict[str, str]  # relative posix path -> "sha256" (or "link:target" for symlinks); "+x" marks executables
+    files: dict[
+        str, str
+    ]  # relative posix path -> "sha256" (or "link:target" for symlinks); "+x" marks executables
 
     def to_json(self) -> dict[str, object]:
         return {"schema": CODE_TREE_SCHEMA, "sha256": self.digest, "files": self.files}
@@ -63,7 +76,7 @@ def changed_files(expected: dict[str, str], actual: dict[str, str]) -> dict[str,
 def _entry_digest(path: Path) -> str:
     info = path.lstat()
     if stat.S_ISLNK(info.st_mode):
-        return "link:" + os.readlink(path)
+        return "link:" + str(path.readlink())
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):

@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reprobox import trails
+from reprobox import explain, trails
 from reprobox.manifest import STATUS_CANCELLED, RunRecord
 
 IDENTICAL = "identical"
 DIFFERENT = "different"
 FAILED = "failed"
 TENSOR_DETAIL_LIMIT = 20
+EXPLAINED_FIELDS_LIMIT = 30
 
 
 @dataclass
@@ -62,7 +63,8 @@ def compare_runs(records: Sequence[RunRecord], *, tensor_details: bool = True) -
     if not reference.checkpoints:
         comparison.verdict = FAILED
         comparison.notes.append(
-            "the job wrote no checkpoints matching its 'checkpoints' patterns, so there is nothing to compare; "
+            "the job wrote no checkpoints matching its 'checkpoints' patterns, so there is nothing "
+            "to compare; "
             "write them to $REPROBOX_OUTPUT_DIR"
         )
         return comparison
@@ -71,12 +73,38 @@ def compare_runs(records: Sequence[RunRecord], *, tensor_details: bool = True) -
         _compare_pair(reference, other, comparison, tensor_details)
         if before == IDENTICAL and comparison.verdict == DIFFERENT:
             comparison.first_divergence = _trail_divergence(reference, other)
+            comparison.explanation = explain_difference(reference, other, closeness(comparison))
     return comparison
+
+
+def closeness(comparison: Comparison) -> str | None:
+    """ "max abs difference X over Y tensors", from the tensor statistics, for the stack sentence."""
+    values = [d["max_abs"] for d in comparison.differences if d.get("max_abs") is not None]
+    if not values:
+        return None
+    return f"max abs difference {max(values):.3g} over {comparison.differing_tensor_total} tensors"
+
+
+def explain_difference(a: RunRecord, b: RunRecord, closeness_text: str | None) -> dict[str, Any]:
+    """Whether the stacks differ (so bitwise equality was never expected) or the job is nondeterministic."""
+    diffs = explain.diff_fingerprints(a.fingerprint, b.fingerprint)
+    numerics = [d for d in diffs if d.affects_numerics]
+    return {
+        "same_stack": not numerics,
+        "sentence": explain.stack_verdict(diffs, closeness=closeness_text),
+        "fields": [
+            {"field": d.field, "label": d.label, "a": d.a, "b": d.b, "affects_numerics": d.affects_numerics}
+            for d in diffs[:EXPLAINED_FIELDS_LIMIT]
+        ],
+    }
 
 
 def _judged_by_trail(record: RunRecord) -> bool:
     """Prefix checks and runs stopped at a divergence have no final checkpoints: their trails decide."""
-    return bool(record.data.get("prefix_check") or record.data.get("stopped_early")) or record.status == STATUS_CANCELLED
+    return (
+        bool(record.data.get("prefix_check") or record.data.get("stopped_early"))
+        or record.status == STATUS_CANCELLED
+    )
 
 
 def _compare_trails(records: Sequence[RunRecord], out: Comparison) -> None:
@@ -93,10 +121,12 @@ def _compare_trails(records: Sequence[RunRecord], out: Comparison) -> None:
             continue
         divergence = trails.first_divergence(reference, trail)
         if divergence is not None:
+            if out.first_divergence is None:
+                out.first_divergence = divergence
+                out.explanation = explain_difference(records[0], other, None)
             out.verdict = DIFFERENT
-            out.first_divergence = out.first_divergence or divergence
             continue
-        same, last = trails.common_prefix_identical(reference, trail)
+        same, _last = trails.common_prefix_identical(reference, trail)
         if not same and out.verdict == IDENTICAL:
             out.verdict = FAILED
             out.notes.append(f"run {other.run_dir} recorded no optimizer step in common with the reference")
@@ -128,7 +158,9 @@ def checkpoint_table(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
                 }
             )
         contents = {item["content_sha256"] for item in per_run}
-        table.append({"path": path, "identical": len(contents) == 1 and None not in contents, "runs": per_run})
+        table.append(
+            {"path": path, "identical": len(contents) == 1 and None not in contents, "runs": per_run}
+        )
     return table
 
 
@@ -144,15 +176,21 @@ def _compare_pair(a: RunRecord, b: RunRecord, out: Comparison, tensor_details: b
         _note_metadata(path, ca, cb, out)
         if ca.get("content_sha256") == cb.get("content_sha256"):
             if ca.get("file_sha256") != cb.get("file_sha256"):
-                out.notes.append(f"checkpoint {path}: same tensors, different file bytes (container format only)")
+                out.notes.append(
+                    f"checkpoint {path}: same tensors, different file bytes (container format only)"
+                )
             continue
         out.verdict = DIFFERENT
         names = differing_tensor_names(ca, cb)
         out.differing_tensor_total += len(names)
         shown = names[: max(0, TENSOR_DETAIL_LIMIT - len(out.differences))]
-        out.differences.extend(_tensor_differences(a, b, path, shown, tensor_details, out.notes))
+        out.differences.extend(
+            _tensor_differences(a, b, path, shown, tensor_details=tensor_details, notes=out.notes)
+        )
         if len(names) > len(shown):
-            out.notes.append(f"checkpoint {path}: {len(names)} tensors differ; the first {len(shown)} are listed")
+            out.notes.append(
+                f"checkpoint {path}: {len(names)} tensors differ; the first {len(shown)} are listed"
+            )
 
 
 def differing_tensor_names(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -169,11 +207,13 @@ def _note_metadata(path: str, a: dict[str, Any], b: dict[str, Any], out: Compari
     keys = sorted(k for k in set(ma) | set(mb) if ma.get(k) != mb.get(k))
     if keys:
         shown = ", ".join(keys[:10]) + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
-        out.notes.append(f"checkpoint {path}: non-tensor entries differ ({shown}); they are not part of the weights")
+        out.notes.append(
+            f"checkpoint {path}: non-tensor entries differ ({shown}); they are not part of the weights"
+        )
 
 
 def _tensor_differences(
-    a: RunRecord, b: RunRecord, path: str, names: list[str], tensor_details: bool, notes: list[str]
+    a: RunRecord, b: RunRecord, path: str, names: list[str], *, tensor_details: bool, notes: list[str]
 ) -> list[dict[str, Any]]:
     plain = [{"checkpoint": path, "name": name} for name in names]
     if not names or not tensor_details or names == ["<file>"]:
@@ -189,7 +229,7 @@ def _tensor_differences(
     except ImportError:
         notes.append("install torch to see how much the differing tensors differ")
         return plain
-    except Exception as exc:  # noqa: BLE001 - statistics are an explanation; the verdict stands without them
+    except Exception as exc:
         notes.append(f"checkpoint {path}: tensor statistics unavailable ({type(exc).__name__}: {exc})")
         return plain
     return [d.to_json() for d in diffs]

@@ -3,13 +3,17 @@
 Seeding and deterministic flags, which the guest applies, cannot fix code that picks a seed from the
 clock, iterates a set to number a vocabulary, or calls an op whose CUDA kernel adds in no fixed order.
 This module finds such code before a run, with pure `ast` (torch is never imported), so that
-`reprobox audit` can name the file, the line and the fix.
+`reprobox audit` can name the file, the line and the fix. What each hazard is and how to fix it is
+data (`RULES`); which calls are hazards is data too (`CALL_RULES`, `ASSIGN_RULES`).
 
 Matching is deliberately cheap and quiet: callees are resolved through the file's own imports
 (`import torch.nn.functional as F`, `from torch import nn`, `from torch.utils.data import DataLoader
 as DL`); a tensor method such as `x.index_add_(...)` matches on any receiver except a module imported
-from another library (`np.bincount` is not flagged); anything not understood is left alone. A finding
-is silenced by a `# reprobox: ignore` comment on its line, or `# reprobox: ignore[rule-a, rule-b]`.
+from another library (`np.bincount` is not flagged); anything not understood is left alone. Two rules
+are heuristics, described where they are implemented: reading a `torch.empty` result before filling it
+(`_Scanner._check_empty_reads`) and building an ordered thing from a set (`_Scanner._check_set_*`,
+`_builds_sequence`). A finding is silenced by a `# reprobox: ignore` comment on its line, or by
+`# reprobox: ignore[rule-a, rule-b]`.
 """
 
 from __future__ import annotations
@@ -73,6 +77,14 @@ _KEEP_DETERMINISTIC_ON = (
     "Keep torch.use_deterministic_algorithms(True) on (reprobox turns it on before your code runs), "
 )
 
+# Hazards the guest already neutralises when the job runs under reprobox; still hazards anywhere else.
+COVERED_BY_REPROBOX: dict[str, str] = {
+    "set-iteration-order": "reprobox fixes PYTHONHASHSEED, so the order repeats under reprobox "
+    "on the same Python",
+    "dataloader-unseeded-workers": "reprobox seeds torch's global RNG before the job starts, so the "
+    "shuffle order and the worker seeds repeat under reprobox",
+}
+
 RULES: dict[str, Rule] = {
     r.id: r
     for r in (
@@ -102,9 +114,9 @@ RULES: dict[str, Rule] = {
             "put",
             "Tensor.put_ has no deterministic implementation with accumulate=False on any device, nor "
             "with accumulate=True on CUDA.",
-            "Write through advanced indexing instead (x.view(-1)[index] = source, or "
-            "x.view(-1).index_put_((index,), source, accumulate=True) to add), which has deterministic "
-            "kernels.",
+            "Write through indexing instead (x.view(-1)[index] = source, or "
+            "x.view(-1).index_put_((index,), source, accumulate=True) to add), which is deterministic "
+            "under torch.use_deterministic_algorithms(True).",
         ),
         Rule(
             "bincount",
@@ -120,10 +132,10 @@ RULES: dict[str, Rule] = {
         ),
         Rule(
             "embedding-bag",
-            "EmbeddingBag's backward on CUDA adds gradients atomically, and with mode='max' it has no "
-            "deterministic implementation at all.",
-            "Use mode='sum' or mode='mean' and keep torch.use_deterministic_algorithms(True) on, or use "
-            "nn.Embedding followed by an explicit reduction over each bag.",
+            "EmbeddingBag may produce nondeterministic gradients on CUDA, and with mode='max' its CUDA "
+            "backward has no deterministic implementation at all.",
+            "Avoid mode='max' on CUDA (it throws under torch.use_deterministic_algorithms(True)); with "
+            "mode='sum' or 'mean' keep deterministic algorithms on and check the job with reprobox verify.",
         ),
         Rule(
             "ctc-loss",
@@ -144,8 +156,9 @@ RULES: dict[str, Rule] = {
             "max-unpool",
             "MaxUnpool has no deterministic implementation on any device: with repeated indices the "
             "value that lands last wins.",
-            "Scatter the pooled values with deterministic advanced indexing (out.view(-1)[indices] = "
-            "values on flattened views) or keep the pooling indices free of repeats.",
+            "Rebuild the unpooled tensor with scatter_ on flattened views, e.g. x.new_zeros(n, c, h * w)"
+            ".scatter_(2, indices.flatten(2), pooled.flatten(2)).view(n, c, h, w), which is "
+            "deterministic under torch.use_deterministic_algorithms(True).",
         ),
         Rule(
             "grid-sample",
@@ -167,7 +180,8 @@ RULES: dict[str, Rule] = {
             "RNG, so they change whenever anything draws random numbers before the loader runs.",
             "Pass generator=g, a torch.Generator seeded once with g.manual_seed(seed), and "
             "worker_init_fn=seed_worker, which seeds numpy and random from torch.initial_seed() % 2**32, "
-            "as PyTorch's reproducibility notes show.",
+            "as PyTorch's reproducibility notes show (reprobox.generator() and reprobox.seed_worker are "
+            "both ready-made).",
         ),
         Rule(
             "seed-from-clock",
@@ -613,7 +627,14 @@ _VIEW_METHODS = _names(
 )
 _VIEW_ATTRIBUTES = _names("T mT H mH data real imag")
 _READING_BUILTINS = _names("print float int bool sum min max abs")
+# In-place writes that may cover only part of the tensor: what is read later is unknowable.
+_PARTIAL_WRITE_METHODS = _names(
+    "scatter_ index_copy_ index_fill_ masked_fill_ masked_scatter_ put_ index_put_ fill_diagonal_"
+)
+_OUT_KEYWORDS = _names("out output")
 _WRAPPING_CONSTRUCTORS = _names("Parameter Buffer UninitializedParameter register_buffer")
+# torch namespaces whose functions write into tensors passed to them (collectives, kernels' outputs).
+_WRITING_NAMESPACES = _names("torch.distributed torch.cuda.nccl torch._C torch.ops")
 _EMPTY_FACTORIES = _names("empty empty_like empty_strided empty_permuted")
 
 # Consumers for which the order of a set's elements does not matter.
@@ -824,6 +845,12 @@ class _Scanner(ast.NodeVisitor):
         )
 
     def _check_set_consumer(self, node: ast.Call, callee: _Callee) -> None:
+        """enumerate(S), list(S), tuple(S) and "sep".join(S), where S is a set literal, a set(...) or
+        frozenset(...) call, a set comprehension, or a name bound only to those in this scope.
+
+        Comprehensions over S and loops over S that build a sequence are checked in their visitors;
+        sorted(S), len(S), sum(...) and other order-free consumers are fine.
+        """
         if not node.args or not self._is_set(node.args[0]):
             return
         bare = isinstance(node.func, ast.Name) and node.func.id not in self.aliases
@@ -849,7 +876,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _visit_for(self, node: ast.For | ast.AsyncFor) -> None:
         # A plain loop over a set matters when it builds an ordered thing: d[key] = ..., out.append(...).
-        if self._is_set(node.iter) and any(_builds_sequence(stmt) for stmt in node.body):
+        if self._is_set(node.iter) and _builds_sequence(node):
             self.report(node, "set-iteration-order")
         self.generic_visit(node)
 
@@ -862,8 +889,8 @@ class _Scanner(ast.NodeVisitor):
     # -- uninitialized memory -----------------------------------------------------------------------
 
     def _is_empty_factory(self, expr: ast.expr) -> bool:
-        if not isinstance(expr, ast.Call):
-            return False
+        if not isinstance(expr, ast.Call) or any(_is_const(arg, 0) for arg in expr.args):
+            return False  # a dimension of literal 0: no elements to be uninitialized
         callee = self.resolve(expr.func)
         if callee.torch_rooted and callee.last in _EMPTY_FACTORIES:
             return True
@@ -937,7 +964,7 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(parent, ast.Attribute) and parent.value is expr:
             return self._follow_attribute(parent)
         if isinstance(parent, ast.keyword) or (isinstance(parent, ast.Call) and expr in parent.args):
-            if isinstance(parent, ast.keyword) and parent.arg == "out":
+            if isinstance(parent, ast.keyword) and parent.arg in _OUT_KEYWORDS:
                 return "fill"
             call = self.parents.get(parent) if isinstance(parent, ast.keyword) else parent
             return self._classify_argument(call, expr)
@@ -952,6 +979,8 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(grand, ast.Call) and grand.func is attribute:
             if attribute.attr in _FILL_METHODS:
                 return "fill"
+            if attribute.attr in _PARTIAL_WRITE_METHODS:
+                return "escape"
             return grand if attribute.attr in _VIEW_METHODS else "read"
         return attribute if attribute.attr in _VIEW_ATTRIBUTES else "escape"
 
@@ -961,8 +990,10 @@ class _Scanner(ast.NodeVisitor):
         callee = self.resolve(call.func)
         if callee.torch_rooted and callee.last.endswith("_") and call.args and call.args[0] is arg:
             return "fill"  # torch.nn.init.normal_(w), ...
-        if callee.torch_rooted and callee.last not in _WRAPPING_CONSTRUCTORS:
-            return "read"
+        qualname = callee.qualname or ""
+        writes = any(qualname.startswith(f"{namespace}.") for namespace in _WRITING_NAMESPACES)
+        if callee.torch_rooted and not writes and not callee.last.startswith("_"):
+            return "escape" if callee.last in _WRAPPING_CONSTRUCTORS else "read"
         if (
             isinstance(call.func, ast.Name)
             and call.func.id in _READING_BUILTINS
@@ -972,16 +1003,28 @@ class _Scanner(ast.NodeVisitor):
         return "escape"
 
 
-def _builds_sequence(stmt: ast.stmt) -> bool:
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
-            return True
+def _builds_sequence(loop: ast.For | ast.AsyncFor) -> bool:
+    """Whether a loop's result depends on its order: it appends, or numbers what it stores.
+
+    `out.append(w)` and `index[w] = len(index)` (or `= i` with `i += 1` in the loop) do;
+    `table[w] = f(w)` does not, as each entry is the same whatever the order.
+    """
+    counters = {
+        node.target.id
+        for node in ast.walk(loop)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
+    }
+    for node in ast.walk(loop):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in {"append", "extend", "insert", "write"}
         ):
             return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
+            for part in ast.walk(node.value):
+                if isinstance(part, ast.Name) and (part.id in counters or part.id == "len"):
+                    return True
     return False
 
 

@@ -108,7 +108,8 @@ class JobSpec:
         """The resolved spec for the manifest; secret-looking env values are redacted."""
         data = asdict(self)
         data["env"] = redact_env(self.env)
-        return _jsonable(data)
+        resolved: dict[str, Any] = _jsonable(data)
+        return resolved
 
     def with_overrides(self, **changes: Any) -> JobSpec:
         """A copy with some fields replaced (used by CLI flags such as --trail)."""
@@ -156,7 +157,9 @@ class _Validator:
         raw = self.doc.data
         if not isinstance(raw, dict):
             kind = "empty" if raw is None else f"a {type(raw).__name__}"
-            self.fail("", f"is {kind}, but a job file must be a mapping with at least version, name and command")
+            self.fail(
+                "", f"is {kind}, but a job file must be a mapping with at least version, name and command"
+            )
             raise SpecError(self.problems)
         for dotted, line in self.doc.duplicates:
             self.problems.append(Problem(self.doc.path, line, dotted, "appears twice; keep one"))
@@ -215,9 +218,12 @@ class _Validator:
         if not isinstance(value, str) or not value:
             self.fail(dotted, f"must be a path (a string), not {_describe(value)}")
             return None
-        resolved = (self.base_dir / os.path.expanduser(value)).resolve()
+        resolved = (self.base_dir / Path(value).expanduser()).resolve()
         if must_be_dir and not resolved.is_dir():
-            self.fail(dotted, f"directory '{value}' does not exist (resolved to {resolved}); create it or fix the path")
+            self.fail(
+                dotted,
+                f"directory '{value}' does not exist (resolved to {resolved}); create it or fix the path",
+            )
         elif not must_be_dir and not resolved.exists():
             self.fail(dotted, f"'{value}' does not exist (resolved to {resolved}); fix the path")
         return resolved
@@ -309,7 +315,9 @@ class _Validator:
                 self.fail(f"{dotted}.target", f"'{target}' is reserved; choose another path such as /data")
             targets.add(normalized)
             env_name = entry.get("env")
-            if env_name is not None and (not isinstance(env_name, str) or not ENV_NAME_PATTERN.match(env_name)):
+            if env_name is not None and (
+                not isinstance(env_name, str) or not ENV_NAME_PATTERN.match(env_name)
+            ):
                 self.fail(f"{dotted}.env", f"{env_name!r} is not a valid environment variable name")
                 env_name = None
             if source is not None:
@@ -407,7 +415,9 @@ class _Validator:
             return ImageSpec()
         if isinstance(value, str):
             if not value.strip() or any(c.isspace() for c in value):
-                self.fail("image", f"{value!r} is not an image reference; use e.g. 'registry/name:tag@sha256:...'")
+                self.fail(
+                    "image", f"{value!r} is not an image reference; use e.g. 'registry/name:tag@sha256:...'"
+                )
             return ImageSpec(reference=value)
         entry = self.mapping(value, "image")
         if entry is None:
@@ -453,9 +463,13 @@ class _Validator:
             return None if value is None else ()
         if value == "all":
             return "all"
-        if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+        if isinstance(value, list) and all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+        ):
             return tuple(value)
-        self.fail("resources.gpus", f"must be 0, 'all', or a list of GPU indices such as [0, 1], not {value!r}")
+        self.fail(
+            "resources.gpus", f"must be 0, 'all', or a list of GPU indices such as [0, 1], not {value!r}"
+        )
         return None
 
     def check_size(self, value: Any, dotted: str) -> str | None:

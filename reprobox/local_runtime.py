@@ -6,6 +6,7 @@ of the container's isolation: the job sees the host's files, network and install
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import signal
@@ -134,10 +135,8 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _now() -> str:

@@ -64,20 +64,27 @@ class RunRecord:
         return next((c for c in self.checkpoints if c.get("path") == path), None)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that readers see the old file or the new one, never half of one."""
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file so that readers see the old one or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
+        Path(tmp_name).replace(path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def write_record(run_dir: Path, data: dict[str, Any]) -> RunRecord:
@@ -92,7 +99,9 @@ def read_record(location: Path | str) -> RunRecord:
     manifest = path / MANIFEST_NAME if path.is_dir() else path
     if not manifest.exists():
         what = "run directory has no manifest.json" if path.is_dir() else "does not exist"
-        raise SpecError([Problem(path, None, "", f"{what}; pass a run directory such as runs/<job>/<run-id>")])
+        raise SpecError(
+            [Problem(path, None, "", f"{what}; pass a run directory such as runs/<job>/<run-id>")]
+        )
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -100,6 +109,13 @@ def read_record(location: Path | str) -> RunRecord:
     if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else None
         raise SpecError(
-            [Problem(manifest, None, "schema", f"is {found!r}, expected {RUN_SCHEMA!r}; is this a reprobox run?")]
+            [
+                Problem(
+                    manifest,
+                    None,
+                    "schema",
+                    f"is {found!r}, expected {RUN_SCHEMA!r}; is this a reprobox run?",
+                )
+            ]
         )
     return RunRecord(manifest.parent, data)

@@ -19,11 +19,11 @@ from typing import IO, Any
 from reprobox import codetree
 from reprobox._version import __version__
 from reprobox.errors import Interrupted
-from reprobox.guest import determinism, settings
+from reprobox.guest import settings
 from reprobox.job import JobSpec, file_sha256, redact_env
 from reprobox.manifest import (
-    STATUS_FAILED,
     STATUS_CANCELLED,
+    STATUS_FAILED,
     STATUS_INTERRUPTED,
     STATUS_SUCCEEDED,
     STDOUT_LOG,
@@ -41,7 +41,7 @@ class RunOptions:
     echo: Callable[[bytes], None] | None = None  # live job output (the CLI passes the terminal)
     max_steps: int | None = None
     reference_run: Path | None = None  # stop as soon as this run's trail diverges from this run's
-    audit_file: Path | None = None
+    audit: bool = False  # record nondeterministic-op warnings (reprobox audit)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -94,8 +94,8 @@ def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
         env[settings.TRAIL_EVERY] = str(job.trail.every)
     if options.max_steps is not None:
         env[settings.MAX_STEPS] = str(options.max_steps)
-    if options.audit_file is not None:
-        env[settings.AUDIT_FILE] = str(options.audit_file)
+    if options.audit:
+        env[settings.AUDIT] = "1"
     env.update(options.extra_env)
     return env
 
@@ -138,7 +138,9 @@ def finish(
     with (plan.run_dir / STDOUT_LOG).open("wb") as log:
         outcome = runtime.run(plan, _TeeSink(log, options.echo), stop)
     guest = _read_guest_result(plan.run_dir)
-    data = build_manifest(plan.job, plan, runtime.describe(), outcome, guest, prepared.code, options)
+    data = build_manifest(
+        prepared, runtime_facts=runtime.describe(), outcome=outcome, guest=guest, options=options
+    )
     record = write_record(plan.run_dir, data)
     if outcome.interrupted:
         raise Interrupted(plan.run_dir)
@@ -146,15 +148,15 @@ def finish(
 
 
 def build_manifest(
-    job: JobSpec,
-    plan: RunPlan,
+    prepared: PreparedRun,
+    *,
     runtime_facts: dict[str, Any],
     outcome: RunOutcome,
     guest: dict[str, Any] | None,
-    code: codetree.CodeTree,
     options: RunOptions,
 ) -> dict[str, Any]:
     """The manifest's fields; the guest's own account of the exit wins over what the runtime saw."""
+    plan, code, job = prepared.plan, prepared.code, prepared.plan.job
     exit_code, signal_number = outcome.exit_code, outcome.signal
     if guest is not None and not (outcome.timed_out or outcome.interrupted or outcome.oom_killed):
         exit_code, signal_number = guest.get("exit_code"), guest.get("signal")
@@ -212,7 +214,7 @@ def build_manifest(
 
 
 def _prefix_check(guest: dict[str, Any] | None, options: RunOptions) -> dict[str, Any] | None:
-    """Set when only the first --max-steps optimizer steps ran: the trail, not the checkpoints, is the evidence."""
+    """Set when only the first --max-steps optimizer steps ran: then the trail is the evidence."""
     if options.max_steps is None:
         return None
     stopped = (guest or {}).get("stopped_early") or {}

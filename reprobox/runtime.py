@@ -23,7 +23,7 @@ OUTPUTS_SUBDIR = "outputs"
 
 
 class OutputSink(Protocol):
-    """Receives the job's combined stdout/stderr as it arrives (the runner writes stdout.log and the terminal)."""
+    """Receives the job's combined stdout/stderr as it arrives (the runner tees it to stdout.log)."""
 
     def write(self, chunk: bytes) -> None: ...
 
@@ -57,7 +57,9 @@ class RunOutcome:
     oom_killed: bool = False
     started_at: str = ""
     ended_at: str = ""
-    runtime: dict[str, Any] = field(default_factory=dict)  # runtime-specific facts (image, container settings)
+    runtime: dict[str, Any] = field(
+        default_factory=dict
+    )  # runtime-specific facts (image, container settings)
 
     @property
     def succeeded(self) -> bool:
@@ -70,7 +72,7 @@ class RunOutcome:
             and self.signal is None
         )
 
-    def failure_reason(self) -> str | None:
+    def failure_reason(self) -> str | None:  # noqa: PLR0911 - one return per way a run can end
         """One phrase saying why the run failed, or None when it succeeded."""
         if self.interrupted:
             return "interrupted by the user (Ctrl-C)"

@@ -88,7 +88,11 @@ def divergence_series(a: Trail, b: Trail) -> list[tuple[int, float]]:
         drift = 0.0
         for name in set(pa) & set(pb):
             if pa[name][0] != pb[name][0]:
-                drift = max(drift, abs(float(pa[name][2]) - float(pb[name][2])), abs(float(pa[name][1]) - float(pb[name][1])))
+                drift = max(
+                    drift,
+                    abs(float(pa[name][2]) - float(pb[name][2])),
+                    abs(float(pa[name][1]) - float(pb[name][1])),
+                )
         series.append((step, drift))
     return series
 

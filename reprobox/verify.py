@@ -49,7 +49,10 @@ def verify(
         say(f"run {index + 1}/{options.runs} of {job.name} ({runtime.name})")
         record = execute(job, runtime, run_options)
         records.append(record)
-        say(f"run {index + 1}/{options.runs}: {record.status}" + (f" ({record.failure})" if record.failure else ""))
+        say(
+            f"run {index + 1}/{options.runs}: {record.status}"
+            + (f" ({record.failure})" if record.failure else "")
+        )
         if len(records) == 1 and not record.succeeded:
             break
         if len(records) > 1:
@@ -67,16 +70,22 @@ def _verify_together(
     """All runs at once; reruns compare their trail with the reference's live and stop at a divergence."""
     if job.trail is None:
         job = job.with_overrides(trail=Trail(every=1))
-    quiet = replace(run_options, echo=None)  # interleaved output of parallel runs helps nobody; see stdout.log
+    quiet = replace(
+        run_options, echo=None
+    )  # interleaved output of parallel runs helps nobody; see stdout.log
     reference = prepare(job, quiet)
-    reruns = [prepare(job, replace(quiet, reference_run=reference.plan.run_dir)) for _ in range(options.runs - 1)]
+    reruns = [
+        prepare(job, replace(quiet, reference_run=reference.plan.run_dir)) for _ in range(options.runs - 1)
+    ]
     prepared = [reference, *reruns]
     say(f"{options.runs} runs of {job.name} together ({runtime.name}), each checked step by step")
     stop = threading.Event()
     records: dict[int, RunRecord] = {}
     interrupted = False
     with ThreadPoolExecutor(max_workers=len(prepared)) as pool:
-        futures = {pool.submit(finish, run, runtime, quiet, stop=stop): index for index, run in enumerate(prepared)}
+        futures = {
+            pool.submit(finish, run, runtime, quiet, stop=stop): index for index, run in enumerate(prepared)
+        }
         try:
             for future in as_completed(futures):
                 record = future.result()
@@ -88,8 +97,8 @@ def _verify_together(
         except KeyboardInterrupt:
             interrupted = True
             stop.set()
-            for future in futures:
-                records.setdefault(futures[future], future.result())
+            for future, index in futures.items():
+                records.setdefault(index, future.result())
     if interrupted:
         raise Interrupted(reference.plan.run_dir)
     ordered = [records[i] for i in sorted(records)]

@@ -2,20 +2,23 @@
 
 Both variants run as fresh subprocesses, alternating, so drift on the machine hits both alike. The job
 imports torch and does a few matmuls; the second variant also calls collect() at the end and writes
-its JSON, as the guest does at exit. Prints the medians and the difference; exits 1 if collect()
-adds more than the budget (0.3 s by default).
+its JSON, as the guest does at exit. Prints the medians of wall and CPU time for each variant and the
+time added (the median of the paired differences, which is steadier on a busy machine than the
+difference of medians); exits 1 if the added wall time exceeds the budget (0.3 s by default).
 
-    python scripts/bench_fingerprint.py [--repeats 7] [--budget 0.3]
+    python scripts/bench_fingerprint.py [--repeats 9] [--budget 0.3]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 JOB = """\
@@ -38,21 +41,35 @@ if len(sys.argv) > 1:
 """
 
 
-def run_once(job: Path, output: Path | None) -> tuple[float, float | None]:
-    """Wall seconds for one job process, and the in-process collect() seconds when it ran."""
+@dataclass(frozen=True)
+class Run:
+    wall: float  # seconds from start to exit
+    cpu: float  # user + system seconds of the job process
+    collect: float | None  # seconds import + collect() + write took inside the job, when it ran
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(job: Path, output: Path | None) -> Run:
     command = [sys.executable, str(job), *([str(output)] if output else [])]
-    started = time.perf_counter()
+    cpu_before, started = children_cpu(), time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=True)
-    wall = time.perf_counter() - started
-    inside = [
-        line.split("=", 1)[1] for line in done.stderr.splitlines() if line.startswith("collect_seconds=")
-    ]
-    return wall, float(inside[0]) if inside else None
+    wall, cpu = time.perf_counter() - started, children_cpu() - cpu_before
+    marker = "collect_seconds="
+    inside = [line.removeprefix(marker) for line in done.stderr.splitlines() if line.startswith(marker)]
+    return Run(wall, cpu, float(inside[0]) if inside else None)
+
+
+def describe(name: str, values: list[float]) -> str:
+    return f"{name:<28}{statistics.median(values):7.3f} s   [{min(values):.3f} .. {max(values):.3f}]"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--repeats", type=int, default=7, help="runs of each variant (default 7)")
+    parser = argparse.ArgumentParser(description="Time added to a torch job by reprobox's collect().")
+    parser.add_argument("--repeats", type=int, default=9, help="runs of each variant (default 9)")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds collect() may add (default 0.3)")
     args = parser.parse_args(argv)
 
@@ -62,30 +79,24 @@ def main(argv: list[str] | None = None) -> int:
         output = Path(scratch) / "fingerprint.json"
         run_once(job, None)  # warm the file cache for both variants
         run_once(job, output)
-        bare: list[float] = []
-        fingerprinted: list[float] = []
-        inside: list[float] = []
-        for _ in range(args.repeats):
-            bare.append(run_once(job, None)[0])
-            wall, collect_seconds = run_once(job, output)
-            fingerprinted.append(wall)
-            if collect_seconds is not None:
-                inside.append(collect_seconds)
+        pairs = [(run_once(job, None), run_once(job, output)) for _ in range(args.repeats)]
         fingerprint_bytes = output.stat().st_size
 
-    bare_median, fingerprinted_median = statistics.median(bare), statistics.median(fingerprinted)
-    added = fingerprinted_median - bare_median
-    print(f"runs per variant          {args.repeats}")
-    print(f"bare job (median)         {bare_median:.3f} s   [{min(bare):.3f} .. {max(bare):.3f}]")
-    print(
-        f"with collect() (median)   {fingerprinted_median:.3f} s"
-        f"   [{min(fingerprinted):.3f} .. {max(fingerprinted):.3f}]"
-    )
-    print(f"added (difference)        {added:+.3f} s   budget {args.budget:.3f} s")
-    print(f"collect() in-process      {statistics.median(inside):.3f} s median (import + collect + write)")
-    print(f"fingerprint size          {fingerprint_bytes} bytes")
-    if added > args.budget:
-        print(f"FAIL: fingerprinting adds {added:.3f} s, more than the {args.budget:.3f} s budget")
+    bare = [b for b, _ in pairs]
+    fingerprinted = [f for _, f in pairs]
+    added_wall = statistics.median(f.wall - b.wall for b, f in pairs)
+    added_cpu = statistics.median(f.cpu - b.cpu for b, f in pairs)
+    print(f"runs per variant            {args.repeats} (alternating)")
+    print(describe("bare job, wall", [r.wall for r in bare]))
+    print(describe("with collect(), wall", [r.wall for r in fingerprinted]))
+    print(describe("bare job, CPU", [r.cpu for r in bare]))
+    print(describe("with collect(), CPU", [r.cpu for r in fingerprinted]))
+    print(describe("collect() inside the job", [r.collect for r in fingerprinted if r.collect is not None]))
+    print(f"added wall (paired median)  {added_wall:+7.3f} s   budget {args.budget:.3f} s")
+    print(f"added CPU (paired median)   {added_cpu:+7.3f} s")
+    print(f"fingerprint size            {fingerprint_bytes} bytes")
+    if added_wall > args.budget:
+        print(f"FAIL: fingerprinting adds {added_wall:.3f} s, more than the {args.budget:.3f} s budget")
         return 1
     print("OK: within budget")
     return 0

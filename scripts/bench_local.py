@@ -28,7 +28,9 @@ TRIVIAL_COMMAND = [sys.executable, "-c", "print('hello')"]
 
 def timed(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(command, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        command, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     return time.perf_counter() - started
 
 
@@ -73,14 +75,19 @@ def bench_run(repeats: int) -> tuple[float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
 
     bare, hooked = bench_hook(args.repeats * 2)
     hook_added = hooked - bare
     print(f"startup hook: python -c pass {bare * 1000:.1f} ms bare, {hooked * 1000:.1f} ms hooked")
-    print(f"  added {hook_added * 1000:.1f} ms (ratio {hooked / bare:.2f}x); target <= {HOOK_TARGET_S * 1000:.0f} ms")
+    print(
+        f"  added {hook_added * 1000:.1f} ms (ratio {hooked / bare:.2f}x); "
+        f"target <= {HOOK_TARGET_S * 1000:.0f} ms"
+    )
 
     bare_run, managed_run = bench_run(args.repeats)
     run_added = managed_run - bare_run

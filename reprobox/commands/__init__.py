@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from reprobox.commands import jobs
+from reprobox.commands import audit, inspect, jobs
 
-REGISTRY = [jobs.register]
+REGISTRY = [jobs.register, audit.register, inspect.register]

@@ -11,8 +11,12 @@ RUNTIME_CHOICES = ("auto", "docker", "local")
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout (text goes to stderr)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="do not stream the job's output or progress")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout (text goes to stderr)"
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="do not stream the job's output or progress"
+    )
 
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +34,12 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=runs_dir_default(),
         help="where run directories go (default: ./runs, or $REPROBOX_RUNS_DIR)",
     )
-    parser.add_argument("--base-image", help="base image for the reprobox image (default: $REPROBOX_BASE_IMAGE)")
-    parser.add_argument("--wheelhouse", type=Path, help="local wheels for offline builds (default: $REPROBOX_WHEELHOUSE)")
+    parser.add_argument(
+        "--base-image", help="base image for the reprobox image (default: $REPROBOX_BASE_IMAGE)"
+    )
+    parser.add_argument(
+        "--wheelhouse", type=Path, help="local wheels for offline builds (default: $REPROBOX_WHEELHOUSE)"
+    )
     parser.add_argument("--trail", type=int, metavar="K", help="record a hash trail every K optimizer steps")
     parser.add_argument(
         "--max-steps",

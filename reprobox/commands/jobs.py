@@ -60,7 +60,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_flags(ver)
-    ver.add_argument("--runs", type=int, default=2, metavar="N", help="number of runs, at least 2 (default: 2)")
+    ver.add_argument(
+        "--runs", type=int, default=2, metavar="N", help="number of runs, at least 2 (default: 2)"
+    )
     ver.add_argument("--keep-going", action="store_true", help="finish all runs even after a difference")
     ver.add_argument(
         "--stop-on-divergence",
@@ -134,4 +136,6 @@ def compare_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def exit_code(verdict: str) -> int:
-    return {compare.IDENTICAL: EXIT_OK, compare.DIFFERENT: EXIT_NOT_REPRODUCIBLE}.get(verdict, EXIT_JOB_FAILED)
+    return {compare.IDENTICAL: EXIT_OK, compare.DIFFERENT: EXIT_NOT_REPRODUCIBLE}.get(
+        verdict, EXIT_JOB_FAILED
+    )

@@ -8,6 +8,7 @@ process of the job right after it imports torch.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -72,19 +73,18 @@ def apply_torch(torch: ModuleType, seed: int, det: Determinism) -> None:
     torch.utils.deterministic.fill_uninitialized_memory = det.fill_uninitialized_memory
     if det.threads is not None:
         torch.set_num_threads(det.threads)
-        try:
+        # Fixed for good once parallel work has started; OMP_NUM_THREADS covers that case.
+        with contextlib.suppress(RuntimeError):
             torch.set_num_interop_threads(det.threads)
-        except RuntimeError:
-            pass  # already fixed once parallel work started; OMP_NUM_THREADS covers the rest
 
 
 def after_torch_import(torch: ModuleType) -> None:
     """Optional guest features that only make sense once the job uses torch."""
     run_dir = os.environ.get(settings.RUN_DIR)
-    if os.environ.get(settings.AUDIT_FILE):
+    if run_dir and os.environ.get(settings.AUDIT) == "1":
         from reprobox.guest import audit_hook
 
-        audit_hook.install(Path(os.environ[settings.AUDIT_FILE]))
+        audit_hook.install(Path(run_dir) / settings.GUEST_STATE / settings.AUDIT_FILE)
     if os.environ.get(settings.TRAIL_EVERY) or os.environ.get(settings.MAX_STEPS):
         from reprobox.guest import trail
 
@@ -115,6 +115,6 @@ def _write_fingerprint(run_dir: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, target)
-    except Exception:  # noqa: BLE001 - a probe must never turn a finished job into a crash
+        tmp.replace(target)
+    except Exception:
         return

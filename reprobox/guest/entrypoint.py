@@ -8,6 +8,7 @@ so nothing is still writing to them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -35,7 +36,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m reprobox.guest -- COMMAND [ARG...]\n")
         return 2
     env = os.environ
-    run_dir = Path(env.get(settings.RUN_DIR) or os.getcwd())
+    run_dir = Path(env.get(settings.RUN_DIR) or Path.cwd())
     output_dir = Path(env.get(settings.OUTPUT_DIR) or run_dir / "outputs")
     seed = int(env.get(settings.SEED, "0"))
     det = determinism.settings_from_env(env)
@@ -62,7 +63,9 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(boot_dir, ignore_errors=True)
 
 
-def job_environment(env: Mapping[str, str], seed: int, det: determinism.Determinism, boot_dir: Path) -> dict[str, str]:
+def job_environment(
+    env: Mapping[str, str], seed: int, det: determinism.Determinism, boot_dir: Path
+) -> dict[str, str]:
     """The environment of the user's command: ours for determinism, the startup hook on PYTHONPATH."""
     child = dict(env)
     child.update(determinism.process_environment(seed, det))
@@ -122,10 +125,8 @@ def stop_other_group_members() -> int:
         return 0
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in members:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + (GRACE_SECONDS if sig == signal.SIGTERM else 1.0)
         while time.monotonic() < deadline and any(_alive(pid) for pid in members):
             _reap()
@@ -137,7 +138,7 @@ def stop_other_group_members() -> int:
 
 
 def _all_pids() -> list[int]:
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
 
 def _in_group(pid: int, group: int) -> bool:
@@ -187,7 +188,7 @@ def _record_outputs(result: dict[str, Any], run_dir: Path, output_dir: Path) -> 
 
         digests = hashing.hash_outputs(output_dir, patterns)
         result["checkpoints"] = [d.to_json() for d in digests]
-    except Exception as exc:  # noqa: BLE001 - recorded so the controller marks the run failed with the reason
+    except Exception as exc:
         result["checkpoints"] = []
         result["hash_error"] = f"{type(exc).__name__}: {exc}"
     result["fingerprint"] = _fingerprint(run_dir)
@@ -223,7 +224,7 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    tmp.replace(path)
 
 
 def _now() -> str:

@@ -123,11 +123,13 @@ FIELDS: Final[tuple[FieldSpec, ...]] = (
     FieldSpec("software.environment.PYTHONHASHSEED", "PYTHONHASHSEED", 88),
     FieldSpec("software.distributed.world_size", "world size", 90),
     # The rest of the Python stack.
-    FieldSpec("software.numpy", "numpy version", 100),
-    FieldSpec("software.python.version", "Python version", 101),
-    FieldSpec("software.python.implementation", "Python implementation", 102),
-    FieldSpec("software.os.id", "OS", 103),
-    FieldSpec("software.os.version_id", "OS release", 104),
+    FieldSpec("software.numpy", "numpy", 100),
+    FieldSpec("software.numpy.version", "numpy version", 100),
+    FieldSpec("software.numpy.simd", "numpy SIMD extensions", 101),
+    FieldSpec("software.python.version", "Python version", 102),
+    FieldSpec("software.python.implementation", "Python implementation", 103),
+    FieldSpec("software.os.id", "OS", 104),
+    FieldSpec("software.os.version_id", "OS release", 105),
     FieldSpec("software.distributions.sha256", "installed Python packages", 110),
     # Recorded for context; never a reason to expect different numbers.
     FieldSpec("hardware.gpus[].memory_total_bytes", "GPU memory", 200, affects_numerics=False),
@@ -491,7 +493,7 @@ def _probe_gpu(nvml: Any, index: int, torch_sms: Mapping[str, int]) -> dict[str,
         "compute_capability": capability,
         **_sm_count(nvml, handle, capability, uuid, torch_sms),
         "memory_total_bytes": _attempt(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).total)),
-        "mig_mode": mig_mode if is_absent(mig_mode) else _mode(mig_mode),
+        "mig_mode": mig_mode if is_absent(mig_mode) else _enabled(mig_mode[0]),  # pending changes nothing yet
         "ecc_mode": _attempt(lambda: _mode(nvml.nvmlDeviceGetEccMode(handle))),
         "persistence_mode": _attempt(lambda: _enabled(nvml.nvmlDeviceGetPersistenceMode(handle))),
     }
@@ -563,15 +565,26 @@ def _mig_devices(nvml: Any, handle: object) -> list[dict[str, int]]:
 def _probe_torch(torch: ModuleType | None, reason: str) -> dict[str, Any]:
     """torch's versions, NCCL, determinism and precision switches, and thread counts."""
     if torch is None:
-        missing = absent(reason)
-        threads = {"torch_intra_op": missing, "torch_inter_op": missing}
-        return {
-            "torch": missing,
-            "nccl": missing,
-            "determinism": missing,
-            "precision": missing,
-            "threads": threads,
-        }
+        return _torch_absent(reason)
+    try:
+        return _torch_facts(torch)
+    except Exception as exc:  # e.g. torch half-imported; each probe below guards only itself
+        return _torch_absent(f"torch could not be probed ({_reason(exc)})")
+
+
+def _torch_absent(reason: str) -> dict[str, Any]:
+    missing = absent(reason)
+    threads = {"torch_intra_op": missing, "torch_inter_op": missing}
+    return {
+        "torch": missing,
+        "nccl": missing,
+        "determinism": missing,
+        "precision": missing,
+        "threads": threads,
+    }
+
+
+def _torch_facts(torch: ModuleType) -> dict[str, Any]:
     backends = torch.backends
     return {
         "torch": {
@@ -651,6 +664,14 @@ def _probe_numpy(numpy: ModuleType | None) -> tuple[Any, Any]:
     """(numpy's version and SIMD dispatch, numpy's BLAS and LAPACK)."""
     if numpy is None:
         return absent(NUMPY_NOT_IMPORTED), absent(NUMPY_NOT_IMPORTED)
+    try:
+        return _numpy_facts(numpy)
+    except Exception as exc:
+        missing = absent(f"numpy could not be probed ({_reason(exc)})")
+        return missing, missing
+
+
+def _numpy_facts(numpy: ModuleType) -> tuple[Any, Any]:
     config = _attempt(lambda: numpy.show_config(mode="dicts"))  # numpy >= 1.25; older ones lack mode=
     if not isinstance(config, dict) or is_absent(config):
         missing = config if is_absent(config) else absent("numpy.show_config(mode='dicts') returned no dict")

@@ -45,6 +45,7 @@ import pickle
 import stat
 import struct
 import sys
+import warnings
 import zipfile
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -467,20 +468,26 @@ def format_of(path: Path) -> str:
     return "file"
 
 
+def _first_sentence(text: str) -> str:
+    return text.split(". ", 1)[0].rstrip(".")[:200]
+
+
 def _unreadable(kind: str, exc: BaseException) -> str:
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = _first_sentence(lines[0]) if lines else type(exc).__name__
     return f"content not hashed: not a readable {kind} file ({reason}); the content hash is the file sha256"
 
 
 def _refused_reason(exc: pickle.UnpicklingError) -> str:
+    """The one line of torch's long refusal message that names what was refused."""
     text = str(exc)
     marker = "WeightsUnpickler error:"
     if marker in text:
         text = text.split(marker, 1)[1]
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    return lines[0].split(". ", 1)[0].rstrip(".")[:200]
+    boilerplate = ("Weights only load failed", "Check the documentation")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(boilerplate)]
+    return _first_sentence(lines[0]) if lines else type(exc).__name__
 
 
 def _refused_note(reason: str) -> str:
@@ -495,7 +502,9 @@ def _torch_load(path: Path) -> object:
 
     with path.open("rb") as f:
         zip_format = f.read(4) == b"PK\x03\x04"  # only the zip format can be memory-mapped
-    return torch.load(path, weights_only=True, mmap=zip_format, map_location="cpu")
+    with warnings.catch_warnings():  # e.g. TorchScript archives: refused below, no need to warn too
+        warnings.simplefilter("ignore")
+        return torch.load(path, weights_only=True, mmap=zip_format, map_location="cpu")
 
 
 def _plan_torch(path: Path) -> _Content:

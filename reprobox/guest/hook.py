@@ -69,7 +69,7 @@ def _find_with_others(
             continue
         spec = other.find_spec(fullname, path, target)
         if spec is not None:
-            return spec  # type: ignore[no-any-return]
+            return spec
     return None
 
 

@@ -19,13 +19,14 @@ CHECKPOINTS = "REPROBOX_CHECKPOINTS"  # JSON list of globs
 DETERMINISM = "REPROBOX_DETERMINISM"  # JSON object of job.Determinism fields
 TRAIL_EVERY = "REPROBOX_TRAIL_EVERY"
 MAX_STEPS = "REPROBOX_MAX_STEPS"
-AUDIT_FILE = "REPROBOX_AUDIT_FILE"
+AUDIT = "REPROBOX_AUDIT"  # "1": record nondeterministic-op warnings to AUDIT_FILE in the guest state folder
 REFERENCE_TRAIL = "REPROBOX_REFERENCE_TRAIL"  # a reference trail.jsonl to stop at the first divergence
 HOOK_ACTIVE = "REPROBOX_HOOK"  # set by the entrypoint; the startup hook does nothing without it
 
 GUEST_STATE = ".reprobox"  # hidden folder in the run dir for the guest's own files
 GUEST_RESULT = "guest.json"
 TRAIL_FILE = "trail.jsonl"
+AUDIT_FILE = "audit.jsonl"
 
 # Exit status the guest uses when the step hook ended a prefix check (--max-steps) or a diverging run early.
 EXIT_STOPPED_BY_HOOK = 0

@@ -87,7 +87,9 @@ class _Trail:
             for index, param in enumerate(params):
                 name = self.names.get(id(param), f"param.{index}")
                 digests[name] = _digest(self.torch, param)
-        model = hashlib.sha256("".join(f"{n}={d[0]};" for n, d in sorted(digests.items())).encode()).hexdigest()
+        model = hashlib.sha256(
+            "".join(f"{n}={d[0]};" for n, d in sorted(digests.items())).encode()
+        ).hexdigest()
         record: dict[str, Any] = {"step": step, "model": model, "params": digests}
         scalars = self.pending_scalars.pop(step, {})
         if self.last_loss is not None:
@@ -123,7 +125,9 @@ class _Reference:
         if reference is None:
             return []
         ours, theirs = record["params"], reference.get("params", {})
-        return sorted(n for n in set(ours) | set(theirs) if (ours.get(n) or [None])[0] != (theirs.get(n) or [None])[0])
+        return sorted(
+            n for n in set(ours) | set(theirs) if (ours.get(n) or [None])[0] != (theirs.get(n) or [None])[0]
+        )
 
     def wait_for(self, step: int) -> dict[str, Any] | None:
         deadline = time.monotonic() + REFERENCE_WAIT_SECONDS
@@ -161,7 +165,7 @@ _TRAIL: _Trail | None = None
 
 def install_step_hook(torch_module: ModuleType) -> None:
     """Register the global step hook (once per process) when the job asked for a trail or a step limit."""
-    global _TRAIL
+    global _TRAIL  # noqa: PLW0603 - one trail per process, reached from torch's global hook
     run_dir = os.environ.get(settings.RUN_DIR)
     if _TRAIL is not None or not run_dir or not _is_main_process():
         return
@@ -170,7 +174,8 @@ def install_step_hook(torch_module: ModuleType) -> None:
     _TRAIL = _Trail(torch_module, Path(run_dir), every or (max_steps or 1), max_steps)
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    register_optimizer_step_post_hook(lambda optimizer, _args, _kwargs: _TRAIL.after_step(optimizer))  # type: ignore[union-attr]
+    trail = _TRAIL
+    register_optimizer_step_post_hook(lambda optimizer, _args, _kwargs: trail.after_step(optimizer))
     _watch_backward(torch_module)
 
 
@@ -231,7 +236,7 @@ def _digest(torch_module: ModuleType, tensor: torch.Tensor) -> list[Any]:
     data = tensor.detach()
     if data.device.type == "cpu":
         flat = data.contiguous().reshape(-1)
-        raw = flat.view(torch_module.uint8).numpy() if flat.numel() else b""
+        raw = flat.view(torch_module.uint8).numpy().data if flat.numel() else memoryview(b"")
         digest = hashlib.sha256(raw).hexdigest()
     else:
         digest = _device_checksum(torch_module, data)

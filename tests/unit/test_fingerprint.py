@@ -26,12 +26,14 @@ from fakes.fake_nvml import (
     NVMLError_Uninitialized,
 )
 
+from reprobox.errors import EnvironmentProblem
 from reprobox.guest import fingerprint
 from reprobox.guest.fingerprint import (
     FIELDS,
     SCHEMA,
     TORCH_NOT_IMPORTED,
     collect,
+    collect_in_new_process,
     cpu_from_cpuinfo,
     field_spec,
     format_table,
@@ -389,3 +391,33 @@ def test_module_entry_writes_the_output_file(tmp_path: Path) -> None:
     fp = json.loads(target.read_text())
     assert fp["software"]["torch"] == {"absent": TORCH_NOT_IMPORTED}
     assert [p.name for p in target.parent.iterdir()] == ["fingerprint.json"]
+
+
+def test_module_entry_prints_a_table_when_asked() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "reprobox.guest.fingerprint", "--table"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Hardware"
+    assert "Software" in lines
+    assert any(line.split()[:2] == ["torch", "absent"] for line in lines)
+
+
+def test_collect_in_new_process_returns_the_probe_fingerprint() -> None:
+    fp = collect_in_new_process(import_torch=False)
+
+    assert fp["schema"] == SCHEMA
+    assert fp["software"]["torch"] == {"absent": TORCH_NOT_IMPORTED}
+    assert fp["stack_digest"] == stack_digest(fp)
+
+
+def test_collect_in_new_process_with_a_missing_interpreter_is_an_environment_problem(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-python"
+
+    with pytest.raises(EnvironmentProblem, match="did not finish"):
+        collect_in_new_process(python=str(missing), import_torch=False)

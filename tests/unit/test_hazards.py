@@ -134,7 +134,12 @@ values.bincount()
 x.index_put_((i,), v, accumulate=False)
 x.index_put_((i,), v, flag)
 """
-    assert rules_in(source) == [(3, "index-add"), (4, "scatter-add"), (5, "bincount"), (8, "index-put-accumulate")]
+    assert rules_in(source) == [
+        (3, "index-add"),
+        (4, "scatter-add"),
+        (5, "bincount"),
+        (8, "index-put-accumulate"),
+    ]
 
 
 def test_interpolate_modes() -> None:
@@ -149,7 +154,11 @@ nn.Upsample(None, 2, "bicubic")
 F.upsample_bilinear(x, scale_factor=2)
 """
     findings = scan_source(source, "up.py")
-    assert [(f.line, f.rule) for f in findings] == [(7, "interpolate"), (8, "interpolate"), (9, "interpolate")]
+    assert [(f.line, f.rule) for f in findings] == [
+        (7, "interpolate"),
+        (8, "interpolate"),
+        (9, "interpolate"),
+    ]
     assert "repeat_interleave" in findings[0].fix and "nearest" in findings[0].fix
     assert "mode='linear'" in findings[0].message and "backward" in findings[0].message
 
@@ -172,7 +181,9 @@ def test_dataloader_workers(call: str, flagged: bool) -> None:
 
 
 def test_dataloader_message_names_what_is_missing() -> None:
-    (finding,) = scan_source("import torch\ntorch.utils.data.DataLoader(d, num_workers=w, generator=g)\n", "t.py")
+    (finding,) = scan_source(
+        "import torch\ntorch.utils.data.DataLoader(d, num_workers=w, generator=g)\n", "t.py"
+    )
     assert "num_workers=w but no worker_init_fn=" in finding.message
     assert "generator=g" in finding.fix and "worker_init_fn=seed_worker" in finding.fix
 
@@ -238,7 +249,11 @@ def other_scope():
     seen = ["a", "b"]
     return list(seen)
 """
-    assert rules_in(source) == [(3, "set-iteration-order"), (5, "set-iteration-order"), (10, "set-iteration-order")]
+    assert rules_in(source) == [
+        (3, "set-iteration-order"),
+        (5, "set-iteration-order"),
+        (10, "set-iteration-order"),
+    ]
 
 
 def test_a_name_rebound_to_a_list_is_not_a_set() -> None:
@@ -318,7 +333,11 @@ with sdpa_kernel(backends=[SDPBackend.EFFICIENT_ATTENTION]):
 out = F.scaled_dot_product_attention(q, k, v)
 """
     findings = scan_source(source, "a.py")
-    assert [(f.line, f.rule) for f in findings] == [(6, "fused-attention"), (7, "fused-attention"), (8, "fused-attention")]
+    assert [(f.line, f.rule) for f in findings] == [
+        (6, "fused-attention"),
+        (7, "fused-attention"),
+        (8, "fused-attention"),
+    ]
     assert "sdpa_kernel(SDPBackend.MATH)" in findings[0].fix
 
 
@@ -414,7 +433,7 @@ def test_finding_json_round_trips() -> None:
         "message": RULES["bincount"].message,
         "fix": RULES["bincount"].fix,
     }
-    assert Finding(**data) == finding  # type: ignore[arg-type]
+    assert Finding(**data) == finding
     assert str(finding).startswith("ops/count.py:2:1: bincount: ")
 
 

@@ -89,8 +89,12 @@ def test_command_variables_and_env_expansion(tmp_path: Path) -> None:
 
 
 def test_env_reference_to_unset_host_variable_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match=r"env.TOKEN: uses \$\{MY_TOKEN\}, which is not set in your environment"):
-        load_job(write(tmp_path, "version: 1\nname: ok\ncommand: [x]\nenv:\n  TOKEN: ${MY_TOKEN}\n"), host_env={})
+    with pytest.raises(
+        SpecError, match=r"env.TOKEN: uses \$\{MY_TOKEN\}, which is not set in your environment"
+    ):
+        load_job(
+            write(tmp_path, "version: 1\nname: ok\ncommand: [x]\nenv:\n  TOKEN: ${MY_TOKEN}\n"), host_env={}
+        )
 
 
 def test_container_fields(tmp_path: Path) -> None:

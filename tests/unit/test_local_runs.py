@@ -29,7 +29,10 @@ def only_run(runs_dir: Path, job: str) -> Path:
 
 
 def test_shell_wrapped_python_processes_are_all_seeded(tmp_path: Path) -> None:
-    assert run_cli("run", str(JOBS / "shell-wrapped"), "--runtime", "local", "--runs-dir", str(tmp_path), "-q") == 0
+    assert (
+        run_cli("run", str(JOBS / "shell-wrapped"), "--runtime", "local", "--runs-dir", str(tmp_path), "-q")
+        == 0
+    )
     outputs = only_run(tmp_path, "shell-wrapped") / "outputs"
     first = json.loads((outputs / "first.json").read_text())
     second = json.loads((outputs / "second.json").read_text())
@@ -52,7 +55,10 @@ def test_shell_wrapped_python_processes_are_all_seeded(tmp_path: Path) -> None:
 
 
 def test_spawned_dataloader_workers_get_the_hook(tmp_path: Path) -> None:
-    assert run_cli("run", str(JOBS / "spawn-workers"), "--runtime", "local", "--runs-dir", str(tmp_path), "-q") == 0
+    assert (
+        run_cli("run", str(JOBS / "spawn-workers"), "--runtime", "local", "--runs-dir", str(tmp_path), "-q")
+        == 0
+    )
     result = json.loads((only_run(tmp_path, "spawn-workers") / "outputs" / "workers.json").read_text())
     assert result["main_pid"] not in result["worker_pids"]
     assert result["workers_deterministic"]
@@ -71,7 +77,9 @@ def test_plain_python_without_torch_does_not_import_it(tmp_path: Path) -> None:
 
 
 def test_nonzero_exit_is_a_failed_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run_cli("run", str(JOBS / "exit-nonzero"), "--runtime", "local", "--runs-dir", str(tmp_path), "--json")
+    code = run_cli(
+        "run", str(JOBS / "exit-nonzero"), "--runtime", "local", "--runs-dir", str(tmp_path), "--json"
+    )
     assert code == 3
     data = json.loads(capsys.readouterr().out)
     assert data["status"] == "failed" and data["failure"] == "exited with status 7"
@@ -118,7 +126,18 @@ def test_ctrl_c_during_verify_stops_the_job_and_records_interrupted(tmp_path: Pa
         'sleep 300 &\necho $! > "$REPROBOX_OUTPUT_DIR/pid"\npython -c "import time; time.sleep(300)"\n'
     )
     controller = subprocess.Popen(
-        [sys.executable, "-m", "reprobox", "verify", str(job), "--runtime", "local", "--runs-dir", str(runs), "-q"],
+        [
+            sys.executable,
+            "-m",
+            "reprobox",
+            "verify",
+            str(job),
+            "--runtime",
+            "local",
+            "--runs-dir",
+            str(runs),
+            "-q",
+        ],
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -139,7 +158,9 @@ def test_ctrl_c_during_verify_stops_the_job_and_records_interrupted(tmp_path: Pa
 
 
 def test_urandom_weights_are_not_reproducible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run_cli("verify", str(JOBS / "urandom"), "--runtime", "local", "--runs-dir", str(tmp_path), "--json", "-q")
+    code = run_cli(
+        "verify", str(JOBS / "urandom"), "--runtime", "local", "--runs-dir", str(tmp_path), "--json", "-q"
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 1
     assert data["verdict"] == "different"
@@ -149,8 +170,12 @@ def test_urandom_weights_are_not_reproducible(tmp_path: Path, capsys: pytest.Cap
         assert difference["differing"] > 0 and difference["max_abs"] > 0
 
 
-def test_example_verifies_bit_identical_three_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run_cli("verify", str(EXAMPLE), "--runs", "3", "--runtime", "local", "--runs-dir", str(tmp_path), "--json")
+def test_example_verifies_bit_identical_three_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run_cli(
+        "verify", str(EXAMPLE), "--runs", "3", "--runtime", "local", "--runs-dir", str(tmp_path), "--json"
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0, data
     assert data["verdict"] == "identical" and len(data["runs"]) == 3
@@ -168,7 +193,10 @@ def test_example_is_not_reproducible_under_plain_python(tmp_path: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("REPROBOX_", "PYTHONHASHSEED"))}
         env["REPROBOX_OUTPUT_DIR"] = str(out)
         subprocess.run(
-            [sys.executable, str(EXAMPLE.parent / "train.py"), "--epochs", "1"], env=env, check=True, capture_output=True
+            [sys.executable, str(EXAMPLE.parent / "train.py"), "--epochs", "1"],
+            env=env,
+            check=True,
+            capture_output=True,
         )
         digests.append(hash_checkpoint(out / "model.pt", relative_to=out).content_sha256)
     assert digests[0] != digests[1]

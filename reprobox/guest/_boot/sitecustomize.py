@@ -15,7 +15,7 @@ try:
     from reprobox.guest import hook as _hook
 
     _hook.install()
-except Exception as _exc:  # noqa: BLE001 - never break the user's interpreter; say so once
+except Exception as _exc:
     sys.stderr.write(f"reprobox: startup hook not installed: {_exc}\n")
 
 

@@ -1,0 +1,128 @@
+"""`report`, `fingerprint` and `hash`: looking at runs, machines and checkpoint files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reprobox import probe
+from reprobox.commands.common import RUNTIME_CHOICES, add_output_flags
+from reprobox.errors import EXIT_OK, UsageError
+from reprobox.manifest import read_record
+
+if TYPE_CHECKING:
+    from reprobox.cli import Output
+
+REPORT_EPILOG = """\
+examples:
+  reprobox report runs/tiny-mlp/A runs/tiny-mlp/B --html review.html
+  reprobox report runs/tiny-mlp/* --markdown REPRODUCIBILITY.md     (the plot goes to REPRODUCIBILITY.png)
+
+The report states the verdict, explains it (stack differences ranked by their effect on numerics,
+differing tensors, the first diverging optimizer step when trails were recorded), and plots the
+per-step divergence and the runs' loss curves.
+"""
+
+FINGERPRINT_EPILOG = """\
+examples:
+  reprobox fingerprint                          this machine, as a table
+  reprobox fingerprint --runtime docker --json   inside the reprobox image
+  reprobox fingerprint --runtime docker --image reprobox/env:0123456789abcdef
+"""
+
+HASH_EPILOG = """\
+examples:
+  reprobox hash out/model.pt                    file sha256 and canonical content hash
+  reprobox hash a.pt b.safetensors --json       equal tensors give equal content hashes across formats
+"""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    report = commands.add_parser(
+        "report",
+        help="write a Markdown or HTML report of runs (verdict, stack diff, tensors, plot)",
+        description="Write a report explaining a set of runs, for humans (a paper review, a CI artifact).",
+        epilog=REPORT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    report.add_argument(
+        "runs", nargs="+", metavar="RUN_DIR", help="run directories (the first is the reference)"
+    )
+    report.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
+    report.add_argument(
+        "--markdown", type=Path, metavar="FILE", help="write a Markdown report (+ a PNG plot)"
+    )
+    add_output_flags(report)
+    report.set_defaults(handler=report_command)
+
+    fingerprint = commands.add_parser(
+        "fingerprint",
+        help="show the hardware and software stack that decides a run's numerics",
+        description="Fingerprint the stack: hardware (CPU ISA, GPUs via NVML) and software (torch, cuDNN as "
+        "loaded, BLAS, threads, determinism flags), with a stack digest over the fields that change "
+        "numerics.",
+        epilog=FINGERPRINT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fingerprint.add_argument(
+        "--runtime", choices=RUNTIME_CHOICES, default="local", help="where to probe (default: local)"
+    )
+    fingerprint.add_argument(
+        "--image", help="image to probe with --runtime docker (default: the reprobox image)"
+    )
+    fingerprint.add_argument("--base-image", help="base image when the reprobox image must be built")
+    fingerprint.add_argument("--wheelhouse", type=Path, help="local wheels for offline builds")
+    add_output_flags(fingerprint)
+    fingerprint.set_defaults(handler=fingerprint_command)
+
+    hasher = commands.add_parser(
+        "hash",
+        help="print a checkpoint's file sha256 and canonical content hash",
+        description="Hash checkpoint files the way reprobox does after a run.",
+        epilog=HASH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    hasher.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    add_output_flags(hasher)
+    hasher.set_defaults(handler=hash_command)
+
+
+def report_command(args: argparse.Namespace, out: Output) -> int:
+    if args.html is None and args.markdown is None:
+        raise UsageError("say where to write the report: --html FILE or --markdown FILE (or both)")
+    from reprobox import reportdoc
+
+    records = [read_record(path) for path in args.runs]
+    data = reportdoc.write_report(records, html_path=args.html, markdown_path=args.markdown)
+    written = [str(p) for p in (args.html, args.markdown) if p is not None]
+    payload = {"verdict": data.comparison.verdict, "written": written, **data.comparison.to_json()}
+    out.result(payload, f"{reportdoc.headline(data)}\nwrote {', '.join(written)}")
+    return EXIT_OK
+
+
+def fingerprint_command(args: argparse.Namespace, out: Output) -> int:
+    from reprobox.guest.fingerprint import format_table
+
+    fp = probe.fingerprint(args.runtime, image=args.image, args=args, progress=out.progress)
+    out.result(fp, format_table(fp))
+    return EXIT_OK
+
+
+def hash_command(args: argparse.Namespace, out: Output) -> int:
+    from reprobox.guest.hashing import hash_checkpoint
+
+    missing = [str(p) for p in args.files if not p.is_file()]
+    if missing:
+        raise UsageError(f"{missing[0]}: no such file; pass checkpoint files such as out/model.pt")
+    digests = [hash_checkpoint(path, relative_to=path.parent) for path in args.files]
+    lines = []
+    for path, digest in zip(args.files, digests, strict=True):
+        lines.append(
+            f"{path}\n  file     {digest.file_sha256}\n"
+            f"  content  {digest.content_sha256}  ({len(digest.tensors)} tensors)"
+        )
+    out.result(
+        {"files": {str(p): d.to_json() for p, d in zip(args.files, digests, strict=True)}}, "\n".join(lines)
+    )
+    return EXIT_OK

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Set everything up on a fresh machine and verify the example job, in one command.
+#
+#   1. a Docker engine (Debian's docker.io, docker-compose, debootstrap; dockerd started if none answers)
+#   2. .venv with reprobox, torch (2.13.0, the CPU build), and the test tools
+#   3. the offline base image (debootstrap, docker import) and a wheelhouse, for machines that cannot
+#      pull images; .venv/bin/activate exports REPROBOX_BASE_IMAGE and REPROBOX_WHEELHOUSE for them
+#   4. the reprobox image, built by `reprobox build`
+#   5. `reprobox verify examples/tiny-mlp/job.yaml --runs 2` in containers
+#
+# Usage: sudo scripts/setup.sh [--no-verify]
+# Machines that can pull the pinned CUDA base may skip step 3 by setting REPROBOX_BASE_IMAGE themselves.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+verify=1
+[[ "${1:-}" == "--no-verify" ]] && verify=0
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "Docker engine"
+scripts/start-docker.sh
+
+step "Python environment (.venv)"
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+# torch first and pinned: 2.13.0 is the CPU build on this kind of machine's disk; anything looser may
+# fetch a multi-GB CUDA build.
+.venv/bin/python -m pip install --quiet "torch==2.13.0"
+.venv/bin/python -m pip install --quiet -e ".[torch,report,dev]"
+
+step "Offline base image and wheelhouse"
+export REPROBOX_CACHE="${REPROBOX_CACHE:-${HOME}/.cache/reprobox}"
+base_image="${REPROBOX_BASE_IMAGE:-reprobox/offline-base:bookworm}"
+wheelhouse="${REPROBOX_WHEELHOUSE:-${REPROBOX_CACHE}/wheelhouse}"
+if [[ "${base_image}" == reprobox/offline-base:* ]]; then
+    scripts/build-offline-base.sh --tag "${base_image}"
+fi
+PATH="$PWD/.venv/bin:$PATH" scripts/fill-wheelhouse.sh --dest "${wheelhouse}"
+
+marker="# reprobox: offline base and wheelhouse"
+if ! grep -qF "${marker}" .venv/bin/activate; then
+    {
+        echo "${marker}"
+        echo "export REPROBOX_BASE_IMAGE='${base_image}'"
+        echo "export REPROBOX_WHEELHOUSE='${wheelhouse}'"
+    } >>.venv/bin/activate
+fi
+export REPROBOX_BASE_IMAGE="${base_image}" REPROBOX_WHEELHOUSE="${wheelhouse}"
+
+step "reprobox image"
+.venv/bin/reprobox build examples/tiny-mlp/job.yaml
+
+if [[ ${verify} -eq 1 ]]; then
+    step "Verify the example job in containers"
+    .venv/bin/reprobox verify examples/tiny-mlp/job.yaml --runs 2 --runtime docker --quiet
+fi
+
+printf '\nReady. Run `source .venv/bin/activate`, then `reprobox --help`.\n'

@@ -1,0 +1,78 @@
+"""Building the real image offline, reusing it unchanged, what is inside it, and a missing base."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprobox import image
+from reprobox.docker_runtime import ensure_image
+from reprobox.engine import Engine
+from reprobox.errors import EnvironmentProblem
+from reprobox.job import ImageSpec
+
+pytestmark = pytest.mark.integration
+
+
+def test_offline_build_runs_every_step_without_network(built_image: Any) -> None:
+    steps = [line for line in built_image.progress if re.match(r"^Step \d+/\d+ : ", line)]
+    assert steps, "the build streamed no steps"
+    assert any("pip install" in line or "RUN python3 -m venv" in line for line in steps)
+    assert built_image.info.tags == (built_image.plan.tag,)
+
+
+def test_image_carries_its_labels_and_non_root_user(built_image: Any) -> None:
+    labels = built_image.info.labels
+    for key, value in built_image.plan.labels.items():
+        assert labels[key] == value
+    assert labels["io.reprobox.lock"] == "env/requirements-cpu.lock"
+    assert labels["io.reprobox.context-digest"] == f"sha256:{built_image.plan.context_digest}"
+    assert built_image.info.user == "10001:10001"
+
+
+def test_unchanged_context_reuses_the_image_without_a_build_step(
+    engine: Engine, built_image: Any, wheelhouse: Path, project: image.ProjectFiles
+) -> None:
+    progress: list[str] = []
+    again = ensure_image(
+        ImageSpec(),
+        engine=engine,
+        progress=progress.append,
+        base_image=built_image.plan.base_image,
+        wheelhouse=wheelhouse,
+        lock="cpu",
+        project=project,
+    )
+    assert again.id == built_image.info.id
+    assert not [line for line in progress if line.startswith("Step ")]
+    assert progress == [f"image {built_image.plan.tag} is up to date; no build needed"]
+
+
+def test_missing_base_image_names_the_offline_base(
+    engine: Engine, wheelhouse: Path, project: image.ProjectFiles, created: Any
+) -> None:
+    missing = "reprobox/no-such-base:absent"
+    assert not engine.image_exists(missing)
+    plan = image.plan_build(
+        base_image=missing, wheelhouse=wheelhouse, lock="cpu", project=project, environ={}
+    )
+    created.images.append(plan.tag)  # in case the engine could pull it after all
+    with pytest.raises(EnvironmentProblem) as caught:
+        ensure_image(
+            ImageSpec(),
+            engine=engine,
+            base_image=missing,
+            wheelhouse=wheelhouse,
+            lock="cpu",
+            network=False,
+            project=project,
+        )
+    message = caught.value.message
+    assert f"base image {missing} is not present and cannot be pulled here" in message
+    assert "scripts/build-offline-base.sh" in message
+    assert "REPROBOX_BASE_IMAGE" in message
+    assert caught.value.exit_code == 4
+    assert not engine.image_exists(plan.tag)
