@@ -12,10 +12,11 @@
 #                       pip then installs from it alone (--no-index), hashes still checked
 #   EXTRA_REQUIREMENTS  the job's own hash-locked requirements inside the context (extra/...), or empty
 
-# CUDA 13.0.3 + cuDNN runtime on Ubuntu 24.04, matching torch 2.13.0's cuda-toolkit==13.0.3 pin. The
-# digest is the multi-platform index (its linux/amd64 manifest is sha256:af851538a2bb05f587f27b660d61de
-# 3643d964e75ef5c04f4086ff2b36f2a12a). Where no registry is reachable, build the offline Debian base
-# with scripts/build-offline-base.sh and pass BASE_IMAGE=reprobox/offline-base:bookworm.
+# CUDA 13.0.3 + cuDNN runtime on Ubuntu 24.04, matching torch 2.13.0's cuda-toolkit==13.0.3 pin, by tag
+# and by the digest public projects pin for this tag (its linux/amd64 manifest is published as
+# sha256:af851538a2bb05f587f27b660d61de3643d964e75ef5c04f4086ff2b36f2a12a). Where no registry is
+# reachable, build the offline Debian base with scripts/build-offline-base.sh and pass
+# BASE_IMAGE=reprobox/offline-base:bookworm.
 ARG BASE_IMAGE=nvidia/cuda:13.0.3-cudnn-runtime-ubuntu24.04@sha256:14f6d08d1cd4a96effbfe3101d0b56326f552c199d05e4979ee0bd616df5811b
 
 FROM ${BASE_IMAGE} AS runtime

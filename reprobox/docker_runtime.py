@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import image as image_module
-from reprobox.engine import Engine, ImageInfo, connect
+from reprobox.engine import GPU_UNAVAILABLE, Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
 from reprobox.guest import settings
 from reprobox.image import MANAGED_LABEL
@@ -556,7 +556,7 @@ def _fingerprint_container(engine: Engine, created: dict[str, Any]) -> dict[str,
             container_id = engine.create_container(created)
             engine.start(container_id)
         except EnvironmentProblem as exc:
-            if "device driver" in exc.message and created.get("device_requests"):
+            if GPU_UNAVAILABLE in exc.message and created.get("device_requests"):
                 raise _NoGpuRuntime from exc
             raise
         status = engine.wait(container_id, timeout=FINGERPRINT_TIMEOUT)

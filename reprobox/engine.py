@@ -8,6 +8,7 @@ connection error leaves here as an EnvironmentProblem that says what to do. Call
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import re
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -24,6 +25,7 @@ START_ENGINE_HINT = "start one with: sudo scripts/start-docker.sh"
 OFFLINE_BASE_HINT = (
     "build the offline base with scripts/build-offline-base.sh and pass --base-image / REPROBOX_BASE_IMAGE"
 )
+GPU_UNAVAILABLE = "could not select device driver"  # the engine's words when it has no GPU runtime
 LOG_TAIL_LINES = 20
 CONNECT_TIMEOUT = 10
 _STEP = re.compile(r"^Step \d+/\d+ : ")
@@ -162,6 +164,7 @@ class Engine:
                 if failure is None and ("error" in event or "errorDetail" in event):
                     detail = event.get("errorDetail", {}).get("message") or event.get("error")
                     failure = str(detail or "unknown error")
+                    tail.append(f"error: {failure}")
         except docker.errors.APIError as exc:
             raise self._build_failure(tag, step, _reason(exc), tail, base_image) from exc
         except _ENGINE_ERRORS as exc:
@@ -202,6 +205,11 @@ class Engine:
         try:
             self.client.api.start(container_id)
         except _ENGINE_ERRORS as exc:
+            if GPU_UNAVAILABLE in _reason(exc):
+                raise EnvironmentProblem(
+                    f"the job asks for GPUs but this Docker engine cannot provide them ({_reason(exc)}); "
+                    "install the NVIDIA Container Toolkit, or remove resources.gpus from the job"
+                ) from exc
             raise _problem(f"starting container {container_id[:12]} failed", exc) from exc
 
     def stream_logs(self, container_id: str) -> Generator[bytes, None, None]:
@@ -210,9 +218,15 @@ class Engine:
         Closing the generator closes the connection (the SDK's stream is cancellable).
         """
         try:
-            yield from self.client.api.logs(container_id, stdout=True, stderr=True, stream=True, follow=True)
+            stream = self.client.api.logs(container_id, stdout=True, stderr=True, stream=True, follow=True)
         except _ENGINE_ERRORS as exc:
             raise _problem(f"reading the output of container {container_id[:12]} failed", exc) from exc
+        try:
+            yield from stream
+        except _ENGINE_ERRORS as exc:
+            raise _problem(f"reading the output of container {container_id[:12]} failed", exc) from exc
+        finally:
+            _close_stream(stream)
 
     def output(self, container_id: str, *, stdout: bool = True, stderr: bool = False) -> bytes:
         """Everything the (stopped) container wrote to the chosen streams."""
@@ -328,6 +342,16 @@ def _event_lines(event: Mapping[str, Any]) -> list[str]:
     if "status" in event and not event.get("progressDetail"):
         return [f"{event.get('id', '')}: {event['status']}".lstrip(": ")]
     return []
+
+
+def _close_stream(stream: Any) -> None:
+    """Shut the socket (the SDK's cancel) and close the HTTP response that still holds it."""
+    with contextlib.suppress(OSError, docker.errors.DockerException):
+        stream.close()
+    response = getattr(stream, "_response", None)
+    if response is not None:
+        with contextlib.suppress(OSError):
+            response.close()
 
 
 def _as_file(context: bytes | IO[bytes]) -> IO[bytes]:

@@ -10,7 +10,7 @@ from reprobox.manifest import RunRecord
 
 VERDICT_SENTENCES = {
     "identical": "reproduced: every checkpoint is bit-identical across {n} runs",
-    "different": "NOT reproducible: checkpoints differ between runs",
+    "different": "checkpoints differ between runs",
     "failed": "no verdict: a run failed or produced nothing to compare",
 }
 

@@ -171,7 +171,8 @@ def install_step_hook(torch_module: ModuleType) -> None:
         return
     every = int(os.environ.get(settings.TRAIL_EVERY) or 0)
     max_steps = int(os.environ[settings.MAX_STEPS]) if os.environ.get(settings.MAX_STEPS) else None
-    _TRAIL = _Trail(torch_module, Path(run_dir), every or (max_steps or 1), max_steps)
+    # A prefix check without an explicit trail records every step, so a divergence is located exactly.
+    _TRAIL = _Trail(torch_module, Path(run_dir), every or 1, max_steps)
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     trail = _TRAIL
