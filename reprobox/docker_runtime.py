@@ -517,6 +517,7 @@ def image_fingerprint(
     image: str | None,
     base_image: str | None = None,
     wheelhouse: Path | None = None,
+    lock: str | None = None,
     progress: Progress = _quiet,
     engine: Engine | None = None,
 ) -> dict[str, Any]:
@@ -528,6 +529,7 @@ def image_fingerprint(
         progress=progress,
         base_image=base_image,
         wheelhouse=wheelhouse,
+        lock=lock,
     )
     created = hardened_settings(info, host_uid=os.getuid(), host_gid=os.getgid())
     created.update(

@@ -133,7 +133,8 @@ h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #dde3e8}
 .identical{background:#e3f6e8;color:#14532d}
 .different{background:#fde8e6;color:#7f1d1d}
 .failed{background:#fff4d6;color:#713f12}
-table{border-collapse:collapse;width:100%;table-layout:fixed;overflow-wrap:anywhere;font-size:13px;margin:.5rem 0}
+table{border-collapse:collapse;width:100%;table-layout:fixed;overflow-wrap:anywhere;font-size:13px;
+margin:.5rem 0}
 th,td{border:1px solid #dde3e8;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f4f6f8}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
