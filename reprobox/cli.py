@@ -42,6 +42,12 @@ class Output:
         if not self.quiet:
             print(f"reprobox: {text}", file=sys.stderr, flush=True)
 
+    def build_progress(self) -> Callable[[str], None]:
+        """Image build output: each build step on its own line; on a terminal, other output as a spinner."""
+        if self.quiet:
+            return lambda _line: None
+        return BuildProgress(sys.stderr)
+
     def job_output(self) -> Callable[[bytes], None] | None:
         if self.quiet:
             return None
@@ -61,6 +67,37 @@ class Output:
             print(json.dumps(data, indent=2, sort_keys=True, default=str), flush=True)
         else:
             self.say(text)
+
+
+class BuildProgress:
+    """Shows build steps (`Step N/M : ...`) and reprobox's own notices as lines; on a terminal, the
+    output in between as a one-line spinner, so a long pip install visibly moves without flooding."""
+
+    FRAMES = "|/-\\"
+    WIDTH = 100
+    HEADLINES = ("Step ", "building ", "image ", "pulling ")
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.frame = 0
+
+    def __call__(self, line: str) -> None:
+        text = line.rstrip()
+        if not text:
+            return
+        if text.startswith(self.HEADLINES):
+            self._clear()
+            print(f"reprobox: {text}", file=self.stream, flush=True)
+        elif self.tty:
+            self.frame += 1
+            status = f"{self.FRAMES[self.frame % len(self.FRAMES)]} {text}"[: self.WIDTH]
+            self.stream.write("\r" + status.ljust(self.WIDTH))
+            self.stream.flush()
+
+    def _clear(self) -> None:
+        if self.tty and self.frame:
+            self.stream.write("\r" + " " * self.WIDTH + "\r")
 
 
 def build_parser() -> argparse.ArgumentParser:

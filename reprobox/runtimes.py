@@ -13,7 +13,13 @@ from reprobox.runtime import Runtime
 Progress = Callable[[str], None]
 
 
-def open_runtime(name: str, job: JobSpec, args: argparse.Namespace, progress: Progress) -> Runtime:
+def open_runtime(
+    name: str,
+    job: JobSpec,
+    args: argparse.Namespace,
+    progress: Progress,
+    build_progress: Progress | None = None,
+) -> Runtime:
     """The runtime to use; for docker, the job's image is built first (or reused when unchanged)."""
     if name == "local":
         return LocalRuntime()
@@ -30,5 +36,6 @@ def open_runtime(name: str, job: JobSpec, args: argparse.Namespace, progress: Pr
         job,
         base_image=getattr(args, "base_image", None),
         wheelhouse=getattr(args, "wheelhouse", None),
-        progress=progress,
+        lock=getattr(args, "lock", None),
+        progress=build_progress or progress,
     )

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from reprobox.commands import audit, inspect, jobs
+from reprobox.commands import audit, images, inspect, jobs
 
-REGISTRY = [jobs.register, audit.register, inspect.register]
+REGISTRY = [jobs.register, images.register, audit.register, inspect.register]

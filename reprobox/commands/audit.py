@@ -56,7 +56,7 @@ def audit_command(args: argparse.Namespace, out: Output) -> int:
     failure = None
     if not args.static_only:
         audited = spec.with_overrides(determinism=replace(spec.determinism, algorithms=True, warn_only=True))
-        runtime = runtimes.open_runtime(args.runtime, audited, args, out.progress)
+        runtime = runtimes.open_runtime(args.runtime, audited, args, out.progress, out.build_progress())
         options = runner.RunOptions(
             runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps, audit=True
         )

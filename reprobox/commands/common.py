@@ -40,6 +40,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wheelhouse", type=Path, help="local wheels for offline builds (default: $REPROBOX_WHEELHOUSE)"
     )
+    parser.add_argument(
+        "--lock", help="the image's lock: cpu, cuda, or a path under env/ (default: from the wheelhouse)"
+    )
     parser.add_argument("--trail", type=int, metavar="K", help="record a hash trail every K optimizer steps")
     parser.add_argument(
         "--max-steps",

@@ -102,7 +102,7 @@ def _run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
 
 def run_command(args: argparse.Namespace, out: Output) -> int:
     spec = _load(args)
-    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress)
+    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
     record = runner.execute(spec, runtime, _run_options(args, out))
     data = {
         "status": record.status,
@@ -119,7 +119,7 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     if args.runs < 2:
         raise UsageError(f"--runs must be at least 2 to compare runs, not {args.runs}")
     spec = _load(args)
-    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress)
+    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
     settings = verify.VerifyOptions(
         runs=args.runs, keep_going=args.keep_going, stop_on_divergence=args.stop_on_divergence
     )

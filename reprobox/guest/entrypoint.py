@@ -188,7 +188,7 @@ def _record_outputs(result: dict[str, Any], run_dir: Path, output_dir: Path) -> 
 
         digests = hashing.hash_outputs(output_dir, patterns)
         result["checkpoints"] = [d.to_json() for d in digests]
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - recorded; the controller marks the run failed
         result["checkpoints"] = []
         result["hash_error"] = f"{type(exc).__name__}: {exc}"
     result["fingerprint"] = _fingerprint(run_dir)

@@ -514,7 +514,7 @@ def _plan_torch(path: Path) -> _Content:
         return _opaque(_refused_note(_refused_reason(exc)))
     except OSError:
         raise
-    except Exception as exc:  # torch raises many types for a damaged or foreign file
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a damaged or foreign file
         return _opaque(_unreadable("torch", exc))
     try:
         named_arrays, values = flatten(obj)

@@ -15,7 +15,7 @@ try:
     from reprobox.guest import hook as _hook
 
     _hook.install()
-except Exception as _exc:
+except Exception as _exc:  # noqa: BLE001 - never break the user's interpreter
     sys.stderr.write(f"reprobox: startup hook not installed: {_exc}\n")
 
 
