@@ -25,6 +25,8 @@ SCHEMA_VERSION = 1
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CUBLAS_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
+NCCL_ALGOS = ("Ring", "^NVLS", "Tree")
+LAUNCHER_TYPES = ("none", "torchrun")
 SECRET_PATTERN = re.compile(r"SECRET|TOKEN|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 REDACTED = "<redacted>"
 MAX_SEED = 2**32 - 1  # NumPy's legacy global RNG takes seeds below 2**32
@@ -47,6 +49,7 @@ TOP_LEVEL_KEYS = (
     "network",
     "resources",
     "trail",
+    "launcher",
 )
 
 
@@ -86,6 +89,19 @@ class Trail:
 
 
 @dataclass(frozen=True)
+class Launcher:
+    """How the command starts: as is, or under PyTorch's torchrun with N processes per node on M nodes."""
+
+    type: str = "none"
+    nproc_per_node: int = 1
+    nnodes: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job: paths absolute, defaults filled in."""
 
@@ -103,6 +119,7 @@ class JobSpec:
     network: bool = False
     resources: Resources = field(default_factory=Resources)
     trail: Trail | None = None
+    launcher: Launcher = field(default_factory=Launcher)
 
     def to_json(self) -> dict[str, Any]:
         """The resolved spec for the manifest; secret-looking env values are redacted."""
@@ -184,6 +201,7 @@ class _Validator:
             network=self.check_bool(raw.get("network", False), "network"),
             resources=self.check_resources(raw.get("resources")),
             trail=self.check_trail(raw.get("trail")),
+            launcher=self.check_launcher(raw.get("launcher")),
         )
         if self.problems:
             raise SpecError(sorted(self.problems, key=lambda p: p.line or 0))
@@ -365,6 +383,10 @@ class _Validator:
                 if item not in CUBLAS_WORKSPACE_CONFIGS:
                     self.fail(dotted, f"{item!r} is not allowed; use ':4096:8' (default) or ':16:8'")
                     continue
+            elif key == "nccl_algo":
+                if item not in NCCL_ALGOS:
+                    self.fail(dotted, f"{item!r} is not allowed; use 'Ring' (default), '^NVLS' or 'Tree'")
+                    continue
             elif key == "threads":
                 if item is not None and (isinstance(item, bool) or not isinstance(item, int) or item < 1):
                     self.fail(dotted, f"must be a positive integer or null, not {_describe(item)}")
@@ -491,6 +513,24 @@ class _Validator:
             self.fail("trail.every", f"must be a positive number of optimizer steps, not {_describe(every)}")
             return None
         return Trail(every=every)
+
+    def check_launcher(self, value: Any) -> Launcher:
+        entry = self.mapping(value, "launcher")
+        if entry is None:
+            return Launcher()
+        self.check_keys(entry, ("type", "nproc_per_node", "nnodes"), "launcher")
+        kind = entry.get("type", "none")
+        if kind not in LAUNCHER_TYPES:
+            self.fail("launcher.type", f"{kind!r} is not a launcher; use 'torchrun' or 'none'")
+            kind = "none"
+        counts = {}
+        for key in ("nproc_per_node", "nnodes"):
+            number = entry.get(key, 1)
+            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+                self.fail(f"launcher.{key}", f"must be a positive integer, not {_describe(number)}")
+                number = 1
+            counts[key] = number
+        return Launcher(type=kind, **counts)
 
 
 def _describe(value: Any) -> str:

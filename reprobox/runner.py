@@ -21,6 +21,7 @@ from reprobox._version import __version__
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
 from reprobox.job import JobSpec, file_sha256, redact_env
+from reprobox.launcher import launch_command
 from reprobox.manifest import (
     STATUS_CANCELLED,
     STATUS_FAILED,
@@ -123,7 +124,7 @@ def prepare(job: JobSpec, options: RunOptions) -> PreparedRun:
         run_id=run_id,
         run_dir=run_dir,
         guest_env=guest_env(job, run_id, options),
-        command=job.command,
+        command=launch_command(job),
         timeout=job.timeout,
         reference_run=options.reference_run,
     )

@@ -23,6 +23,10 @@ def open_runtime(
     """The runtime to use; for docker, the job's image is built first (or reused when unchanged)."""
     if name == "local":
         return LocalRuntime()
+    if name == "slurm":
+        from reprobox.slurm_runtime import SlurmRuntime
+
+        return SlurmRuntime.for_job(job, args, progress)
     from reprobox import engine
 
     if name == "auto" and not engine.engine_available():

@@ -30,6 +30,7 @@ class VerifyOptions:
     runs: int = 2
     keep_going: bool = False  # run all N even after a difference
     stop_on_divergence: bool = False  # check each rerun's trail against the reference while it runs
+    parallel: int = 1  # runs side by side (on a cluster runtime, on different nodes)
     tensor_details: bool = True
 
 
@@ -41,7 +42,7 @@ def verify(
     progress: Progress | None = None,
 ) -> tuple[Comparison, list[RunRecord]]:
     say = progress or (lambda _message: None)
-    if options.stop_on_divergence:
+    if options.stop_on_divergence or options.parallel > 1:
         return _verify_together(job, runtime, run_options, options, say)
     records: list[RunRecord] = []
     comparison: Comparison | None = None
@@ -67,22 +68,23 @@ def verify(
 def _verify_together(
     job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VerifyOptions, say: Progress
 ) -> tuple[Comparison, list[RunRecord]]:
-    """All runs at once; reruns compare their trail with the reference's live and stop at a divergence."""
-    if job.trail is None:
+    """Runs side by side; with stop_on_divergence, reruns check their trail against the reference's live."""
+    live = options.stop_on_divergence
+    if live and job.trail is None:
         job = job.with_overrides(trail=Trail(every=1))
     quiet = replace(
         run_options, echo=None
-    )  # interleaved output of parallel runs helps nobody; see stdout.log
+    )  # interleaved output of parallel runs helps nobody: see stdout.log
     reference = prepare(job, quiet)
-    reruns = [
-        prepare(job, replace(quiet, reference_run=reference.plan.run_dir)) for _ in range(options.runs - 1)
-    ]
-    prepared = [reference, *reruns]
-    say(f"{options.runs} runs of {job.name} together ({runtime.name}), each checked step by step")
+    rerun_options = replace(quiet, reference_run=reference.plan.run_dir) if live else quiet
+    prepared = [reference, *(prepare(job, rerun_options) for _ in range(options.runs - 1))]
+    workers = options.runs if live else max(1, min(options.parallel, options.runs))
+    how = "each checked step by step against the first" if live else f"{workers} at a time"
+    say(f"{options.runs} runs of {job.name} side by side ({runtime.name}), {how}")
     stop = threading.Event()
     records: dict[int, RunRecord] = {}
     interrupted = False
-    with ThreadPoolExecutor(max_workers=len(prepared)) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {
             pool.submit(finish, run, runtime, quiet, stop=stop): index for index, run in enumerate(prepared)
         }

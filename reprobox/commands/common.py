@@ -7,7 +7,7 @@ from pathlib import Path
 
 from reprobox.runner import runs_dir_default
 
-RUNTIME_CHOICES = ("auto", "docker", "local")
+RUNTIME_CHOICES = ("auto", "docker", "local", "slurm")
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> None:

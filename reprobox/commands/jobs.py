@@ -70,6 +70,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="start all runs together, check each rerun's hash trail against the first run's at every "
         "recorded step, and stop as soon as one differs (implies --trail 1 unless --trail is given)",
     )
+    ver.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run up to K runs side by side (on a cluster runtime, on different nodes; default: 1)",
+    )
     ver.set_defaults(handler=verify_command)
 
     cmp = commands.add_parser(
@@ -118,10 +125,15 @@ def run_command(args: argparse.Namespace, out: Output) -> int:
 def verify_command(args: argparse.Namespace, out: Output) -> int:
     if args.runs < 2:
         raise UsageError(f"--runs must be at least 2 to compare runs, not {args.runs}")
+    if args.parallel < 1:
+        raise UsageError(f"--parallel must be at least 1, not {args.parallel}")
     spec = _load(args)
     runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
     settings = verify.VerifyOptions(
-        runs=args.runs, keep_going=args.keep_going, stop_on_divergence=args.stop_on_divergence
+        runs=args.runs,
+        keep_going=args.keep_going,
+        stop_on_divergence=args.stop_on_divergence,
+        parallel=args.parallel,
     )
     comparison, _records = verify.verify(spec, runtime, _run_options(args, out), settings, out.progress)
     out.result(comparison.to_json(), report.comparison_text(comparison))

@@ -31,6 +31,7 @@ class Determinism:
     threads: int | None = None
     fill_uninitialized_memory: bool = True
     cuda_launch_blocking: bool = False
+    nccl_algo: str = "Ring"  # NCCL's reduction algorithm, pinned so collectives sum in a fixed order
 
 
 def settings_from_env(env: Mapping[str, str] | None = None) -> Determinism:
@@ -49,6 +50,7 @@ def process_environment(seed: int, det: Determinism) -> dict[str, str]:
         "PYTHONHASHSEED": str(seed),
         "CUBLAS_WORKSPACE_CONFIG": det.cublas_workspace_config,
         "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0",
+        "NCCL_ALGO": det.nccl_algo,
     }
     if det.cuda_launch_blocking:
         env["CUDA_LAUNCH_BLOCKING"] = "1"
