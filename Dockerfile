@@ -59,7 +59,9 @@ FROM runtime
 COPY --from=builder /opt/venv /opt/venv
 COPY reprobox/ /opt/reprobox/reprobox/
 # The package is found through a .pth file: no build step, no generated metadata.
-RUN purelib="$(/opt/venv/bin/python -B -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
+# /reprobox/runs belongs to the job user, so a named volume mounted there (docker compose) is writable.
+RUN install -d -o 10001 -g 10001 /reprobox/runs; \
+    purelib="$(/opt/venv/bin/python -B -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
     echo /opt/reprobox >"${purelib}/reprobox.pth"; \
     find /opt/reprobox -name __pycache__ -prune -exec rm -rf {} +; \
     PYTHONHASHSEED=0 /opt/venv/bin/python -B -m compileall -q --invalidation-mode unchecked-hash /opt/reprobox

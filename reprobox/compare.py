@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reprobox import explain, trails
+from reprobox import codetree, explain, trails
 from reprobox.manifest import STATUS_CANCELLED, RunRecord
 
 IDENTICAL = "identical"
@@ -86,17 +86,49 @@ def closeness(comparison: Comparison) -> str | None:
 
 
 def explain_difference(a: RunRecord, b: RunRecord, closeness_text: str | None) -> dict[str, Any]:
-    """Whether the stacks differ (so bitwise equality was never expected) or the job is nondeterministic."""
+    """Why two runs differ: different inputs (seed, code, job settings), a different stack (so bitwise
+    equality was never expected), or neither (a real nondeterminism)."""
     diffs = explain.diff_fingerprints(a.fingerprint, b.fingerprint)
     numerics = [d for d in diffs if d.affects_numerics]
+    inputs = input_differences(a, b)
+    sentence = explain.stack_verdict(diffs, closeness=closeness_text)
+    if inputs:
+        suffix = f" ({closeness_text})" if closeness_text else ""
+        sentence = f"different inputs: {'; '.join(inputs)}; the runs were not expected to match{suffix}"
     return {
         "same_stack": not numerics,
-        "sentence": explain.stack_verdict(diffs, closeness=closeness_text),
+        "same_inputs": not inputs,
+        "inputs": inputs,
+        "sentence": sentence,
         "fields": [
             {"field": d.field, "label": d.label, "a": d.a, "b": d.b, "affects_numerics": d.affects_numerics}
             for d in diffs[:EXPLAINED_FIELDS_LIMIT]
         ],
     }
+
+
+def input_differences(a: RunRecord, b: RunRecord) -> list[str]:
+    """What the user changed between the runs, as short phrases: seed, code, job settings, image."""
+    found = []
+    if a.data.get("seed") != b.data.get("seed"):
+        found.append(f"seed {a.data.get('seed')} vs {b.data.get('seed')}")
+    code_a, code_b = a.data.get("code") or {}, b.data.get("code") or {}
+    if code_a.get("sha256") != code_b.get("sha256"):
+        changes = codetree.changed_files(code_a.get("files") or {}, code_b.get("files") or {})
+        named = [*changes["changed"], *changes["added"], *changes["removed"]]
+        found.append(
+            "code "
+            + (", ".join(named[:5]) if named else "tree")
+            + (" differ" if len(named) != 1 else " differs")
+        )
+    for key in ("determinism", "env", "command", "launcher"):
+        if (a.data.get("job") or {}).get(key) != (b.data.get("job") or {}).get(key):
+            found.append(f"job {key}")
+    image_a = ((a.data.get("runtime") or {}).get("image") or {}).get("id")
+    image_b = ((b.data.get("runtime") or {}).get("image") or {}).get("id")
+    if image_a != image_b:
+        found.append("image" if image_a and image_b else "runtime (container vs local)")
+    return found
 
 
 def _judged_by_trail(record: RunRecord) -> bool:

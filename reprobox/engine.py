@@ -371,3 +371,54 @@ def _problem(what: str, exc: BaseException, *, hint: str | None = None) -> Envir
     connection_lost = isinstance(exc, requests.exceptions.ConnectionError | ConnectionError)
     suffix = START_ENGINE_HINT if connection_lost else (hint or "check the Docker engine (docker info)")
     return EnvironmentProblem(f"{what} ({_reason(exc)}); {suffix}")
+
+
+# -- image archives (docker save / docker load), for air-gapped bundles ----------------------------
+
+_LOADED_ID = re.compile(r"Loaded image ID:\s*(\S+)")
+_LOADED_TAG = re.compile(r"Loaded image:\s*(\S+)")
+
+
+def save_image(engine: Engine, ref: str, out: IO[bytes]) -> int:
+    """Write `docker save REF` to `out` as it streams from the engine; returns the bytes written.
+
+    Saving by tag keeps the tag in the archive, so `load_image` gives the image back under its name.
+    """
+    written = 0
+    try:
+        for chunk in engine.client.api.get_image(ref):
+            out.write(chunk)
+            written += len(chunk)
+    except docker.errors.ImageNotFound as exc:
+        raise EnvironmentProblem(
+            f"image {ref} is not present on this Docker engine, so it cannot be saved; build or load it first"
+        ) from exc
+    except _ENGINE_ERRORS as exc:
+        raise _problem(f"saving image {ref} failed", exc) from exc
+    return written
+
+
+def load_image(engine: Engine, stream: IO[bytes]) -> list[ImageInfo]:
+    """`docker load` from an archive stream; returns the images it loaded (no registry is contacted)."""
+    loaded: list[str] = []
+    try:
+        for event in engine.client.api.load_image(stream) or ():
+            if event.get("error") or event.get("errorDetail"):
+                detail = (event.get("errorDetail") or {}).get("message") or event.get("error")
+                raise EnvironmentProblem(
+                    f"loading an image archive failed: {detail}; is it a `docker save` file?"
+                )
+            text = str(event.get("stream", ""))
+            for pattern in (_LOADED_ID, _LOADED_TAG):
+                match = pattern.search(text)
+                if match:
+                    loaded.append(match.group(1))
+    except _ENGINE_ERRORS as exc:
+        raise _problem("loading an image archive failed", exc) from exc
+    if not loaded:
+        raise EnvironmentProblem("the engine loaded no image from the archive; is it a `docker save` file?")
+    infos: dict[str, ImageInfo] = {}
+    for ref in loaded:
+        info = engine.inspect_image(ref)
+        infos[info.id] = info
+    return list(infos.values())

@@ -118,4 +118,4 @@ def read_record(location: Path | str) -> RunRecord:
                 )
             ]
         )
-    return RunRecord(manifest.parent, data)
+    return RunRecord(manifest.parent.resolve(), data)

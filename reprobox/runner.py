@@ -80,6 +80,17 @@ def make_run_dir(runs_dir: Path, job_name: str) -> tuple[str, Path]:
         return run_id, run_dir.resolve()
 
 
+LATEST = "latest"
+
+
+def point_latest(run_dir: Path) -> None:
+    """Make runs/<job>/latest point at this run (atomically), for scripts and `compare .../latest`."""
+    link = run_dir.parent / LATEST
+    tmp = run_dir.parent / f".{LATEST}.{secrets.token_hex(4)}"
+    tmp.symlink_to(run_dir.name, target_is_directory=True)
+    tmp.replace(link)
+
+
 def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
     """Settings the guest reads, plus the job's own variables."""
     env = dict(job.env)
@@ -143,6 +154,7 @@ def finish(
         prepared, runtime_facts=runtime.describe(), outcome=outcome, guest=guest, options=options
     )
     record = write_record(plan.run_dir, data)
+    point_latest(plan.run_dir)
     if outcome.interrupted:
         raise Interrupted(plan.run_dir)
     return record

@@ -7,8 +7,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprobox import hazards, job, runner, runtimes
-from reprobox.commands.common import add_run_flags
+from reprobox import hazards, runner, runtimes
+from reprobox.commands.common import add_run_flags, load_job_with_flags
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.guest import settings
 
@@ -47,7 +47,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def audit_command(args: argparse.Namespace, out: Output) -> int:
-    spec = job.load_job(args.job)
+    spec = load_job_with_flags(args)
     findings = hazards.scan_tree(spec.code)
     static = [
         {**f.to_json(), "covered_by_reprobox": hazards.COVERED_BY_REPROBOX.get(f.rule)} for f in findings

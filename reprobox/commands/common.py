@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from reprobox import job
+from reprobox.errors import UsageError
 from reprobox.runner import runs_dir_default
 
 RUNTIME_CHOICES = ("auto", "docker", "local", "slurm")
@@ -43,6 +45,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lock", help="the image's lock: cpu, cuda, or a path under env/ (default: from the wheelhouse)"
     )
+    parser.add_argument("--seed", type=int, metavar="N", help="override the job's seed (0 to 4294967295)")
     parser.add_argument("--trail", type=int, metavar="K", help="record a hash trail every K optimizer steps")
     parser.add_argument(
         "--max-steps",
@@ -51,3 +54,19 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help="stop the job cleanly after K optimizer steps (a prefix check: the trail is the evidence)",
     )
     add_output_flags(parser)
+
+
+def load_job_with_flags(args: argparse.Namespace) -> job.JobSpec:
+    """The job file with the command-line overrides (--seed, --trail) applied and checked."""
+    spec = job.load_job(args.job)
+    if args.trail is not None:
+        if args.trail < 1:
+            raise UsageError("--trail must be a positive number of optimizer steps, e.g. --trail 10")
+        spec = spec.with_overrides(trail=job.Trail(every=args.trail))
+    if args.seed is not None:
+        if not 0 <= args.seed <= job.MAX_SEED:
+            raise UsageError(f"--seed must be from 0 to {job.MAX_SEED}, not {args.seed}")
+        spec = spec.with_overrides(seed=args.seed)
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UsageError("--max-steps must be a positive number of optimizer steps, e.g. --max-steps 100")
+    return spec

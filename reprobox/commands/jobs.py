@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from reprobox import compare, job, report, runner, runtimes, verify
-from reprobox.commands.common import add_output_flags, add_run_flags
+from reprobox import compare, report, runner, runtimes, verify
+from reprobox.commands.common import add_output_flags, add_run_flags, load_job_with_flags
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
 from reprobox.manifest import read_record
 
@@ -92,23 +92,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     cmp.set_defaults(handler=compare_command)
 
 
-def _load(args: argparse.Namespace) -> job.JobSpec:
-    spec = job.load_job(args.job)
-    if args.trail is not None:
-        if args.trail < 1:
-            raise UsageError("--trail must be a positive number of optimizer steps, e.g. --trail 10")
-        spec = spec.with_overrides(trail=job.Trail(every=args.trail))
-    if args.max_steps is not None and args.max_steps < 1:
-        raise UsageError("--max-steps must be a positive number of optimizer steps, e.g. --max-steps 100")
-    return spec
-
-
 def _run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
     return runner.RunOptions(runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps)
 
 
 def run_command(args: argparse.Namespace, out: Output) -> int:
-    spec = _load(args)
+    spec = load_job_with_flags(args)
     runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
     record = runner.execute(spec, runtime, _run_options(args, out))
     data = {
@@ -127,7 +116,7 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         raise UsageError(f"--runs must be at least 2 to compare runs, not {args.runs}")
     if args.parallel < 1:
         raise UsageError(f"--parallel must be at least 1, not {args.parallel}")
-    spec = _load(args)
+    spec = load_job_with_flags(args)
     runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
     settings = verify.VerifyOptions(
         runs=args.runs,

@@ -1,0 +1,62 @@
+"""``python -m reprobox.guest.fingerprint``: print this machine's fingerprint, as JSON or a table."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from reprobox.guest.fingerprint import TORCH_NOT_IMPORTED, _collect, format_table
+from reprobox.guest.fingerprint._absent import _reason
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m reprobox.guest.fingerprint",
+        description="Print this machine's reprobox fingerprint as JSON.",
+    )
+    parser.add_argument(
+        "--import-torch", action="store_true", help="import torch (and numpy) first, as a job would"
+    )
+    parser.add_argument("--output", type=Path, help="write the JSON here (atomically) instead of printing it")
+    parser.add_argument("--table", action="store_true", help="print a readable table instead of JSON")
+    args = parser.parse_args(argv)
+    torch_reason = TORCH_NOT_IMPORTED
+    if args.import_torch:
+        try:
+            importlib.import_module("torch")
+        except Exception as exc:
+            torch_reason = f"import torch failed ({_reason(exc)})"
+        with contextlib.suppress(Exception):  # recorded as not imported
+            importlib.import_module("numpy")
+    fp = _collect(nvml=None, image=None, torch_reason=torch_reason)
+    text = json.dumps(fp, indent=2) + "\n"
+    if args.output is not None:
+        _write_atomically(args.output, text)
+    if args.table:
+        sys.stdout.write(format_table(fp) + "\n")
+    elif args.output is None:
+        sys.stdout.write(text)
+    return 0
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        Path(temporary).replace(path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

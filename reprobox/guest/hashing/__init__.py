@@ -1,0 +1,290 @@
+"""Canonical checkpoint hashing: equal weights give equal digests whatever container holds them.
+
+A checkpoint's file sha256 changes with the container's bytes (zip layout, key insertion order, torch.save
+versus safetensors); its *content hash* changes only with the tensors. Both are recorded, so a rerun that
+wrote the same weights through a different writer still counts as reproduced.
+
+The contract (other modules and tools recompute it, so it must not drift):
+
+- A tensor's ``sha256`` is over its raw element bytes in row-major (C-contiguous) order, little-endian,
+  exactly as stored: bf16, float8, bool and complex values are hashed as their bytes, never converted.
+- ``content_sha256`` is ``sha256(json.dumps(rows, separators=(",", ":"), ensure_ascii=True).encode())``
+  where ``rows`` is the list of ``[name, dtype, [dim, ...], sha256]`` for every tensor, sorted in Python
+  list order (name by code point, then dtype, then shape, then sha256).
+- Tensor names are dotted paths into the saved object: mapping keys via ``str(key)``, sequence
+  positions as decimal indices (``model.fc.weight``, ``optimizer.state.0.exp_avg``); the root is ``""``.
+- dtype names are torch's without the ``torch.`` prefix (``float32``, ``bfloat16``, ``float8_e4m3fn``);
+  safetensors and NumPy dtypes are mapped onto the same names.
+- Non-tensor values are not part of the content hash. Mappings are always descended; a list or tuple
+  is descended only when it holds a tensor, mapping, list or tuple, otherwise it is one value (so
+  ``betas`` stays one key). Each value is recorded only as the sha256 of its canonical JSON
+  (``json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)`` after
+  mapping tuples and ``torch.Size`` to lists, bytes to ``{"bytes": hex}``, complex to ``{"complex": [re,
+  im]}``, sets to ``{"set": [...]}`` sorted, and other objects to ``{"object": type, "repr": repr}``):
+  values may hold secrets, digests do not show them. When two values flatten to the same key, that key's
+  digest is the sha256 of their sorted digests joined by newlines.
+- ``metadata_sha256`` is the sha256 of the canonical JSON of the key -> digest mapping; it is ``None``
+  for format ``"file"``.
+- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"`` or ``"numpy"`` from
+  the tensors, ``"file"`` when it is the file sha256 (other files, and checkpoints whose content could
+  not be read safely; ``note`` then says why). Pickled objects beyond tensors and plain data are never
+  unpickled.
+
+Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so tensors (and each file's
+own sha256, one more task) hash on all cores. Tensors are hashed straight from memory-mapped files.
+
+This module holds the pool and the entry points; the contract's serialisations and the flattening are in
+``_canonical``, the per-format readers in ``_formats`` (byte sources in ``_arrays``), the output-file
+selection in ``_select`` and ``load_tensors`` in ``_load``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.guest.hashing._arrays import (
+    Buffers,
+    _Array,
+    _Content,
+    _ContentError,
+    _opaque,
+    contiguous_pieces,
+)
+from reprobox.guest.hashing._canonical import (
+    ROOT_NAME,
+    CheckpointDigest,
+    TensorDigest,
+    canonical_json,
+    canonical_value,
+    content_sha256,
+    expand_quantized,
+    flatten,
+    metadata_sha256,
+    numpy_dtype_name,
+    torch_dtype_name,
+)
+from reprobox.guest.hashing._formats import (
+    FILE_CHUNK_BYTES,
+    MAX_SAFETENSORS_HEADER,
+    SAFETENSORS_DTYPES,
+    TORCH_SUFFIXES,
+    SafetensorsEntry,
+    _plan,
+    format_of,
+    read_safetensors_header,
+)
+from reprobox.guest.hashing._load import load_tensors
+from reprobox.guest.hashing._select import _files_under, _matches, _pattern_parts
+
+__all__ = [
+    "COPY_BUDGET_BYTES",
+    "FILE_CHUNK_BYTES",
+    "MAX_SAFETENSORS_HEADER",
+    "ROOT_NAME",
+    "SAFETENSORS_DTYPES",
+    "TORCH_SUFFIXES",
+    "Buffers",
+    "CheckpointDigest",
+    "SafetensorsEntry",
+    "TensorDigest",
+    "canonical_json",
+    "canonical_value",
+    "content_digest",
+    "content_sha256",
+    "contiguous_pieces",
+    "default_workers",
+    "expand_quantized",
+    "file_sha256",
+    "flatten",
+    "format_of",
+    "hash_checkpoint",
+    "hash_outputs",
+    "load_tensors",
+    "metadata_sha256",
+    "numpy_dtype_name",
+    "read_safetensors_header",
+    "torch_dtype_name",
+]
+
+COPY_BUDGET_BYTES = 8 << 20
+"""A non-contiguous tensor is copied to contiguous memory at most this many bytes at a time."""
+
+
+# --- running the hashes --------------------------------------------------------------------------
+
+
+def default_workers() -> int:
+    """The cores this process may run on (its CPU affinity, not the machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, streamed through one reused buffer."""
+    digest = hashlib.sha256()
+    buffer = bytearray(FILE_CHUNK_BYTES)
+    view = memoryview(buffer)
+    with path.open("rb", buffering=0) as f:
+        while count := f.readinto(buffer):
+            digest.update(view[:count])
+    return digest.hexdigest()
+
+
+def _sha256_array(array: _Array) -> str:
+    digest = hashlib.sha256()
+    for buffer in array.buffers(COPY_BUDGET_BYTES):  # looked up as each tensor is hashed
+        digest.update(buffer)
+    return digest.hexdigest()
+
+
+@dataclass
+class _Pending:
+    """One file whose hashes are running on the pool."""
+
+    path: Path
+    relpath: str
+    file_sha256: concurrent.futures.Future[str]
+    content: _Content
+    array_sha256: list[concurrent.futures.Future[str]]
+
+    def result(self) -> CheckpointDigest:
+        try:
+            whole_file = self.file_sha256.result()
+            size = self.path.stat().st_size
+            content = self.content
+            try:
+                shas = [f.result() for f in self.array_sha256]
+            except _ContentError as exc:
+                content, shas = _opaque(str(exc)), []
+        except OSError as exc:
+            raise _read_problem(self.path, exc) from exc
+        if content.format == "file":
+            return CheckpointDigest(
+                self.relpath, size, whole_file, whole_file, "file", (), {}, None, content.note
+            )
+        tensors = tuple(
+            sorted(
+                (
+                    TensorDigest(a.name, a.dtype, a.shape, sha)
+                    for a, sha in zip(content.arrays, shas, strict=True)
+                ),
+                key=TensorDigest.sort_key,
+            )
+        )
+        return CheckpointDigest(
+            path=self.relpath,
+            size=size,
+            file_sha256=whole_file,
+            content_sha256=content_sha256(tensors),
+            format=content.format,
+            tensors=tensors,
+            metadata=dict(sorted(content.metadata.items())),
+            metadata_sha256=metadata_sha256(content.metadata),
+            note=content.note,
+        )
+
+
+def _read_problem(path: Path, exc: OSError) -> EnvironmentProblem:
+    return EnvironmentProblem(
+        f"cannot read output file {path} ({exc.strerror or exc}); make sure the job leaves its outputs "
+        "readable and does not remove them while they are hashed"
+    )
+
+
+def _submit(pool: concurrent.futures.ThreadPoolExecutor, path: Path, relpath: str) -> _Pending:
+    whole_file = pool.submit(file_sha256, path)  # the largest task: start it first
+    try:
+        content = _plan(path)
+    except OSError as exc:
+        raise _read_problem(path, exc) from exc
+    largest_first = sorted(content.arrays, key=lambda a: a.nbytes, reverse=True)
+    futures = {id(a): pool.submit(_sha256_array, a) for a in largest_first}
+    return _Pending(path, relpath, whole_file, content, [futures[id(a)] for a in content.arrays])
+
+
+def _check_workers(workers: int | None) -> int:
+    if workers is None:
+        return default_workers()
+    if workers < 1:
+        raise UsageError(f"workers must be at least 1, not {workers}; omit it to use every available core")
+    return workers
+
+
+def _hash_files(files: Sequence[tuple[Path, str]], workers: int | None) -> list[CheckpointDigest]:
+    """Hash files on one pool, planning a few files ahead so small and large ones overlap."""
+    count = _check_workers(workers)
+    ahead = max(2, 2 * count)
+    results: list[CheckpointDigest] = []
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=count, thread_name_prefix="reprobox-hash")
+    try:
+        window: deque[_Pending] = deque()
+        for path, relpath in files:
+            window.append(_submit(pool, path, relpath))
+            if len(window) > ahead:
+                results.append(window.popleft().result())
+        while window:
+            results.append(window.popleft().result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
+
+
+def _relative_posix(path: Path, root: Path) -> str:
+    absolute, base = Path(os.path.normpath(path.absolute())), Path(os.path.normpath(root.absolute()))
+    try:
+        return absolute.relative_to(base).as_posix()
+    except ValueError:
+        raise UsageError(
+            f"checkpoint {path} is not inside {root}; pass relative_to= the output directory that holds it"
+        ) from None
+
+
+def hash_checkpoint(path: Path, *, relative_to: Path, workers: int | None = None) -> CheckpointDigest:
+    """Digest one checkpoint: its file sha256 and canonical content hash, hashed in parallel."""
+    return _hash_files([(path, _relative_posix(path, relative_to))], workers)[0]
+
+
+def content_digest(path: Path, *, workers: int | None = None) -> tuple[str, tuple[TensorDigest, ...]]:
+    """The content hash and tensor digests alone, without the file's own sha256 (benchmarks, tools)."""
+    content = _plan(path)
+    if content.format == "file":
+        return file_sha256(path), ()
+    largest_first = sorted(content.arrays, key=lambda a: a.nbytes, reverse=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=_check_workers(workers)) as pool:
+        shas = list(pool.map(_sha256_array, largest_first))
+    tensors = tuple(
+        sorted(
+            (TensorDigest(a.name, a.dtype, a.shape, sha) for a, sha in zip(largest_first, shas, strict=True)),
+            key=TensorDigest.sort_key,
+        )
+    )
+    return content_sha256(tensors), tensors
+
+
+def hash_outputs(
+    output_dir: Path, patterns: Sequence[str], *, workers: int | None = None
+) -> list[CheckpointDigest]:
+    """Digest the files under ``output_dir`` matching ``patterns`` (every file when empty), by path.
+
+    Patterns are relative globs: ``*``, ``?`` and ``[...]`` match within one path component and ``**``
+    matches any number of directories. Symbolic links to directories are not descended; a symbolic link
+    to a file counts only if its target lies inside ``output_dir``.
+    """
+    if not output_dir.is_dir():
+        raise UsageError(f"output directory {output_dir} does not exist; check the job's outputs setting")
+    root = output_dir.resolve()
+    compiled = [_pattern_parts(p) for p in patterns]
+    selected = [
+        rel
+        for rel in sorted(_files_under(root))
+        if not compiled or any(_matches(parts, rel.split("/")) for parts in compiled)
+    ]
+    return _hash_files([(root / rel, rel) for rel in selected], workers)

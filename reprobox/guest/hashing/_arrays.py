@@ -1,0 +1,146 @@
+"""Tensors waiting to be hashed: what each digest records, and how a worker gets the tensor's bytes.
+
+Bytes are produced lazily, piece by piece, in the worker that hashes them. A non-contiguous tensor is
+copied to contiguous memory at most ``budget`` bytes at a time; the pool passes its
+``COPY_BUDGET_BYTES`` as the budget.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reprobox.guest.hashing._canonical import expand_quantized, numpy_dtype_name, torch_dtype_name
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+
+class _ContentError(Exception):
+    """The file's content cannot be read as its format says; it is then hashed as a plain file."""
+
+
+Buffers = Callable[[int], Iterator[bytes | memoryview]]
+"""An array's bytes in row-major order, given the copy budget in bytes (see ``contiguous_pieces``)."""
+
+
+@dataclass
+class _Array:
+    """A tensor waiting to be hashed: what the digest records, and how to get its bytes in a worker."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    buffers: Buffers
+
+
+@dataclass
+class _Content:
+    format: str
+    arrays: list[_Array] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+    note: str | None = None
+    keepalive: object = None  # the loaded object or mmap the buffers point into
+
+
+def _opaque(note: str | None) -> _Content:
+    return _Content(format="file", note=note)
+
+
+def contiguous_pieces(
+    x: Any,
+    *,
+    budget: int,
+    ready: Callable[[Any], bool],
+    materialise: Callable[[Any], Any],
+    nbytes: Callable[[Any], int],
+) -> Iterator[Any]:
+    """Row-major contiguous pieces of ``x`` whose concatenation is ``x``'s bytes; copies stay small.
+
+    A piece that has to be copied holds at most ``budget`` bytes (or one element, if that is larger).
+    """
+    if ready(x):
+        yield x
+        return
+    size = nbytes(x)
+    if len(x.shape) == 0 or size <= budget:
+        yield materialise(x)
+        return
+    rows = int(x.shape[0])
+    row_bytes = size // rows
+    if row_bytes > budget:
+        for i in range(rows):
+            yield from contiguous_pieces(
+                x[i], budget=budget, ready=ready, materialise=materialise, nbytes=nbytes
+            )
+        return
+    step = budget // row_bytes
+    for start in range(0, rows, step):
+        yield materialise(x[start : start + step])
+
+
+def _torch_array(name: str, tensor: torch.Tensor) -> _Array:
+    tensor = tensor.detach()
+    return _Array(
+        name=name,
+        dtype=torch_dtype_name(tensor.dtype),
+        shape=tuple(int(d) for d in tensor.shape),
+        nbytes=tensor.numel() * tensor.element_size(),
+        buffers=lambda budget: _torch_buffers(tensor, budget),
+    )
+
+
+def _torch_buffers(tensor: torch.Tensor, budget: int) -> Iterator[memoryview]:
+    import torch
+
+    if tensor.device.type == "meta":  # no storage: nothing to hash beyond dtype and shape
+        return
+    if tensor.layout != torch.strided:
+        tensor = tensor.to_dense()
+    for piece in contiguous_pieces(
+        tensor,
+        budget=budget,
+        ready=lambda t: t.is_contiguous() and not t.is_conj() and not t.is_neg(),
+        materialise=lambda t: t.resolve_conj().resolve_neg().contiguous(),
+        nbytes=lambda t: t.numel() * t.element_size(),
+    ):
+        yield memoryview(piece.reshape(-1).view(torch.uint8).numpy())
+
+
+def _numpy_array(name: str, array: np.ndarray[Any, Any]) -> _Array:
+    return _Array(
+        name=name,
+        dtype=numpy_dtype_name(array.dtype),
+        shape=tuple(int(d) for d in array.shape),
+        nbytes=int(array.nbytes),
+        buffers=lambda budget: _numpy_buffers(array, budget),
+    )
+
+
+def _numpy_buffers(array: np.ndarray[Any, Any], budget: int) -> Iterator[memoryview]:
+    import numpy as np
+
+    little = array.dtype.newbyteorder("<")
+    for piece in contiguous_pieces(
+        array,
+        budget=budget,
+        ready=lambda a: bool(a.flags.c_contiguous) and a.dtype == little,
+        materialise=lambda a: np.ascontiguousarray(a, dtype=little),
+        nbytes=lambda a: int(a.nbytes),
+    ):
+        yield memoryview(piece.reshape(-1).view(np.uint8))
+
+
+def _arrays_from(named: Sequence[tuple[str, Any]]) -> list[_Array]:
+    arrays: list[_Array] = []
+    torch_module = sys.modules.get("torch")
+    for name, value in named:
+        if torch_module is not None and isinstance(value, torch_module.Tensor):
+            arrays.extend(_torch_array(n, t) for n, t in expand_quantized(name, value))
+        else:
+            arrays.append(_numpy_array(name, value))
+    return arrays

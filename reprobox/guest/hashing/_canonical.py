@@ -1,0 +1,260 @@
+"""The content-hash contract in code: the records, the canonical serialisations and the flattening.
+
+The contract is stated in the package docstring (``reprobox.guest.hashing``); the serialisations it fixes
+live here, so that a change to the contract is a change to this file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reprobox.errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+ROOT_NAME = ""
+
+
+@dataclass(frozen=True)
+class TensorDigest:
+    """One tensor as the content hash sees it."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    sha256: str
+
+    def sort_key(self) -> tuple[str, str, tuple[int, ...], str]:
+        return (self.name, self.dtype, self.shape, self.sha256)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> TensorDigest:
+        shape = data.get("shape")
+        if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+            raise _bad_record("tensors[].shape", "a list of integers")
+        return cls(
+            name=_expect_str(data, "name", "tensors[].name"),
+            dtype=_expect_str(data, "dtype", "tensors[].dtype"),
+            shape=tuple(shape),
+            sha256=_expect_str(data, "sha256", "tensors[].sha256"),
+        )
+
+
+@dataclass(frozen=True)
+class CheckpointDigest:
+    """Everything recorded about one output file; equal ``content_sha256`` means equal weights."""
+
+    path: str
+    size: int
+    file_sha256: str
+    content_sha256: str
+    format: str
+    tensors: tuple[TensorDigest, ...]
+    metadata: dict[str, str] = field(hash=False)
+    metadata_sha256: str | None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "file_sha256": self.file_sha256,
+            "content_sha256": self.content_sha256,
+            "format": self.format,
+            "tensors": [t.to_json() for t in self.tensors],
+            "metadata": dict(sorted(self.metadata.items())),
+            "metadata_sha256": self.metadata_sha256,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> CheckpointDigest:
+        size = data.get("size")
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise _bad_record("size", "an integer")
+        tensors = data.get("tensors")
+        if not isinstance(tensors, list) or not all(isinstance(t, Mapping) for t in tensors):
+            raise _bad_record("tensors", "a list of objects")
+        metadata = data.get("metadata")
+        if not isinstance(metadata, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+        ):
+            raise _bad_record("metadata", "an object mapping keys to digests")
+        metadata_sha256 = data.get("metadata_sha256")
+        note = data.get("note")
+        if metadata_sha256 is not None and not isinstance(metadata_sha256, str):
+            raise _bad_record("metadata_sha256", "a string or null")
+        if note is not None and not isinstance(note, str):
+            raise _bad_record("note", "a string or null")
+        return cls(
+            path=_expect_str(data, "path", "path"),
+            size=size,
+            file_sha256=_expect_str(data, "file_sha256", "file_sha256"),
+            content_sha256=_expect_str(data, "content_sha256", "content_sha256"),
+            format=_expect_str(data, "format", "format"),
+            tensors=tuple(TensorDigest.from_json(t) for t in tensors),
+            metadata=dict(metadata),
+            metadata_sha256=metadata_sha256,
+            note=note,
+        )
+
+
+def _bad_record(field_name: str, expected: str) -> UsageError:
+    return UsageError(
+        f"checkpoint record field '{field_name}' must be {expected}; the run record is damaged, "
+        "so rerun the job to write it again"
+    )
+
+
+def _expect_str(data: Mapping[str, object], key: str, field_name: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise _bad_record(field_name, "a string")
+    return value
+
+
+# --- the canonical serialisations (the contract) --------------------------------------------------
+
+
+def canonical_json(value: object) -> str:
+    """The one JSON spelling every digest here is computed over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def content_sha256(tensors: Sequence[TensorDigest]) -> str:
+    """The content hash over tensor digests, in the order the contract fixes (not the caller's)."""
+    rows = [[t.name, t.dtype, list(t.shape), t.sha256] for t in sorted(tensors, key=TensorDigest.sort_key)]
+    return hashlib.sha256(
+        json.dumps(rows, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    ).hexdigest()
+
+
+def metadata_sha256(metadata: Mapping[str, str]) -> str:
+    """One digest over all non-tensor values, so a record says at a glance whether any differ."""
+    return _sha256_text(canonical_json(dict(metadata)))
+
+
+def canonical_value(value: object) -> object:
+    """A JSON-able form of a non-tensor value that is equal exactly when the values are."""
+    canonical: object
+    if value is None or isinstance(value, (bool, str, int, float)):
+        canonical = value
+    elif isinstance(value, complex):
+        canonical = {"complex": [value.real, value.imag]}
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        canonical = {"bytes": bytes(value).hex()}
+    elif isinstance(value, Mapping):
+        canonical = {str(k): canonical_value(v) for k, v in value.items()}
+    elif isinstance(value, (list, tuple)):  # torch.Size is a tuple of ints
+        canonical = [canonical_value(v) for v in value]
+    elif isinstance(value, (set, frozenset)):
+        canonical = {"set": sorted((canonical_value(v) for v in value), key=canonical_json)}
+    else:
+        kind = type(value)
+        canonical = {"object": f"{kind.__module__}.{kind.__qualname__}", "repr": repr(value)}
+    return canonical
+
+
+def _metadata_digests(values: Sequence[tuple[str, object]]) -> dict[str, str]:
+    grouped: dict[str, list[str]] = {}
+    for name, value in values:
+        grouped.setdefault(name, []).append(_sha256_text(canonical_json(canonical_value(value))))
+    return {
+        name: digests[0] if len(digests) == 1 else _sha256_text("\n".join(sorted(digests)))
+        for name, digests in grouped.items()
+    }
+
+
+def torch_dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``: the canonical dtype spelling."""
+    return str(dtype).removeprefix("torch.")
+
+
+def numpy_dtype_name(dtype: np.dtype[Any]) -> str:
+    """NumPy's name for plain numeric dtypes (the same as torch's); a full description otherwise."""
+    if dtype.fields is None and dtype.kind in "biufcmM":
+        return str(dtype.name)
+    return "numpy:" + json.dumps(dtype.newbyteorder("<").descr)
+
+
+# --- flattening ----------------------------------------------------------------------------------
+
+
+def _array_types() -> tuple[type, ...]:
+    """Tensor types known to this process, without importing a library just to ask."""
+    types: list[type] = []
+    if (torch_module := sys.modules.get("torch")) is not None:
+        types.append(torch_module.Tensor)
+    if (numpy_module := sys.modules.get("numpy")) is not None:
+        types.append(numpy_module.ndarray)
+    return tuple(types)
+
+
+def _join(prefix: str, key: object) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+def flatten(obj: object) -> tuple[list[tuple[str, Any]], list[tuple[str, object]]]:
+    """Split a loaded checkpoint into (name, tensor) and (name, plain value) pairs, in saved order."""
+    flattener = _Flattener(_array_types())
+    flattener.visit(obj, ROOT_NAME)
+    return flattener.arrays, flattener.values
+
+
+@dataclass
+class _Flattener:
+    array_types: tuple[type, ...]
+    arrays: list[tuple[str, Any]] = field(default_factory=list)
+    values: list[tuple[str, object]] = field(default_factory=list)
+    open_containers: set[int] = field(default_factory=set)
+
+    def visit(self, obj: object, name: str) -> None:
+        if isinstance(obj, self.array_types):
+            self.arrays.append((name, obj))
+            return
+        if isinstance(obj, Mapping) and obj:
+            items: list[tuple[object, object]] = list(obj.items())
+        elif isinstance(obj, (list, tuple)) and any(
+            isinstance(v, (*self.array_types, Mapping, list, tuple)) for v in obj
+        ):
+            items = list(enumerate(obj))
+        else:
+            self.values.append((name, obj))
+            return
+        if id(obj) in self.open_containers:
+            raise ValueError(f"the saved object contains itself at '{name}'")
+        self.open_containers.add(id(obj))
+        for key, value in items:
+            self.visit(value, _join(name, key))
+        self.open_containers.discard(id(obj))
+
+
+def expand_quantized(name: str, tensor: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """A quantized tensor as plain tensors: its integer values and its quantizer's parameters."""
+    import torch
+
+    if not tensor.is_quantized:
+        return [(name, tensor)]
+    parts = [(name, tensor.int_repr())]
+    if tensor.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        parts.append((f"{name}.q_scale", torch.tensor([tensor.q_scale()], dtype=torch.float64)))
+        parts.append((f"{name}.q_zero_point", torch.tensor([tensor.q_zero_point()], dtype=torch.int64)))
+    else:
+        parts.append((f"{name}.q_per_channel_scales", tensor.q_per_channel_scales()))
+        parts.append((f"{name}.q_per_channel_zero_points", tensor.q_per_channel_zero_points()))
+        parts.append((f"{name}.q_per_channel_axis", torch.tensor([tensor.q_per_channel_axis()])))
+    return parts

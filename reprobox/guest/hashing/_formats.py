@@ -1,0 +1,339 @@
+"""Reading each checkpoint format without unpickling anything: torch, safetensors and NumPy.
+
+A reader plans one file's hashing: the tensors to hash and the digests of its plain values, or the
+plain-file fallback with a note saying why the content could not be read safely.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import pickle
+import struct
+import warnings
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from reprobox.guest.hashing._arrays import (
+    Buffers,
+    _Array,
+    _arrays_from,
+    _Content,
+    _ContentError,
+    _numpy_array,
+    _numpy_buffers,
+    _opaque,
+)
+from reprobox.guest.hashing._canonical import ROOT_NAME, _join, _metadata_digests, flatten, numpy_dtype_name
+
+if TYPE_CHECKING:
+    import numpy as np
+
+FILE_CHUNK_BYTES = 1 << 20
+"""Files are streamed through sha256 in pieces of this size, never read whole."""
+
+TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
+MAX_SAFETENSORS_HEADER = 100 << 20
+
+# safetensors dtype -> (canonical dtype, bits per element as stored)
+SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
+    "BOOL": ("bool", 8),
+    "U8": ("uint8", 8),
+    "I8": ("int8", 8),
+    "U16": ("uint16", 16),
+    "I16": ("int16", 16),
+    "U32": ("uint32", 32),
+    "I32": ("int32", 32),
+    "U64": ("uint64", 64),
+    "I64": ("int64", 64),
+    "F16": ("float16", 16),
+    "BF16": ("bfloat16", 16),
+    "F32": ("float32", 32),
+    "F64": ("float64", 64),
+    "C64": ("complex64", 64),
+    "F8_E4M3": ("float8_e4m3fn", 8),
+    "F8_E4M3FNUZ": ("float8_e4m3fnuz", 8),
+    "F8_E5M2": ("float8_e5m2", 8),
+    "F8_E5M2FNUZ": ("float8_e5m2fnuz", 8),
+    "F8_E8M0": ("float8_e8m0fnu", 8),
+    # safetensors counts packed fp4 values one by one; torch packs two per element (last dim halved).
+    "F4": ("float4_e2m1fn_x2", 4),
+    "F6_E2M3": ("float6_e2m3fn", 6),
+    "F6_E3M2": ("float6_e3m2fn", 6),
+}
+
+
+def format_of(path: Path) -> str:
+    """The format a file is read as, from its suffix."""
+    suffix = path.suffix.lower()
+    if suffix in TORCH_SUFFIXES:
+        return "torch"
+    if suffix == ".safetensors":
+        return "safetensors"
+    if suffix in (".npy", ".npz"):
+        return "numpy"
+    return "file"
+
+
+def _first_sentence(text: str) -> str:
+    return text.split(". ", 1)[0].rstrip(".")[:200]
+
+
+def _unreadable(kind: str, exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = _first_sentence(lines[0]) if lines else type(exc).__name__
+    return f"content not hashed: not a readable {kind} file ({reason}); the content hash is the file sha256"
+
+
+def _refused_reason(exc: pickle.UnpicklingError) -> str:
+    """The one line of torch's long refusal message that names what was refused."""
+    text = str(exc)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        text = text.split(marker, 1)[1]
+    boilerplate = ("Weights only load failed", "Check the documentation")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(boilerplate)]
+    return _first_sentence(lines[0]) if lines else type(exc).__name__
+
+
+def _refused_note(reason: str) -> str:
+    return (
+        f"content not hashed: torch.load(weights_only=True) refused the file ({reason}) and it is never "
+        "unpickled further; the content hash is the file sha256"
+    )
+
+
+def _torch_load(path: Path) -> object:
+    import torch
+
+    with path.open("rb") as f:
+        zip_format = f.read(4) == b"PK\x03\x04"  # only the zip format can be memory-mapped
+    with warnings.catch_warnings():  # e.g. TorchScript archives: refused below, no need to warn too
+        warnings.simplefilter("ignore")
+        return torch.load(path, weights_only=True, mmap=zip_format, map_location="cpu")
+
+
+def _plan_torch(path: Path) -> _Content:
+    try:
+        obj = _torch_load(path)
+    except pickle.UnpicklingError as exc:
+        return _opaque(_refused_note(_refused_reason(exc)))
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a damaged or foreign file
+        return _opaque(_unreadable("torch", exc))
+    try:
+        named_arrays, values = flatten(obj)
+    except (ValueError, RecursionError) as exc:
+        return _opaque(_unreadable("torch", exc))
+    return _Content(
+        format="torch",
+        arrays=_arrays_from(named_arrays),
+        metadata=_metadata_digests(values),
+        keepalive=obj,
+    )
+
+
+@dataclass(frozen=True)
+class SafetensorsEntry:
+    name: str
+    dtype: str  # canonical
+    source_dtype: str  # as the header spells it
+    shape: tuple[int, ...]
+    start: int  # absolute file offsets
+    end: int
+
+
+def read_safetensors_header(path: Path) -> tuple[list[SafetensorsEntry], object]:
+    """Validated tensor entries and the ``__metadata__`` value; ValueError says what is wrong."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise ValueError("shorter than the 8-byte header length")
+        (header_len,) = struct.unpack("<Q", prefix)
+        if header_len > min(size - 8, MAX_SAFETENSORS_HEADER):
+            raise ValueError(f"header length {header_len} does not fit the file")
+        raw = f.read(header_len)
+    header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    data_start = 8 + header_len
+    data_len = size - data_start
+    metadata = header.pop("__metadata__", None)
+    entries = [_safetensors_entry(name, info, data_start, data_len) for name, info in header.items()]
+    return entries, metadata
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"the header names '{key}' twice")
+        result[key] = value
+    return result
+
+
+def _safetensors_entry(name: str, info: object, data_start: int, data_len: int) -> SafetensorsEntry:
+    if not isinstance(info, dict):
+        raise ValueError(f"entry '{name}' is not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise ValueError(f"entry '{name}' has no dtype")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"entry '{name}' has an invalid shape")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1] <= data_len
+    ):
+        raise ValueError(f"entry '{name}' has data offsets outside the file")
+    canonical, bits = SAFETENSORS_DTYPES.get(dtype, (f"safetensors:{dtype}", 0))
+    count = 1
+    for d in shape:
+        count *= d
+    if bits and offsets[1] - offsets[0] != (count * bits + 7) // 8:
+        raise ValueError(
+            f"entry '{name}' holds {offsets[1] - offsets[0]} bytes, not what {dtype}{shape} needs"
+        )
+    if dtype == "F4" and shape:  # torch's float4_e2m1fn_x2 packs two values per element
+        shape = [*shape[:-1], (shape[-1] + 1) // 2]
+    return SafetensorsEntry(
+        name, canonical, dtype, tuple(shape), data_start + offsets[0], data_start + offsets[1]
+    )
+
+
+def _plan_safetensors(path: Path) -> _Content:
+    try:
+        entries, metadata = read_safetensors_header(path)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _opaque(_unreadable("safetensors", exc))
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    arrays = [_Array(e.name, e.dtype, e.shape, e.end - e.start, _mapped_range(mapped, e)) for e in entries]
+    values: list[tuple[str, object]] = []
+    if isinstance(metadata, dict):
+        values = [(_join("__metadata__", k), v) for k, v in metadata.items()]
+    elif metadata is not None:
+        values = [("__metadata__", metadata)]
+    return _Content("safetensors", arrays, _metadata_digests(values), keepalive=mapped)
+
+
+def _mapped_range(mapped: mmap.mmap, entry: SafetensorsEntry) -> Buffers:
+    return lambda _budget: iter((memoryview(mapped)[entry.start : entry.end],))  # never copied
+
+
+def _plan_npy(path: Path) -> _Content:
+    import numpy as np
+
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except _NPZ_ERRORS as exc:
+        return _opaque(_unreadable("NumPy", exc))
+    if not isinstance(array, np.ndarray):
+        return _opaque(_unreadable("NumPy", ValueError("it holds no single array")))
+    return _Content("numpy", [_numpy_array(ROOT_NAME, array)], {}, keepalive=array)
+
+
+_NPZ_ERRORS = (zipfile.BadZipFile, ValueError, EOFError, KeyError, NotImplementedError, RuntimeError)
+
+
+def _read_npy_header(stream: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype[Any]] | None:
+    """An .npy header as (shape, fortran_order, dtype), or None for a header version read whole."""
+    import numpy as np
+
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(stream)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(stream)
+    return None
+
+
+def _plan_npz(path: Path) -> _Content:
+    import numpy as np
+
+    arrays: list[_Array] = []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.is_dir():
+                    continue
+                with archive.open(info) as stream:
+                    header = _read_npy_header(stream)
+                    if header is None:
+                        stream.seek(0)
+                        loaded = np.lib.format.read_array(stream, allow_pickle=False)
+                        arrays.append(_numpy_array(info.filename.removesuffix(".npy"), loaded))
+                        continue
+                shape, fortran_order, dtype = header
+                if dtype.hasobject:
+                    return _opaque(
+                        f"content not hashed: member '{info.filename}' holds Python objects, which are never "
+                        "unpickled; the content hash is the file sha256"
+                    )
+                arrays.append(_npz_member(path, info.filename, shape, fortran_order, dtype))
+    except _NPZ_ERRORS as exc:
+        return _opaque(_unreadable("NumPy .npz", exc))
+    return _Content("numpy", arrays, {})
+
+
+def _npz_member(
+    path: Path, member: str, shape: tuple[int, ...], fortran_order: bool, dtype: np.dtype[Any]
+) -> _Array:
+    count = 1
+    for d in shape:
+        count *= d
+    nbytes = count * dtype.itemsize
+    streamable = not fortran_order and dtype == dtype.newbyteorder("<")
+    return _Array(
+        name=member.removesuffix(".npy"),
+        dtype=numpy_dtype_name(dtype),
+        shape=tuple(int(d) for d in shape),
+        nbytes=nbytes,
+        buffers=(lambda _budget: _npz_stream(path, member, nbytes))
+        if streamable
+        else (lambda budget: _npz_loaded(path, member, budget)),
+    )
+
+
+def _npz_stream(path: Path, member: str, nbytes: int) -> Iterator[bytes]:
+    """A member's array bytes, decompressed and hashed a chunk at a time."""
+    seen = 0
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open(member) as stream:
+            _read_npy_header(stream)
+            while chunk := stream.read(FILE_CHUNK_BYTES):
+                seen += len(chunk)
+                yield chunk
+    except _NPZ_ERRORS as exc:
+        raise _ContentError(_unreadable("NumPy .npz", exc)) from exc
+    if seen != nbytes:
+        raise _ContentError(_unreadable("NumPy .npz", ValueError(f"member '{member}' is truncated")))
+
+
+def _npz_loaded(path: Path, member: str, budget: int) -> Iterator[memoryview]:
+    import numpy as np
+
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open(member) as stream:
+            array = np.lib.format.read_array(stream, allow_pickle=False)
+    except _NPZ_ERRORS as exc:
+        raise _ContentError(_unreadable("NumPy .npz", exc)) from exc
+    yield from _numpy_buffers(array, budget)
+
+
+def _plan(path: Path) -> _Content:
+    kind = format_of(path)
+    if kind == "torch":
+        return _plan_torch(path)
+    if kind == "safetensors":
+        return _plan_safetensors(path)
+    if kind == "numpy":
+        return _plan_npz(path) if path.suffix.lower() == ".npz" else _plan_npy(path)
+    return _opaque(None)

@@ -1,0 +1,117 @@
+"""Loading a checkpoint's tensors for numeric comparison, named exactly as hashing names them."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reprobox.errors import UsageError
+from reprobox.guest.hashing._canonical import ROOT_NAME, _join, expand_quantized, flatten
+from reprobox.guest.hashing._formats import _refused_reason, _torch_load, format_of, read_safetensors_header
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+
+def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
+    """The tensors (memory-mapped where the format allows) and plain values, named as hashing names them.
+
+    A name that occurs twice gets ``#2``, ``#3`` ... appended in saved order.
+    """
+    kind = format_of(path)
+    if kind == "torch":
+        return _load_torch_tensors(path)
+    if kind == "safetensors":
+        return _load_safetensors_tensors(path)
+    if kind == "numpy":
+        return _load_numpy_tensors(path)
+    return {}, {}
+
+
+def _unique(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for name, value in pairs:
+        key, n = name, 1
+        while key in result:
+            n += 1
+            key = f"{name}#{n}"
+        result[key] = value
+    return result
+
+
+def _load_torch_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
+    import torch
+
+    try:
+        obj = _torch_load(path)
+    except pickle.UnpicklingError as exc:
+        raise UsageError(
+            f"{path} cannot be loaded safely ({_refused_reason(exc)}); save plain tensors with "
+            "torch.save(model.state_dict()) or safetensors to compare it tensor by tensor"
+        ) from None
+    named_arrays, values = flatten(obj)
+    tensors: list[tuple[str, torch.Tensor]] = []
+    for name, value in named_arrays:
+        if isinstance(value, torch.Tensor):
+            tensors.extend(expand_quantized(name, value.detach()))
+        else:
+            tensors.append((name, _numpy_to_torch(value)))
+    return _unique(tensors), _unique(values)
+
+
+def _numpy_to_torch(array: np.ndarray[Any, Any]) -> torch.Tensor:
+    import numpy as np
+    import torch
+
+    little = array.dtype.newbyteorder("<")
+    if array.dtype.fields is None and array.dtype.kind in "biufc":
+        if array.dtype != little:
+            array = array.astype(little)
+        if not array.flags.writeable:  # torch warns on read-only memory; copy-on-write maps avoid this
+            array = array.copy()
+        return torch.from_numpy(array)
+    raw = np.ascontiguousarray(array, dtype=little).view(np.uint8)  # no torch dtype: compare bytes
+    return torch.from_numpy(raw.reshape(*array.shape, little.itemsize))
+
+
+def _load_safetensors_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
+    import numpy as np
+    import torch
+
+    try:
+        entries, metadata = read_safetensors_header(path)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not a valid safetensors file ({exc}); write it again") from None
+    mapped = np.memmap(path, dtype=np.uint8, mode="c")  # copy-on-write: writable for torch, file untouched
+    tensors: list[tuple[str, torch.Tensor]] = []
+    for e in entries:
+        raw = torch.from_numpy(mapped[e.start : e.end])
+        torch_dtype = getattr(torch, e.dtype, None)
+        if isinstance(torch_dtype, torch.dtype):
+            tensors.append((e.name, raw.view(torch_dtype).reshape(e.shape)))
+        else:
+            tensors.append((e.name, raw))
+    values: dict[str, object] = {}
+    if isinstance(metadata, dict):
+        values = {_join("__metadata__", k): v for k, v in metadata.items()}
+    elif metadata is not None:
+        values = {"__metadata__": metadata}
+    return _unique(tensors), values
+
+
+def _load_numpy_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
+    import numpy as np
+
+    try:
+        if path.suffix.lower() == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                named = [(name, archive[name]) for name in archive.files]
+        else:
+            named = [(ROOT_NAME, np.load(path, mmap_mode="c", allow_pickle=False))]
+    except (ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"{path} is not a readable NumPy file ({exc}); write it again") from None
+    return _unique([(name, _numpy_to_torch(array)) for name, array in named]), {}

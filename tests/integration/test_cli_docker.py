@@ -1,0 +1,113 @@
+"""The CLI on the docker runtime and `docker-compose up`, against the real engine and the real image."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from reprobox import cli
+from reprobox.engine import Engine
+from reprobox.manifest import read_record
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "tiny-mlp" / "job.yaml"
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, wheelhouse: Path) -> None:
+    monkeypatch.setenv("REPROBOX_BASE_IMAGE", offline_base)
+    monkeypatch.setenv("REPROBOX_WHEELHOUSE", str(wheelhouse))
+
+
+def test_verify_example_in_containers(offline_env: None, tmp_path: Path, capsys, engine: Engine) -> None:
+    code = cli.main(
+        [
+            "verify",
+            str(EXAMPLE),
+            "--runs",
+            "2",
+            "--runtime",
+            "docker",
+            "--runs-dir",
+            str(tmp_path),
+            "--json",
+            "-q",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0, data
+    assert data["verdict"] == "identical"
+    for run in data["runs"]:
+        record = read_record(run)
+        image = record.data["runtime"]["image"]
+        assert image["id"].startswith("sha256:")
+        assert record.fingerprint["software"]["image"]["id"] == image["id"]
+        container = record.data["runtime"]["container"]
+        assert container["network_mode"] == "none" and container["cap_drop"] == ["ALL"]
+        assert container["user"] != "0" and not container["user"].startswith("0:")
+    assert engine.list_containers({"io.reprobox.job": "tiny-mlp"}) == []
+
+
+def test_bad_job_on_docker_runtime_is_exit_2_before_any_engine_work(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "job.yaml"
+    bad.write_text("version: 1\nname: x\n")
+    assert cli.main(["run", str(bad), "--runtime", "docker", "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "command: is missing" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.fixture
+def compose_project(offline_base: str, wheelhouse: Path) -> tuple[list[str], dict[str, str]]:
+    if shutil.which("docker-compose") is None:
+        pytest.skip("docker-compose (Compose v1, Debian's package) is not installed")
+    house = ROOT / "wheelhouse"
+    if not house.exists():
+        shutil.copytree(
+            wheelhouse, house
+        )  # Compose builds from the checkout: the wheelhouse must be inside it
+    env = {
+        **os.environ,
+        "REPROBOX_BASE_IMAGE": offline_base,
+        "REPROBOX_LOCK_FILE": "env/requirements-cpu.lock",
+        "REPROBOX_COMPOSE_WHEELHOUSE": "wheelhouse",
+    }
+    command = ["docker-compose", "-p", f"reprobox-test-{uuid.uuid4().hex[:8]}"]
+    yield command, env
+    subprocess.run(
+        [*command, "down", "--volumes", "--remove-orphans"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+
+
+def test_compose_verdict_is_the_exit_code(compose_project: tuple[list[str], dict[str, str]]) -> None:
+    command, env = compose_project
+    subprocess.run([*command, "build"], cwd=ROOT, env=env, check=True, capture_output=True)
+    same = subprocess.run(
+        [*command, "up", "--exit-code-from", "verdict", "verdict"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert same.returncode == 0, same.stdout[-2000:] + same.stderr[-2000:]
+    assert "reproduced: every checkpoint is bit-identical across 2 runs" in same.stdout
+    differ = subprocess.run(
+        [*command, "up", "--exit-code-from", "verdict", "verdict"],
+        cwd=ROOT,
+        env={**env, "REPROBOX_RUN_B_SEED": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert differ.returncode == 1, differ.stdout[-2000:]
+    assert "different inputs: seed 0 vs 1" in differ.stdout
