@@ -110,6 +110,35 @@ def attested_tree(tree: codetree.CodeTree) -> codetree.CodeTree:
     return codetree.CodeTree(digest=codetree.tree_digest(files), files=files)
 
 
+def locate_code(attestation: Attestation, cwd: Path | None = None) -> Path:
+    """The code folder to check when none is given: the one around the attestation when it sits next
+    to its job file (where `reprobox attest` puts it), else the current directory."""
+    job = attestation.job
+    here = attestation.path.absolute().parent
+    candidate = here / Path(job["file"]).name
+    if candidate.is_file() and hashlib.sha256(candidate.read_bytes()).hexdigest() == job["sha256"]:
+        return Path(os.path.normpath(here / job["code"]))
+    return (cwd or Path.cwd()).absolute()
+
+
+def code_changes(
+    attestation: Attestation, code_dir: Path, *, exclude: tuple[Path, ...] = ()
+) -> dict[str, list[str]] | None:
+    """None when `code_dir` holds exactly the attested tree, else the added, removed and changed files."""
+    if not code_dir.is_dir():
+        raise UsageError(f"code folder {code_dir} does not exist; pass --code DIR with the paper's code")
+    tree = attested_tree(codetree.digest_tree(code_dir, exclude=exclude))
+    expected = attestation.code
+    if tree.digest == expected["sha256"]:
+        return None
+    return codetree.changed_files(dict(expected["files"]), tree.files)
+
+
+def job_file_in(attestation: Attestation, code_dir: Path) -> Path:
+    """Where the job file sits relative to the code folder, as it did on the author's machine."""
+    return Path(os.path.normpath(code_dir / attestation.job["file"]))
+
+
 # -- building -------------------------------------------------------------------------------------
 
 
@@ -130,13 +159,16 @@ def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:
     job_text = _job_text(job_file, str(data.get("job_file_sha256")), first.run_dir)
     tree = attested_tree(codetree.CodeTree(digest=str(code["sha256"]), files=dict(code["files"])))
     fingerprint = first.fingerprint
-    checkpoints = [_checkpoint_entry(c) for c in sorted(first.checkpoints, key=lambda c: str(c["path"]))]
+    checkpoints = [
+        _checkpoint_entry(c, records) for c in sorted(first.checkpoints, key=lambda c: str(c["path"]))
+    ]
     predicate: dict[str, Any] = {
         "schema": PREDICATE_SCHEMA,
         "reprobox_version": __version__,
         "job": {
             "name": str(data.get("job_name", "")),
             "file": Path(os.path.relpath(job_file, code_dir)).as_posix(),
+            "code": Path(os.path.relpath(code_dir, job_file.parent)).as_posix(),
             "sha256": str(data["job_file_sha256"]),
             "text": job_text,
             "spec": data.get("job", {}),
@@ -179,7 +211,8 @@ def _check_attestable(records: Sequence[RunRecord]) -> None:
             )
         if record.data.get("prefix_check") or record.data.get("stopped_early"):
             raise UsageError(
-                f"run {record.run_dir} stopped early (a prefix check); attest complete runs without --max-steps"
+                f"run {record.run_dir} stopped early (a prefix check); "
+                "attest complete runs, made without --max-steps"
             )
         if not record.checkpoints:
             raise UsageError(
@@ -213,7 +246,8 @@ def _check_attestable(records: Sequence[RunRecord]) -> None:
         if comparison.verdict != IDENTICAL:
             differing = [c["path"] for c in comparison.checkpoints if not c["identical"]]
             raise UsageError(
-                f"the runs' checkpoints are not bit-identical ({', '.join(differing) or comparison.verdict}); "
+                f"the runs' checkpoints are not bit-identical ({', '.join(differing) or comparison.verdict});"
+                " "
                 "only reproducible results can be attested: see `reprobox compare` for why they differ"
             )
 
@@ -228,7 +262,8 @@ def _job_text(job_file: Path, expected: str, run_dir: Path) -> str:
         ) from None
     if hashlib.sha256(raw).hexdigest() != expected:
         raise UsageError(
-            f"job file {job_file} changed since run {run_dir}; run `reprobox verify` again and attest those runs"
+            f"job file {job_file} changed since run {run_dir}; "
+            "run `reprobox verify` again and attest those runs"
         )
     return raw.decode("utf-8")
 
@@ -276,9 +311,13 @@ def _execution(data: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> dict[
     }
 
 
-def _checkpoint_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+def _checkpoint_entry(entry: Mapping[str, Any], records: Sequence[RunRecord]) -> dict[str, Any]:
+    """The first run's hashes, and every run's file sha256: equal weights may be saved in other bytes."""
     keep = ("path", "format", "file_sha256", "content_sha256", "tensors", "metadata")
-    return {key: entry[key] for key in keep if key in entry}
+    result = {key: entry[key] for key in keep if key in entry}
+    runs = [(r.checkpoint(str(entry["path"])) or {}).get("file_sha256") for r in records]
+    result["file_sha256_runs"] = sorted({str(h) for h in runs if h})
+    return result
 
 
 def _trail_entry(record: RunRecord) -> dict[str, Any] | None:
@@ -387,14 +426,25 @@ def _load_json(path: Path) -> Any:
         ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecError(
-            [Problem(path, None, "", f"is not a JSON attestation ({exc}); get the file again from the author")]
+            [
+                Problem(
+                    path, None, "", f"is not a JSON attestation ({exc}); get the file again from the author"
+                )
+            ]
         ) from None
 
 
 def _open_envelope(envelope: dict[str, Any], path: Path) -> tuple[bytes, str | None, list[dict[str, Any]]]:
     if envelope.get("payloadType") != DSSE_PAYLOAD_TYPE:
         raise SpecError(
-            [Problem(path, None, "payloadType", f"is {envelope.get('payloadType')!r}, expected {DSSE_PAYLOAD_TYPE!r}")]
+            [
+                Problem(
+                    path,
+                    None,
+                    "payloadType",
+                    f"is {envelope.get('payloadType')!r}, expected {DSSE_PAYLOAD_TYPE!r}",
+                )
+            ]
         )
     try:
         payload = base64.b64decode(str(envelope.get("payload", "")), validate=True)
@@ -427,8 +477,9 @@ def _verify_envelope(
                 path,
                 None,
                 "signatures",
-                f"do not verify with the public key {key} (key id {key_id(public)[:16]}): the attestation was "
-                "changed after it was signed, or signed with another key; get both files again from the author",
+                f"do not verify with the public key {key} (key id {key_id(public)[:16]}): the attestation "
+                "was changed after it was signed, or signed with another key; "
+                "get both files again from the author",
             )
         ]
     )
@@ -441,19 +492,31 @@ def validate_statement(statement: Any, path: Path) -> list[Problem]:
     if statement.get("_type") != STATEMENT_TYPE:
         return [
             Problem(
-                path, None, "_type", f"is {statement.get('_type')!r}, expected {STATEMENT_TYPE!r} (in-toto v1)"
+                path,
+                None,
+                "_type",
+                f"is {statement.get('_type')!r}, expected {STATEMENT_TYPE!r} (in-toto v1)",
             )
         ]
     kind = statement.get("predicateType")
     if kind != PREDICATE_TYPE:
-        return [Problem(path, None, "predicateType", _version_message(kind, PREDICATE_TYPE, PREDICATE_TYPE_PREFIX))]
+        return [
+            Problem(
+                path, None, "predicateType", _version_message(kind, PREDICATE_TYPE, PREDICATE_TYPE_PREFIX)
+            )
+        ]
     predicate = statement.get("predicate")
     if not isinstance(predicate, dict):
         return [Problem(path, None, "predicate", "is missing or not an object")]
     schema = predicate.get("schema")
     if schema != PREDICATE_SCHEMA:
         return [
-            Problem(path, None, "predicate.schema", _version_message(schema, PREDICATE_SCHEMA, PREDICATE_SCHEMA_PREFIX))
+            Problem(
+                path,
+                None,
+                "predicate.schema",
+                _version_message(schema, PREDICATE_SCHEMA, PREDICATE_SCHEMA_PREFIX),
+            )
         ]
     checker = _Checker(path)
     checker.check_predicate(predicate)
@@ -485,7 +548,7 @@ class _Checker:
         value = mapping.get(key)
         if key not in mapping:
             self.fail(field, "is missing; the attestation is incomplete, get it again from the author")
-        elif not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        elif not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
             self.fail(field, f"must be {names}, not {type(value).__name__}")
         else:
@@ -498,25 +561,9 @@ class _Checker:
             self.fail(field, "must be a sha256 digest (64 lowercase hex digits)")
 
     def check_predicate(self, predicate: Mapping[str, Any]) -> None:
-        job = self.get(predicate, "job", dict, "predicate.job")
-        if job is not None:
-            for key in ("name", "file", "text"):
-                self.get(job, key, str, f"predicate.job.{key}")
-            self.digest(job, "sha256", "predicate.job.sha256")
-        code = self.get(predicate, "code", dict, "predicate.code")
-        if code is not None:
-            self.digest(code, "sha256", "predicate.code.sha256")
-            files = self.get(code, "files", dict, "predicate.code.files")
-            if files is not None and not all(isinstance(v, str) for v in files.values()):
-                self.fail("predicate.code.files", "must map each path to its digest")
+        self.check_job_and_code(predicate)
         self.get(predicate, "runtime", str, "predicate.runtime")
-        image = predicate.get("image")
-        if image is not None:
-            if not isinstance(image, dict):
-                self.fail("predicate.image", f"must be an object or null, not {type(image).__name__}")
-            else:
-                self.get(image, "id", str, "predicate.image.id")
-                self.get(image, "labels", dict, "predicate.image.labels")
+        self.check_image(predicate.get("image"))
         execution = self.get(predicate, "execution", dict, "predicate.execution")
         if execution is not None:
             self.get(execution, "seed", int, "predicate.execution.seed")
@@ -528,10 +575,36 @@ class _Checker:
             verified = self.get(runs, "verified", int, "predicate.runs.verified")
             if verified is not None and verified < 1:
                 self.fail("predicate.runs.verified", f"must be at least 1, not {verified}")
+        self.check_checkpoints(predicate)
+
+    def check_job_and_code(self, predicate: Mapping[str, Any]) -> None:
+        job = self.get(predicate, "job", dict, "predicate.job")
+        if job is not None:
+            for key in ("name", "file", "code", "text"):
+                self.get(job, key, str, f"predicate.job.{key}")
+            self.digest(job, "sha256", "predicate.job.sha256")
+        code = self.get(predicate, "code", dict, "predicate.code")
+        if code is not None:
+            self.digest(code, "sha256", "predicate.code.sha256")
+            files = self.get(code, "files", dict, "predicate.code.files")
+            if files is not None and not all(isinstance(v, str) for v in files.values()):
+                self.fail("predicate.code.files", "must map each path to its digest")
+
+    def check_image(self, image: Any) -> None:
+        if image is not None:
+            if not isinstance(image, dict):
+                self.fail("predicate.image", f"must be an object or null, not {type(image).__name__}")
+            else:
+                self.get(image, "id", str, "predicate.image.id")
+                self.get(image, "labels", dict, "predicate.image.labels")
+
+    def check_checkpoints(self, predicate: Mapping[str, Any]) -> None:
         checkpoints = self.get(predicate, "checkpoints", list, "predicate.checkpoints")
         if checkpoints is not None:
             if not checkpoints:
-                self.fail("predicate.checkpoints", "is empty; an attestation vouches for at least one checkpoint")
+                self.fail(
+                    "predicate.checkpoints", "is empty; an attestation vouches for at least one checkpoint"
+                )
             for index, entry in enumerate(checkpoints):
                 field = f"predicate.checkpoints.{index}"
                 if not isinstance(entry, dict):
@@ -598,7 +671,7 @@ def generate_key(path: Path, *, force: bool = False) -> tuple[Path, Path]:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     public_pem = private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.SubjectPublicKeyInfo
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     write_bytes_atomic(path, private_pem)  # created 0600 by the temp file and kept so
     write_bytes_atomic(public_path, public_pem)
@@ -618,14 +691,17 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
             key = load(raw, password=None)
         except TypeError:
             raise UsageError(
-                f"key {path} is encrypted; reprobox signs with an unencrypted key: make one with `reprobox keygen`"
+                f"key {path} is encrypted; reprobox signs with an unencrypted key: "
+                "make one with `reprobox keygen`"
             ) from None
-        except (ValueError, TypeError):
+        except ValueError:
             continue
         if isinstance(key, Ed25519PrivateKey):
             return key
         raise UsageError(f"key {path} is not an Ed25519 key; make one with `reprobox keygen`")
-    raise UsageError(f"{path} is not an Ed25519 private key in PEM or OpenSSH format; make one with `reprobox keygen`")
+    raise UsageError(
+        f"{path} is not an Ed25519 private key in PEM or OpenSSH format; make one with `reprobox keygen`"
+    )
 
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
@@ -641,7 +717,9 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
             continue
         if isinstance(key, Ed25519PublicKey):
             return key
-        raise UsageError(f"public key {path} is not an Ed25519 key; ask the author for the .pub of their signing key")
+        raise UsageError(
+            f"public key {path} is not an Ed25519 key; ask the author for the .pub of their signing key"
+        )
     raise UsageError(
         f"{path} is not an Ed25519 public key in PEM or OpenSSH format; pass the author's .pub file "
         "(a private key is never needed to verify)"

@@ -121,7 +121,8 @@ def input_differences(a: RunRecord, b: RunRecord) -> list[str]:
             + (", ".join(named[:5]) if named else "tree")
             + (" differ" if len(named) != 1 else " differs")
         )
-    for key in ("determinism", "env", "command", "launcher"):
+    # Determinism flags and thread counts are left to the fingerprint: they are part of the stack.
+    for key in ("env", "command", "launcher"):
         if (a.data.get("job") or {}).get(key) != (b.data.get("job") or {}).get(key):
             found.append(f"job {key}")
     image_a = ((a.data.get("runtime") or {}).get("image") or {}).get("id")

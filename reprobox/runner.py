@@ -91,6 +91,16 @@ def point_latest(run_dir: Path) -> None:
     tmp.replace(link)
 
 
+def list_runs(runs_dir: Path, job_name: str) -> list[Path]:
+    """A job's run directories, oldest first (run ids sort by start time); the `latest` link is skipped."""
+    parent = runs_dir / job_name
+    if not parent.is_dir():
+        return []
+    return sorted(
+        p for p in parent.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+    )
+
+
 def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
     """Settings the guest reads, plus the job's own variables."""
     env = dict(job.env)

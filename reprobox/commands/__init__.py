@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from reprobox.commands import audit, images, inspect, jobs
+from reprobox.commands import audit, images, inspect, jobs, publish
 
-REGISTRY = [jobs.register, images.register, audit.register, inspect.register]
+REGISTRY = [jobs.register, images.register, audit.register, inspect.register, publish.register]

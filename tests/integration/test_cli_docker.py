@@ -99,6 +99,7 @@ def test_compose_verdict_is_the_exit_code(compose_project: tuple[list[str], dict
         env=env,
         capture_output=True,
         text=True,
+        check=False,
     )
     assert same.returncode == 0, same.stdout[-2000:] + same.stderr[-2000:]
     assert "reproduced: every checkpoint is bit-identical across 2 runs" in same.stdout
@@ -108,6 +109,7 @@ def test_compose_verdict_is_the_exit_code(compose_project: tuple[list[str], dict
         env={**env, "REPROBOX_RUN_B_SEED": "1"},
         capture_output=True,
         text=True,
+        check=False,
     )
     assert differ.returncode == 1, differ.stdout[-2000:]
     assert "different inputs: seed 0 vs 1" in differ.stdout

@@ -10,12 +10,14 @@ import pytest
 
 from reprobox import cli
 from reprobox.manifest import read_record
+from reprobox.runner import list_runs
 
 JOBS = Path(__file__).parents[1] / "jobs"
 DIVERGE = JOBS / "diverge-at-step"
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    capsys.readouterr()  # drop what fixtures printed
     code = cli.main([*args, "--json", "-q"])
     return code, json.loads(capsys.readouterr().out)
 
@@ -31,7 +33,7 @@ def diverged_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
         cli.main(["run", str(DIVERGE), "--runtime", "local", "--trail", "1", "--runs-dir", str(runs), "-q"])
         == 0
     )
-    first, second = sorted((runs / "diverge-at-step").iterdir())
+    first, second = list_runs(runs, "diverge-at-step")
     return first, second
 
 
@@ -121,7 +123,7 @@ def test_trail_log_adds_scalars(tmp_path: Path) -> None:
     assert cli.main(["run", str(job), "--runtime", "local", "--runs-dir", str(runs), "-q"]) == 0
     from reprobox.trails import read_trail
 
-    (run_dir,) = (runs / "logs").iterdir()
+    (run_dir,) = list_runs(runs, "logs")
     trail = read_trail(run_dir / "trail.jsonl")
     assert sorted(trail.steps) == [2, 4]
     assert trail.steps[2]["params"].keys() == {"param.0"}  # not held by any nn.Module

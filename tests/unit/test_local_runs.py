@@ -14,6 +14,7 @@ import pytest
 
 from reprobox import cli
 from reprobox.manifest import read_record
+from reprobox.runner import list_runs
 
 JOBS = Path(__file__).parents[1] / "jobs"
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tiny-mlp" / "job.yaml"
@@ -24,7 +25,7 @@ def run_cli(*args: str) -> int:
 
 
 def only_run(runs_dir: Path, job: str) -> Path:
-    (run_dir,) = sorted((runs_dir / job).iterdir())
+    (run_dir,) = list_runs(runs_dir, job)
     return run_dir
 
 

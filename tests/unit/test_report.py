@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from reprobox import cli
+from reprobox.runner import list_runs
 
 JOBS = Path(__file__).parents[1] / "jobs"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -46,7 +47,7 @@ def diverged_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
             )
             == 0
         )
-    return sorted((runs / "diverge-at-step").iterdir())
+    return list_runs(runs, "diverge-at-step")
 
 
 def test_markdown_report(diverged_runs: list[Path], tmp_path: Path, capsys) -> None:

@@ -1,0 +1,270 @@
+"""`attest`, `reproduce`, `pack` and `keygen`: publishing a result, and checking a published one."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reprobox import attest, bundle, reproduce
+from reprobox.commands.common import add_output_flags
+from reprobox.errors import EXIT_OK, UsageError
+from reprobox.manifest import read_record
+from reprobox.runner import runs_dir_default
+
+if TYPE_CHECKING:
+    from reprobox.cli import Output
+
+ATTEST_EPILOG = """\
+examples:
+  reprobox attest runs/tiny-mlp/RUN_A runs/tiny-mlp/RUN_B      attest two bit-identical runs
+  reprobox attest runs/tiny-mlp/RUN_A --sign ~/.config/reprobox/signing.key
+  reprobox attest runs/tiny-mlp/RUN_A -o paper/reprobox.attestation.json
+
+Writes reprobox.attestation.json next to the job file (or -o PATH): an in-toto Statement whose
+subject is the checkpoints and whose predicate holds what a reviewer needs to rerun the job (job
+file, code digests, image, seed, thread counts, fingerprint, checkpoint hashes). Commit it with the
+code. `reprobox verify` writes it too when its runs are bit-identical.
+With --sign the file is a DSSE envelope signed with Ed25519; publish the key's .pub next to it.
+"""
+
+REPRODUCE_EPILOG = """\
+examples:
+  reprobox reproduce reprobox.attestation.json                  in a clone of the paper's code
+  reprobox reproduce paper/reprobox.attestation.json --runs 2   two runs: also catches nondeterminism here
+  reprobox reproduce bundle.tar                                 air-gapped: image and code from the bundle
+  reprobox reproduce ATT --verify-signature author.pub          refuse an attestation not signed by them
+  reprobox reproduce ATT --published ckpts/ --tolerance 1e-5    accept a small difference on another stack
+  reprobox reproduce ATT --threads 1                            see whether the thread count matters
+
+The code folder defaults to the folder around the attestation when the job file sits next to it
+(where reprobox puts it), else the current directory. Nothing runs until the code (file by file) and
+the image (lock digest and labels) match the attestation. The author's seed, determinism flags,
+thread count, world size and environment are replayed. One sentence says what happened:
+  bit-identical to the published checkpoints                exit 0
+  same stack, different result: a real nondeterminism       exit 1
+  different stack: bitwise equality not expected; ...       exit 1 (0 with --tolerance met)
+  the code differs / the image differs                      exit 2 / exit 4
+A Markdown and an HTML report go to runs/reproductions/<job>-<time>/ (or --report-dir).
+"""
+
+PACK_EPILOG = """\
+examples:
+  reprobox pack reprobox.attestation.json -o ../paper-bundle.tar
+  reprobox pack ATT -o bundle.tar --published runs/tiny-mlp/latest   with the author's checkpoints
+  reprobox pack ATT -o bundle.tar --data                             with the job's data sources
+
+The bundle holds the attestation, the attested code, the job file, the image (`docker save`) and,
+optionally, the author's checkpoints and the data; bundle.tar.sha256 next to it records its digest.
+On a machine with no registry or network: reprobox reproduce bundle.tar
+"""
+
+KEYGEN_EPILOG = """\
+examples:
+  reprobox keygen                         ~/.config/reprobox/signing.key and signing.key.pub
+  reprobox keygen -o keys/paper.key
+
+Publish the .pub file (in the paper or the repository); keep the other one private.
+"""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    att = _parser(commands, "attest", "write the attestation a reviewer reproduces", ATTEST_EPILOG)
+    att.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (bit-identical)")
+    att.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help=f"where to write it (default: {attest.ATTESTATION_NAME} next to the job file)",
+    )
+    att.add_argument(
+        "--sign", type=Path, metavar="KEY", help="sign with this Ed25519 private key (reprobox keygen)"
+    )
+    add_output_flags(att)
+    att.set_defaults(handler=attest_command)
+
+    rep = _parser(
+        commands,
+        "reproduce",
+        "rerun a published job and say whether its checkpoints reproduce",
+        REPRODUCE_EPILOG,
+    )
+    rep.add_argument(
+        "source", type=Path, metavar="ATTESTATION", help="reprobox.attestation.json, or a bundle .tar"
+    )
+    rep.add_argument("--code", type=Path, metavar="DIR", help="the paper's code folder (default: see below)")
+    rep.add_argument("--runs", type=int, default=1, metavar="N", help="runs here (default: 1)")
+    rep.add_argument(
+        "--runtime", choices=("docker", "local"), help="where to run (default: as the author did)"
+    )
+    rep.add_argument(
+        "--runs-dir", type=Path, default=runs_dir_default(), help="where run directories go (default: ./runs)"
+    )
+    rep.add_argument(
+        "--published",
+        type=Path,
+        metavar="DIR",
+        help="the author's checkpoints (run or outputs folder), for tensor-level numbers",
+    )
+    rep.add_argument(
+        "--tolerance",
+        type=float,
+        metavar="X",
+        help="on a different stack, exit 0 when no weight differs by more than X",
+    )
+    rep.add_argument(
+        "--threads", type=int, metavar="N", help="run with N threads instead of the author's count"
+    )
+    rep.add_argument(
+        "--verify-signature", type=Path, metavar="PUBKEY", help="require the author's signature (their .pub)"
+    )
+    rep.add_argument("--bundle-sha256", metavar="HEX", help="the bundle digest the author published")
+    rep.add_argument("--report-dir", type=Path, metavar="DIR", help="where the reports go")
+    rep.add_argument("--base-image", help="base image for a rebuild (default: the attested one)")
+    rep.add_argument(
+        "--wheelhouse", type=Path, help="local wheels for a rebuild (default: $REPROBOX_WHEELHOUSE)"
+    )
+    add_output_flags(rep)
+    rep.set_defaults(handler=reproduce_command)
+
+    pck = _parser(
+        commands, "pack", "bundle an attestation with its code and image for air-gapped review", PACK_EPILOG
+    )
+    pck.add_argument("attestation", type=Path, metavar="ATTESTATION", help="reprobox.attestation.json")
+    pck.add_argument("-o", "--output", type=Path, required=True, help="the bundle to write, e.g. bundle.tar")
+    pck.add_argument(
+        "--code", type=Path, metavar="DIR", help="the code folder (default: around the attestation)"
+    )
+    pck.add_argument(
+        "--published",
+        type=Path,
+        metavar="DIR",
+        help="include the author's checkpoints (run or outputs folder)",
+    )
+    pck.add_argument("--data", action="store_true", help="include the job's data sources")
+    add_output_flags(pck)
+    pck.set_defaults(handler=pack_command)
+
+    key = _parser(commands, "keygen", "make an Ed25519 key pair for signing attestations", KEYGEN_EPILOG)
+    key.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=attest.DEFAULT_KEY,
+        help=f"private key path (default: {attest.DEFAULT_KEY})",
+    )
+    key.add_argument("--force", action="store_true", help="replace an existing key")
+    add_output_flags(key)
+    key.set_defaults(handler=keygen_command)
+
+
+def _parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, epilog: str
+) -> argparse.ArgumentParser:
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def attest_command(args: argparse.Namespace, out: Output) -> int:
+    records = [read_record(path) for path in args.runs]
+    statement = attest.build_attestation(records)
+    job_file = Path(str(records[0].data.get("job_file", "job.yaml")))
+    target = args.output or attest.attestation_path_for(job_file)
+    attest.write_attestation(target, statement, key=args.sign.expanduser() if args.sign else None)
+    predicate = statement["predicate"]
+    data = {
+        "attestation": str(target),
+        "signed": args.sign is not None,
+        "verified_runs": predicate["runs"]["verified"],
+        "checkpoints": statement["subject"],
+        "code_sha256": predicate["code"]["sha256"],
+        "image": (predicate.get("image") or {}).get("reference"),
+    }
+    runs = predicate["runs"]["verified"]
+    plural = "s" if runs != 1 else ""
+    lines = [f"wrote {target} ({runs} verified run{plural}, {len(statement['subject'])} checkpoint(s))"]
+    if runs == 1:
+        lines.append("  note: one run proves nothing about reruns; `reprobox verify` runs the job twice")
+    lines.append(f"  a reviewer runs: reprobox reproduce {target}")
+    out.result(data, "\n".join(lines))
+    return EXIT_OK
+
+
+def reproduce_command(args: argparse.Namespace, out: Output) -> int:
+    options = reproduce.ReproduceOptions(
+        code=args.code,
+        runs=args.runs,
+        runtime=args.runtime,
+        runs_dir=args.runs_dir,
+        published=args.published,
+        tolerance=args.tolerance,
+        threads=args.threads,
+        verify_signature=args.verify_signature,
+        bundle_sha256=args.bundle_sha256,
+        report_dir=args.report_dir,
+        base_image=args.base_image,
+        wheelhouse=args.wheelhouse,
+        echo=out.job_output(),
+    )
+    result = reproduce.reproduce(args.source, options, out.progress)
+    out.result(result.to_json(), _reproduce_text(result))
+    return result.exit_code
+
+
+def _reproduce_text(result: reproduce.ReproduceResult) -> str:
+    lines = [result.sentence]
+    if result.code_changes:
+        for kind in ("changed", "added", "removed"):
+            lines += [f"  {kind}: {name}" for name in result.code_changes.get(kind, [])]
+    shown = [d for d in result.stack_differences if d["affects_numerics"]][:8]
+    lines += [f"  {d['label']}: {_show(d['author'])} (author) -> {_show(d['here'])} (here)" for d in shown]
+    lines += [f"  report: {path}" for path in result.reports if path.suffix != ".json"]
+    lines += [f"  note: {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"absent"}:
+        return "absent"
+    return "unset" if value is None else str(value)
+
+
+def pack_command(args: argparse.Namespace, out: Output) -> int:
+    if args.output.exists() and args.output.is_dir():
+        raise UsageError(
+            f"-o {args.output} is a folder; give the bundle's file name, e.g. {args.output}/bundle.tar"
+        )
+    result = bundle.pack(
+        args.attestation,
+        args.output,
+        code=args.code,
+        published=args.published,
+        data=args.data,
+        progress=out.progress,
+    )
+    text = (
+        f"wrote {result.path} ({result.size / 1e6:.1f} MB, sha256 {result.sha256})\n"
+        f"  digest recorded in {result.digest_file}; publish it with the bundle\n"
+        f"  image: {result.image or 'none (the job ran without a container)'}; "
+        f"author's checkpoints: {'included' if result.published else 'not included (--published DIR)'}\n"
+        f"  a reviewer runs: reprobox reproduce {result.path.name}"
+    )
+    out.result(result.to_json(), text)
+    return EXIT_OK
+
+
+def keygen_command(args: argparse.Namespace, out: Output) -> int:
+    private, public = attest.generate_key(args.output.expanduser(), force=args.force)
+    keyid = attest.key_id(attest.load_public_key(public))
+    out.result(
+        {"private_key": str(private), "public_key": str(public), "keyid": keyid},
+        f"wrote {private} (keep it private) and {public} (publish it)\n"
+        f"  sign with: reprobox attest RUN_DIR... --sign {private}\n"
+        f"  reviewers check with: reprobox reproduce ATTESTATION --verify-signature {public.name}",
+    )
+    return EXIT_OK
