@@ -14,6 +14,10 @@ they change with every rebuild even when the content is identical; the parts of 
 numerics (torch, the cuDNN/cuBLAS actually loaded, BLAS, numpy, the OS release, the installed Python
 distributions) are probed directly and are. Hostname, memory sizes, core counts, paths, ECC and
 persistence modes, the GPU UUID hash and the rank of this process are recorded but are not.
+
+This module collects and presents; the field table is in ``_fields``, the probes in ``_probes_system``
+(CPU, memory, OS), ``_probes_nvidia`` and ``_probes_stack`` (torch, numpy, libraries), and the command
+line in ``__main__``.
 """
 
 from __future__ import annotations
@@ -156,6 +160,7 @@ def _collect(*, nvml: Any, image: Mapping[str, str] | None, torch_reason: str) -
     return fp
 
 
+# The probes read files only through these, passed in by _collect, so one substitute reaches all of them.
 @functools.lru_cache(maxsize=8)
 def _cached_text(path: str) -> str:
     """Files that do not change while a process runs (/proc/cpuinfo, /etc/os-release) are read once."""
