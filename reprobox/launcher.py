@@ -5,7 +5,8 @@ seed (seed + RANK, see `guest.settings.seed_for_process`) and, through a Distrib
 shard. So the launcher pins it:
 
 - one node: `torchrun --standalone`, a private c10d rendezvous on a free local port (no clash between
-  runs side by side on one host); local ranks 0..N-1 are RANK 0..N-1;
+  runs side by side on one host), bound to the loopback address (`--local-addr=127.0.0.1`): a hardened
+  container has no network and its hostname resolves to nothing; local ranks 0..N-1 are RANK 0..N-1;
 - several nodes (under Slurm): the static rendezvous, node rank = the Slurm task's SLURM_PROCID (one
   task per node), RANK = node rank * N + local rank, rank 0 on the job's first node. A c10d rendezvous
   would number nodes in the order they arrive, which differs from run to run.
@@ -45,6 +46,7 @@ def torchrun_command(job: JobSpec) -> tuple[str, ...]:
         "--standalone",
         "--nnodes=1",
         f"--nproc-per-node={launcher.nproc_per_node}",
+        "--local-addr=127.0.0.1",
         MAX_RESTARTS,
         *training_arguments(job.command),
     )

@@ -136,6 +136,8 @@ class _Context:
     published_trail: Path | None = None
     report_dir: Path | None = None
     published_record: RunRecord | None = None
+    replay_pin: int | None = None  # threads pinned only to replay the author's unpinned count
+    stack_differences: list[explain.FieldDifference] = field(default_factory=list)
 
 
 def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None = None) -> ReproduceResult:
@@ -180,6 +182,7 @@ def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None
         )
 
     spec, extra_env, result.settings = replay_job(attestation, code_dir, options, ctx.notes)
+    ctx.replay_pin = result.settings["threads"].get("pinned_by_replay")
     runtime, image_facts, mismatch = _open_runtime(ctx, spec)
     result.image = image_facts
     if mismatch:
@@ -270,6 +273,7 @@ def replay_job(
             f"the job does not pin its thread count; replaying the author's {author_threads} torch threads "
             "(set determinism.threads in the job file to make this explicit)"
         )
+    pinned_by_replay = options.threads is None and determinism.threads is None and threads is not None
     extra_env: dict[str, str] = {}
     if threads is None:  # nothing to pin torch with: at least give OpenMP/MKL what the author had
         recorded = execution["threads"]
@@ -290,7 +294,12 @@ def replay_job(
     settings = {
         "seed": spec.seed,
         "determinism": asdict(spec.determinism),
-        "threads": {"used": threads, "author": author_threads, "overridden": options.threads is not None},
+        "threads": {
+            "used": threads,
+            "author": author_threads,
+            "overridden": options.threads is not None,
+            "pinned_by_replay": threads if pinned_by_replay else None,
+        },
         "world_size": spec.launcher.world_size,
         "env": sorted(env),
         "extra_env": extra_env,
@@ -466,7 +475,8 @@ def _classify(ctx: _Context, records: list[RunRecord], result: ReproduceResult) 
         result.verdict, result.exit_code, result.sentence = BIT_IDENTICAL, EXIT_OK, SENTENCE_IDENTICAL
         return
     differing = next(r for r in records if not _same_content(published, r))
-    diffs = explain.diff_fingerprints(published.fingerprint, differing.fingerprint)
+    diffs = _without_replay_pins(ctx, explain.diff_fingerprints(published.fingerprint, differing.fingerprint))
+    ctx.stack_differences = diffs
     result.stack_differences = [
         {
             "field": d.field,
@@ -488,7 +498,7 @@ def _classify(ctx: _Context, records: list[RunRecord], result: ReproduceResult) 
         result.sentence = f"{explain.SAME_STACK}: the {len(records)} runs here differ from each other"
     elif not labels:
         result.verdict, result.exit_code = NONDETERMINISTIC, EXIT_NOT_REPRODUCIBLE
-        result.sentence = f"{explain.SAME_STACK} ({amount})"
+        result.sentence = f"{explain.SAME_STACK}; {amount}"
     else:
         result.verdict, result.exit_code = DIFFERENT_STACK, EXIT_NOT_REPRODUCIBLE
         listing = ", ".join(labels[:NAMED_FIELDS]) + (
@@ -506,6 +516,23 @@ def _classify(ctx: _Context, records: list[RunRecord], result: ReproduceResult) 
             )
             result.sentence += f"; {'within' if met else 'outside'} --tolerance {tolerance:g}"
             result.exit_code = EXIT_OK if met else EXIT_NOT_REPRODUCIBLE
+
+
+def _without_replay_pins(
+    ctx: _Context, diffs: list[explain.FieldDifference]
+) -> list[explain.FieldDifference]:
+    """Drop OMP/MKL/OpenBLAS variables that only differ because the replay set them to the author's
+    effective thread count (which torch's own counts, still compared, show to be the same)."""
+    if ctx.replay_pin is None:
+        return diffs
+    pinned = {f"software.threads.{name}" for name in THREAD_VARIABLES}
+    kept = [d for d in diffs if not (d.field in pinned and d.a is None and d.b == str(ctx.replay_pin))]
+    if len(kept) < len(diffs):
+        ctx.notes.append(
+            f"{', '.join(THREAD_VARIABLES)} were set to {ctx.replay_pin} here to replay the author's "
+            "unpinned thread count; they are not counted as a stack difference"
+        )
+    return kept
 
 
 def _same_content(a: RunRecord, b: RunRecord) -> bool:
@@ -609,6 +636,8 @@ def _write_reports(ctx: _Context, records: Sequence[RunRecord], result: Reproduc
         return []  # a failed run: its own record says why
     report_dir = ctx.report_dir
     data = reportdoc.gather([ctx.published_record, *records], result.comparison)
+    data.stack_differences = ctx.stack_differences or data.stack_differences
+    data.stack_sentence = None  # the reproduction's own sentence heads the report
     summary = _summary_lines(ctx, result)
     markdown_text = reportdoc.markdown(data, None)
     title, _, rest = markdown_text.partition("\n")

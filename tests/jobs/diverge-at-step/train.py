@@ -13,12 +13,14 @@ from torch import nn
 diverge_at = int(os.environ.get("DIVERGE_AT", "20"))
 steps = int(os.environ.get("STEPS", "60"))
 hidden = int(os.environ.get("HIDDEN", "32"))  # benchmarks make the steps heavier
+features = int(os.environ.get("FEATURES", "16"))
+batch = int(os.environ.get("BATCH", "256"))
 model = nn.Sequential()
-model.add_module("body", nn.Linear(16, hidden))
+model.add_module("body", nn.Linear(features, hidden))
 model.add_module("act", nn.Tanh())
 model.add_module("head", nn.Linear(hidden, 4))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-inputs, targets = torch.randn(256, 16), torch.randint(0, 4, (256,))
+inputs, targets = torch.randn(batch, features), torch.randint(0, 4, (batch,))
 
 for step in range(1, steps + 1):
     optimizer.zero_grad()
