@@ -43,9 +43,9 @@ from typing import Any
 
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.guest import settings
-from reprobox.job import DataMount, JobSpec, Resources
+from reprobox.job import DataMount, JobSpec, Resources, redact_env
 from reprobox.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
-from reprobox.runtime import OutputSink, RunOutcome, RunPlan
+from reprobox.runtime import OutputSink, RunOutcome, RunPlan, Runtime
 
 Progress = Callable[[str], None]
 
@@ -64,7 +64,9 @@ ACTIVE_STATES = frozenset(
     {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING"}
     | {"STAGE_OUT", "STOPPED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 )
+ENDED_BY_THE_JOB = frozenset({"COMPLETED", "FAILED"})  # other final states come from outside the job
 POLL_SECONDS = 1.0
+UNREACHABLE_LIMIT = 120.0  # how long slurmctld may not answer before reprobox cancels the job
 TAIL_SECONDS = 0.2
 CANCEL_WAIT_SECONDS = 90.0
 COMMAND_TIMEOUT = 60.0
@@ -243,7 +245,7 @@ def parse_scontrol_job(text: str) -> JobState | None:
 
 
 def parse_sacct_job(text: str) -> JobState | None:
-    """`sacct -X -n -P -o State,ExitCode,NodeList,Reason -j ID` -> JobState ("CANCELLED by 0" -> CANCELLED)."""
+    """`sacct -X -n -P -o State,ExitCode,NodeList,Reason -j ID` -> JobState ("CANCELLED by 0": CANCELLED)."""
     for line in text.splitlines():
         parts = line.split("|")
         if len(parts) >= 4 and parts[0]:
@@ -268,7 +270,16 @@ def parse_squeue_line(text: str) -> JobState | None:
     return JobState(state=state, reason=_none_to_empty(reason), nodes=nodes)
 
 
-_KEPT_FACTS = ("Partition", "BatchHost", "NumNodes", "NumCPUs", "SubmitTime", "StartTime", "EndTime", "RunTime")
+_KEPT_FACTS = (
+    "Partition",
+    "BatchHost",
+    "NumNodes",
+    "NumCPUs",
+    "SubmitTime",
+    "StartTime",
+    "EndTime",
+    "RunTime",
+)
 
 
 def _exit_pair(text: str) -> tuple[int | None, int | None]:
@@ -285,7 +296,7 @@ def _none_to_empty(text: str) -> str:
 def apply_final_state(
     outcome: RunOutcome, final: JobState | None, node: Mapping[str, Any] | None, *, stopped_by_us: bool
 ) -> str | None:
-    """Fill the outcome from Slurm's final state and the node's record; returns a failure reason or None.
+    """Fill the outcome from Slurm's final state and the node's record; returns Slurm's failure, if any.
 
     The node's record says how the guest ended; Slurm's state says what happened around it (a time limit,
     the OOM killer, a preemption, a lost node) that the node may not have lived to record.
@@ -293,26 +304,19 @@ def apply_final_state(
     if node is not None:
         outcome.exit_code, outcome.signal = node.get("exit_code"), node.get("signal")
         outcome.oom_killed = outcome.oom_killed or bool(node.get("oom_killed"))
-    elif final is not None and final.state in ("COMPLETED", "FAILED"):
-        outcome.exit_code = final.exit_code if final.exit_signal is None else None
-        outcome.signal = final.exit_signal
+    elif final is not None and final.state in ENDED_BY_THE_JOB:
+        outcome.exit_code, outcome.signal = (
+            (final.exit_code, None) if final.exit_signal is None else (None, final.exit_signal)
+        )
     if final is None:
-        return None if node is not None else "Slurm has no record of the job (not in scontrol nor sacct)"
-    state = final.state
-    if state == "TIMEOUT":
-        outcome.timed_out = True
-    elif state == "OUT_OF_MEMORY":
-        outcome.oom_killed = True
-    if outcome.timed_out or outcome.oom_killed or stopped_by_us:
-        outcome.exit_code = None if (outcome.timed_out or stopped_by_us) else outcome.exit_code
-    elif state not in ("COMPLETED", "FAILED"):
-        outcome.exit_code = None  # the job was ended from outside (preempted, node failure, cancelled)
-    if state == "COMPLETED" and outcome.exit_code == 0:
+        return None if node is not None else "Slurm has no record of the job (neither scontrol nor sacct)"
+    outcome.timed_out = outcome.timed_out or final.state == "TIMEOUT"
+    outcome.oom_killed = outcome.oom_killed or final.state == "OUT_OF_MEMORY"
+    if stopped_by_us or outcome.timed_out or final.state not in ENDED_BY_THE_JOB:
+        outcome.exit_code = None  # ended from outside the job: its exit status says nothing
+    if stopped_by_us or (final.state == "COMPLETED" and outcome.exit_code == 0):
         return None
-    if stopped_by_us:
-        return None
-    reason = f" ({final.reason})" if final.reason else ""
-    return f"Slurm ended job {final.facts.get('JobId', '')} as {state}{reason}".replace("job  as", "job as")
+    return f"Slurm ended the job as {final.state}" + (f" ({final.reason})" if final.reason else "")
 
 
 # -- talking to Slurm -------------------------------------------------------------------------------
@@ -321,7 +325,12 @@ def apply_final_state(
 def _slurm(arguments: Sequence[str], *, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            list(arguments), capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+            list(arguments),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(
@@ -334,9 +343,10 @@ def submit(script: Path, plan: RunPlan, options: SlurmOptions) -> str:
     done = _slurm(["sbatch", "--parsable", *options.sbatch_args, str(script)])
     job_id = done.stdout.strip().split(";")[0]
     if done.returncode != 0 or not job_id.isdigit():
-        message = (done.stderr or done.stdout).strip().splitlines()
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        said = lines[-1] if lines else f"exit status {done.returncode}"
         raise EnvironmentProblem(
-            f"sbatch refused run {plan.run_id}: {message[-1] if message else f'exit status {done.returncode}'}"
+            f"sbatch refused run {plan.run_id}: {said}"
             "; check the partition and limits (REPROBOX_SBATCH_ARGS, SBATCH_* variables)"
         )
     return job_id
@@ -345,8 +355,10 @@ def submit(script: Path, plan: RunPlan, options: SlurmOptions) -> str:
 def current_state(job_id: str) -> JobState | None:
     """The live state from squeue (every state, finished ones too while Slurm keeps them)."""
     done = _slurm(["squeue", "--states=all", "-h", "-j", job_id, "-o", "%T|%r|%N"])
+    if done.returncode != 0 and "Invalid job id" in done.stderr:
+        return None  # the job has left slurmctld's memory
     if done.returncode != 0:
-        return None  # an unknown id is an error for squeue: the job has left Slurm's memory
+        raise EnvironmentProblem(f"squeue could not report job {job_id}: {done.stderr.strip()}")
     return parse_squeue_line(done.stdout)
 
 
@@ -370,7 +382,12 @@ def cancel_and_wait(job_id: str, *, wait: float = CANCEL_WAIT_SECONDS) -> bool:
     """
     deadline = time.monotonic() + wait
     escalated = False
-    _slurm(["scancel", job_id])
+    for _attempt in range(3):
+        try:
+            _slurm(["scancel", job_id])
+            break
+        except KeyboardInterrupt:
+            continue
     while time.monotonic() < deadline:
         try:
             state = current_state(job_id)
@@ -464,7 +481,9 @@ class SlurmRuntime:
         try:
             extra = tuple(shlex.split(raw_args)) if isinstance(raw_args, str) else tuple(raw_args)
         except ValueError as exc:
-            raise UsageError(f"{SBATCH_ARGS_ENV} cannot be split like shell arguments ({exc}); fix its quoting")
+            raise UsageError(
+                f"{SBATCH_ARGS_ENV} cannot be split like shell arguments ({exc}); fix its quoting"
+            ) from exc
         options = SlurmOptions(
             container=container, python=os.environ.get(PYTHON_ENV) or sys.executable, sbatch_args=extra
         )
@@ -472,8 +491,8 @@ class SlurmRuntime:
         if container == "docker":
             if job.launcher.nnodes > 1:
                 raise UsageError(
-                    f"{job.job_file}: launcher.nnodes is {job.launcher.nnodes}, but multi-node jobs run on Slurm "
-                    f"only in the nodes' prepared environment; unset {CONTAINER_ENV} or set it to none"
+                    f"{job.job_file}: launcher.nnodes is {job.launcher.nnodes}, but multi-node jobs run on "
+                    f"Slurm only in the nodes' prepared environment; unset {CONTAINER_ENV} or set it to none"
                 )
             image = _job_image(job, args, progress)
         return cls(options, image=image, progress=progress, slurm_version=version)
@@ -518,6 +537,8 @@ class SlurmRuntime:
         except EnvironmentProblem as exc:
             sink.write(f"reprobox: {exc.message}\n".encode())
             slurm["reason"] = exc.message
+            if job_id is not None:  # slurmctld stopped answering: the job must not run on unrecorded
+                outcome.cancelled = True
         stopped_by_us = outcome.interrupted or outcome.cancelled or outcome.timed_out
         if job_id is not None and stopped_by_us:
             slurm["cancel_confirmed"] = cancel_and_wait(job_id)
@@ -532,6 +553,7 @@ class SlurmRuntime:
         """Stream output and report state changes until the job ends, the deadline passes or stop is set."""
         seen: tuple[str, str, str] | None = None
         running_since: float | None = None
+        unreachable_since: float | None = None
         next_poll = 0.0
         while True:
             tail.pump()
@@ -544,7 +566,16 @@ class SlurmRuntime:
                 return
             if now >= next_poll:
                 next_poll = now + POLL_SECONDS
-                state = current_state(job_id)
+                try:
+                    state = current_state(job_id)
+                except EnvironmentProblem as exc:
+                    if unreachable_since is None:
+                        unreachable_since = now
+                        self.progress(f"run {plan.run_id}: {exc.message}; retrying")
+                    if now - unreachable_since > UNREACHABLE_LIMIT:
+                        raise
+                    continue
+                unreachable_since = None
                 if state is None:
                     return
                 if (state.state, state.reason, state.nodes) != seen:
@@ -567,6 +598,10 @@ class SlurmRuntime:
             time.sleep(0.5)
             final = final_state(job_id)
         tail.drain()
+        # The plan held the job's environment for the node; the record keeps it with secrets redacted.
+        recorded = node_plan(plan, self.options, self.image)
+        recorded["guest_env"] = redact_env(plan.guest_env)
+        _write_atomically(state_dir(plan) / PLAN_FILE, json.dumps(recorded, indent=1))
         node = _read_json(state_dir(plan) / NODE_OUTCOME_FILE)
         failure = apply_final_state(outcome, final, node, stopped_by_us=stopped_by_us)
         slurm = outcome.runtime["slurm"]
@@ -657,13 +692,15 @@ def run_on_node(plan_path: Path) -> int:
         outcome = RunOutcome(started_at=_now(), ended_at=_now())
         record["error"] = exc.message
     record.update(asdict(outcome))
-    _write_atomically(plan.run_dir / STATE_SUBDIR / NODE_OUTCOME_FILE, json.dumps(record, indent=1, default=str))
+    _write_atomically(
+        plan.run_dir / STATE_SUBDIR / NODE_OUTCOME_FILE, json.dumps(record, indent=1, default=str)
+    )
     if outcome.exit_code is not None:
         return outcome.exit_code
     return 128 + outcome.signal if outcome.signal else 1
 
 
-def _node_runtime(data: Mapping[str, Any], node_name: str) -> Any:
+def _node_runtime(data: Mapping[str, Any], node_name: str) -> Runtime:
     if data["container"] == "docker":
         from reprobox.docker_runtime import DockerRuntime
         from reprobox.engine import connect
@@ -700,9 +737,12 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    """Owner-only: the plan carries the job's environment, secrets included, until the run ends."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+        stream.write(text)
     tmp.replace(path)
 
 

@@ -104,7 +104,7 @@ def report_command(args: argparse.Namespace, out: Output) -> int:
 def fingerprint_command(args: argparse.Namespace, out: Output) -> int:
     from reprobox.guest.fingerprint import format_table
 
-    fp = probe.fingerprint(args.runtime, image=args.image, args=args, progress=out.progress)
+    fp = probe.fingerprint(args.runtime, image=args.image, args=args, progress=out.build_progress())
     out.result(fp, format_table(fp))
     return EXIT_OK
 
