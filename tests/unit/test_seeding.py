@@ -11,9 +11,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 import numpy as np
+import pytest
 import torch
 
 import reprobox
