@@ -502,7 +502,7 @@ class SlurmRuntime:
             "name": self.name,
             "controller": platform.node(),
             "slurm_version": self.slurm_version,
-            "container": self.options.container,
+            "mode": self.options.container,
             "python": self.options.python,
             "sbatch_args": list(self.options.sbatch_args),
         }
@@ -612,7 +612,7 @@ class SlurmRuntime:
             slurm["failure"] = failure
         if node is not None:
             slurm["node"] = node.get("node")
-            outcome.runtime.update(node.get("runtime") or {})
+            outcome.runtime["node_runtime"] = node.get("runtime") or {}
             outcome.started_at = node.get("started_at") or outcome.started_at
             outcome.ended_at = node.get("ended_at") or ""
 

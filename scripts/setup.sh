@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set everything up on a fresh machine and verify the example job, in one command.
 #
-#   1. a Docker engine (Debian's docker.io, docker-compose, debootstrap; dockerd started if none answers)
+#   1. a Docker engine (Debian's docker.io, docker-compose, debootstrap; dockerd started if none answers),
+#      and Debian's chromium for the browser test of the HTML report
 #   2. .venv with reprobox, torch (2.13.0, the CPU build), and the test tools
 #   3. the offline base image (debootstrap, docker import) and a wheelhouse, for machines that cannot
 #      pull images; .venv/bin/activate exports REPROBOX_BASE_IMAGE and REPROBOX_WHEELHOUSE for them
@@ -21,6 +22,15 @@ step() { printf '\n==> %s\n' "$*"; }
 step "Docker engine"
 scripts/start-docker.sh
 
+if ! command -v chromium >/dev/null 2>&1; then
+    step "Chromium (the report test renders the HTML report in a real headless browser)"
+    if [[ ${EUID} -eq 0 ]]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    else
+        echo "setup.sh: not root; skipping chromium (the browser test will be skipped)" >&2
+    fi
+fi
+
 step "Python environment (.venv)"
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
@@ -32,7 +42,8 @@ python3 -m venv .venv
 step "Offline base image and wheelhouse"
 export REPROBOX_CACHE="${REPROBOX_CACHE:-${HOME}/.cache/reprobox}"
 base_image="${REPROBOX_BASE_IMAGE:-reprobox/offline-base:bookworm}"
-wheelhouse="${REPROBOX_WHEELHOUSE:-${REPROBOX_CACHE}/wheelhouse}"
+# Inside the checkout (git-ignored) so `docker compose` can build from it too.
+wheelhouse="${REPROBOX_WHEELHOUSE:-$PWD/wheelhouse}"
 if [[ "${base_image}" == reprobox/offline-base:* ]]; then
     scripts/build-offline-base.sh --tag "${base_image}"
 fi
@@ -47,6 +58,11 @@ if ! grep -qF "${marker}" .venv/bin/activate; then
     } >>.venv/bin/activate
 fi
 export REPROBOX_BASE_IMAGE="${base_image}" REPROBOX_WHEELHOUSE="${wheelhouse}"
+if [[ "${wheelhouse}" == "$PWD/wheelhouse" ]]; then
+    # What `docker compose` reads: the same offline base, the CPU lock, the wheelhouse in the context.
+    printf 'REPROBOX_BASE_IMAGE=%s\nREPROBOX_LOCK_FILE=env/requirements-cpu.lock\nREPROBOX_COMPOSE_WHEELHOUSE=wheelhouse\n' \
+        "${base_image}" >.env
+fi
 
 step "reprobox image"
 .venv/bin/reprobox build examples/tiny-mlp/job.yaml
