@@ -231,6 +231,7 @@ def pack(
     if published is not None:
         members.extend(_published_members(attestation, published))
     members.append(_bytes_member(ATTESTATION_MEMBER, attestation_path.read_bytes()))
+    out.parent.mkdir(parents=True, exist_ok=True)
     with _image_archive(attestation, engine, out.parent, progress) as image:
         if image is not None:
             members.append(image)
@@ -490,7 +491,7 @@ def open_bundle(
     if not path.is_file():
         raise UsageError(f"bundle {path} does not exist; pass the .tar made by `reprobox pack`")
     expected, source = _expected_digest(path, expected_sha256)
-    made_parent = not dest_parent.exists()
+    created = [d for d in (dest_parent, *dest_parent.parents) if not d.exists()]  # removed on failure
     dest_parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".bundle-", dir=dest_parent))
     try:
@@ -509,9 +510,9 @@ def open_bundle(
         staging.rename(final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        if made_parent:
+        for folder in created:  # deepest first; only folders this call made, and only if empty
             with contextlib.suppress(OSError):
-                dest_parent.rmdir()
+                folder.rmdir()
         raise
     return Bundle(path=path, root=final, sha256=digest, digest_source=source, index=index)
 

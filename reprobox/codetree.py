@@ -24,6 +24,7 @@ IGNORED_DIRS = frozenset(
     }
 )
 IGNORED_SUFFIXES = (".pyc", ".pyo")
+IGNORED_FILES = frozenset({"reprobox.attestation.json"})  # written next to the job after a verify
 CODE_TREE_SCHEMA = "reprobox.codetree/1"
 
 
@@ -48,7 +49,7 @@ def digest_tree(root: Path, *, exclude: tuple[Path, ...] = ()) -> CodeTree:
             d for d in dirnames if d not in IGNORED_DIRS and (current / d).resolve() not in excluded
         )
         for name in sorted(filenames):
-            if name.endswith(IGNORED_SUFFIXES):
+            if name.endswith(IGNORED_SUFFIXES) or name in IGNORED_FILES:
                 continue
             path = current / name
             relative = path.relative_to(root).as_posix()

@@ -65,6 +65,17 @@ ACTIVE_STATES = frozenset(
     | {"STAGE_OUT", "STOPPED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 )
 ENDED_BY_THE_JOB = frozenset({"COMPLETED", "FAILED"})  # other final states come from outside the job
+# Said when Slurm gives no Reason for a final state (it often has none once a job has ended).
+STATE_MEANINGS = {
+    "PREEMPTED": "preempted by a job of higher priority",
+    "NODE_FAIL": "a node of the job failed",
+    "BOOT_FAIL": "a node of the job failed to boot",
+    "CANCELLED": "cancelled outside reprobox, by scancel or an administrator",
+    "DEADLINE": "reached its deadline",
+    "TIMEOUT": "reached its Slurm time limit",
+    "OUT_OF_MEMORY": "exceeded its memory",
+    "FAILED": "exited with a non-zero status",
+}
 POLL_SECONDS = 1.0
 UNREACHABLE_LIMIT = 120.0  # how long slurmctld may not answer before reprobox cancels the job
 TAIL_SECONDS = 0.2
@@ -316,7 +327,8 @@ def apply_final_state(
         outcome.exit_code = None  # ended from outside the job: its exit status says nothing
     if stopped_by_us or (final.state == "COMPLETED" and outcome.exit_code == 0):
         return None
-    return f"Slurm ended the job as {final.state}" + (f" ({final.reason})" if final.reason else "")
+    why = final.reason or STATE_MEANINGS.get(final.state, "")
+    return f"Slurm ended the job as {final.state}" + (f" ({why})" if why else "")
 
 
 # -- talking to Slurm -------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import compare, report, runner, runtimes, verify
@@ -28,6 +29,9 @@ examples:
   reprobox verify examples/tiny-mlp/job.yaml              two runs, compared bit for bit
   reprobox verify job.yaml --runs 5 --keep-going          all five runs even after a difference
   reprobox verify job.yaml --json > verdict.json
+
+On success it writes reprobox.attestation.json next to the job file: publish it with your code,
+and a reviewer runs `reprobox reproduce reprobox.attestation.json`.
 
 exit: 0 identical, 1 different, 3 a run failed
 """
@@ -70,6 +74,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="start all runs together, check each rerun's hash trail against the first run's at every "
         "recorded step, and stop as soon as one differs (implies --trail 1 unless --trail is given)",
     )
+    ver.add_argument(
+        "--attestation",
+        type=Path,
+        metavar="FILE",
+        help="where to write the attestation on success (default: reprobox.attestation.json next to the job file)",
+    )
+    ver.add_argument("--no-attestation", action="store_true", help="do not write an attestation")
+    ver.add_argument("--sign", type=Path, metavar="KEY", help="sign the attestation with this Ed25519 key")
     ver.add_argument(
         "--parallel",
         type=int,
@@ -124,8 +136,16 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         stop_on_divergence=args.stop_on_divergence,
         parallel=args.parallel,
     )
-    comparison, _records = verify.verify(spec, runtime, _run_options(args, out), settings, out.progress)
-    out.result(comparison.to_json(), report.comparison_text(comparison))
+    comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings, out.progress)
+    data = comparison.to_json()
+    if comparison.verdict == compare.IDENTICAL and args.max_steps is None and not args.no_attestation:
+        from reprobox import attest
+
+        target = args.attestation or attest.attestation_path_for(spec.job_file)
+        attest.write_attestation(target, attest.build_attestation(records), key=args.sign)
+        data["attestation"] = str(target)
+        out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target}")
+    out.result(data, report.comparison_text(comparison))
     return exit_code(comparison.verdict)
 
 

@@ -40,6 +40,8 @@ def test_verify_example_in_containers(offline_env: None, tmp_path: Path, capsys,
             str(tmp_path),
             "--json",
             "-q",
+            "--attestation",
+            str(tmp_path / "reprobox.attestation.json"),
         ]
     )
     data = json.loads(capsys.readouterr().out)

@@ -174,15 +174,20 @@ def test_urandom_weights_are_not_reproducible(tmp_path: Path, capsys: pytest.Cap
 def test_example_verifies_bit_identical_three_times(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    attestation = tmp_path / "reprobox.attestation.json"
     code = run_cli(
-        "verify", str(EXAMPLE), "--runs", "3", "--runtime", "local", "--runs-dir", str(tmp_path), "--json"
-    )
+        "verify", str(EXAMPLE), "--runs", "3", "--runtime", "local", "--runs-dir", str(tmp_path), "--json",
+        "--attestation", str(attestation),
+    )  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert code == 0, data
     assert data["verdict"] == "identical" and len(data["runs"]) == 3
     (checkpoint,) = data["checkpoints"]
     assert checkpoint["path"] == "model.pt" and checkpoint["identical"]
     assert len({r["content_sha256"] for r in checkpoint["runs"]}) == 1
+    statement = json.loads(attestation.read_text())
+    assert data["attestation"] == str(attestation)
+    assert statement["subject"][0]["name"] == "model.pt"
 
 
 def test_example_is_not_reproducible_under_plain_python(tmp_path: Path) -> None:

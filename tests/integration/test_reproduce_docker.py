@@ -1,0 +1,68 @@
+"""Publish and reproduce against the real engine: verify -> attest -> pack -> remove the image -> reproduce
+the bundle, the image coming back from the bundle with `docker load` (no registry exists here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from reprobox import attest, bundle
+from reprobox.docker_runtime import DockerRuntime
+from reprobox.engine import Engine
+from reprobox.job import load_job
+from reprobox.reproduce import BIT_IDENTICAL, ReproduceOptions, reproduce
+from reprobox.runner import RunOptions
+from reprobox.verify import VerifyOptions, verify
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "tiny-mlp"
+
+
+def test_a_packed_bundle_reproduces_after_the_image_is_deleted(
+    engine: Engine, built_image, created, tmp_path: Path
+) -> None:
+    code = tmp_path / "paper"
+    shutil.copytree(EXAMPLE, code)
+    spec = load_job(code / "job.yaml")
+    runtime = DockerRuntime(built_image.info, engine=engine)
+    comparison, records = verify(
+        spec, runtime, RunOptions(runs_dir=tmp_path / "author-runs"), VerifyOptions(runs=2)
+    )
+    assert comparison.verdict == "identical"
+    attestation = attest.write_attestation(
+        attest.attestation_path_for(spec.job_file), attest.build_attestation(records)
+    )
+    image = attest.read_attestation(attestation).image
+    assert image is not None and image["id"] == built_image.info.id
+    assert image["lock_digest"] == built_image.plan.labels["io.reprobox.lock-digest"]
+
+    started = time.monotonic()
+    packed = bundle.pack(
+        attestation, tmp_path / "share" / "paper.tar", published=records[0].run_dir, engine=engine
+    )
+    pack_seconds = time.monotonic() - started
+    assert packed.image == built_image.info.id
+
+    for tag in built_image.info.tags or (built_image.info.id,):
+        engine.remove_image(tag, force=True)
+    assert not engine.image_exists(built_image.info.id)
+
+    started = time.monotonic()
+    result = reproduce(
+        packed.path,
+        ReproduceOptions(runtime="docker", runs_dir=tmp_path / "review", engine=engine, runs=1),
+    )
+    reproduce_seconds = time.monotonic() - started
+    assert (result.verdict, result.exit_code) == (BIT_IDENTICAL, 0), result.sentence
+    assert result.image is not None and result.image["how"] == "loaded from the bundle"
+    assert engine.image_exists(built_image.info.id)  # loaded back, same id: nothing was pulled or rebuilt
+    manifest = json.loads((result.runs[0] / "manifest.json").read_text())
+    assert manifest["runtime"]["image"]["id"] == built_image.info.id
+    assert manifest["runtime"]["container"]["network_mode"] == "none"
+    assert result.bundle is not None and result.bundle["digest_checked_against"] == "recorded"
+    print(f"pack {pack_seconds:.1f} s ({packed.size / 1e6:.0f} MB), reproduce {reproduce_seconds:.1f} s")
