@@ -78,7 +78,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--attestation",
         type=Path,
         metavar="FILE",
-        help="where to write the attestation on success (default: reprobox.attestation.json next to the job file)",
+        help="where to write the attestation on success (default: next to the job file)",
     )
     ver.add_argument("--no-attestation", action="store_true", help="do not write an attestation")
     ver.add_argument("--sign", type=Path, metavar="KEY", help="sign the attestation with this Ed25519 key")
