@@ -1,0 +1,66 @@
+"""The attestation an author publishes: verified runs -> one in-toto Statement a reviewer can replay.
+
+The file is an in-toto Statement v1 (``_type: https://in-toto.io/Statement/v1``): its ``subject`` is
+the checkpoints with their sha256, its ``predicate`` (type ``PREDICATE_TYPE``) what a reviewer needs to
+run the same job again and judge the result (see ``_statement``). A signed attestation is a DSSE
+envelope around the Statement, signed with Ed25519 (see ``_signing``); an unsigned attestation is the
+Statement itself, indented for people.
+"""
+
+from __future__ import annotations
+
+from reprobox.attest._code import attested_tree, code_changes, job_file_in, locate_code
+from reprobox.attest._file import read_attestation, write_attestation
+from reprobox.attest._model import (
+    ATTESTATION_NAME,
+    DEFAULT_KEY,
+    DSSE_PAYLOAD_TYPE,
+    MAX_ATTESTATION_BYTES,
+    PREDICATE_SCHEMA,
+    PREDICATE_SCHEMA_PREFIX,
+    PREDICATE_TYPE,
+    PREDICATE_TYPE_PREFIX,
+    REPROBOX_ARTEFACTS,
+    STATEMENT_TYPE,
+    Attestation,
+    attestation_path_for,
+)
+from reprobox.attest._signing import (
+    canonical_json,
+    generate_key,
+    key_id,
+    load_private_key,
+    load_public_key,
+    pae,
+)
+from reprobox.attest._statement import build_attestation
+from reprobox.attest._validate import validate_statement
+
+__all__ = [
+    "ATTESTATION_NAME",
+    "DEFAULT_KEY",
+    "DSSE_PAYLOAD_TYPE",
+    "MAX_ATTESTATION_BYTES",
+    "PREDICATE_SCHEMA",
+    "PREDICATE_SCHEMA_PREFIX",
+    "PREDICATE_TYPE",
+    "PREDICATE_TYPE_PREFIX",
+    "REPROBOX_ARTEFACTS",
+    "STATEMENT_TYPE",
+    "Attestation",
+    "attestation_path_for",
+    "attested_tree",
+    "build_attestation",
+    "canonical_json",
+    "code_changes",
+    "generate_key",
+    "job_file_in",
+    "key_id",
+    "load_private_key",
+    "load_public_key",
+    "locate_code",
+    "pae",
+    "read_attestation",
+    "validate_statement",
+    "write_attestation",
+]

@@ -1,0 +1,89 @@
+"""The attestation file: written atomically (plain or signed), read back and checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from reprobox.attest._model import ATTESTATION_NAME, MAX_ATTESTATION_BYTES, Attestation
+from reprobox.attest._signing import open_envelope, signed_envelope, verify_envelope
+from reprobox.attest._validate import validate_statement
+from reprobox.errors import Problem, SpecError
+from reprobox.manifest import write_text_atomic
+
+
+def write_attestation(path: Path, statement: dict[str, Any], *, key: Path | None = None) -> Path:
+    """Write the statement atomically: as is, or signed with `key` inside a DSSE envelope."""
+    problems = validate_statement(statement, path)
+    if problems:
+        raise SpecError(problems)
+    if key is None:
+        write_text_atomic(path, json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        return path
+    envelope = signed_envelope(statement, key)  # before anything is written: a bad key changes nothing
+    write_text_atomic(path, json.dumps(envelope, indent=2) + "\n")
+    return path
+
+
+def read_attestation(path: Path, *, verify_signature: Path | None = None) -> Attestation:
+    """Read and check an attestation; SpecError names the file and field of every problem found.
+
+    With `verify_signature` (the author's public key) the file must be a DSSE envelope whose signature
+    verifies with that key; a changed payload or another signer is refused.
+    """
+    document = _load_json(path)
+    signed, keyid, verified = False, None, False
+    if isinstance(document, dict) and "payloadType" in document:
+        signed = True
+        payload, keyid, signatures = open_envelope(document, path)
+        if verify_signature is not None:
+            verify_envelope(document, payload, signatures, verify_signature, path)
+            verified = True
+        try:
+            document = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SpecError([Problem(path, None, "payload", f"is not a JSON Statement ({exc})")]) from None
+    elif verify_signature is not None:
+        raise SpecError(
+            [
+                Problem(
+                    path,
+                    None,
+                    "",
+                    "is not signed, so --verify-signature cannot check it; ask the author for the signed "
+                    "attestation (reprobox attest --sign KEY) or drop --verify-signature",
+                )
+            ]
+        )
+    problems = validate_statement(document, path)
+    if problems:
+        raise SpecError(problems)
+    return Attestation(path=path, statement=document, signed=signed, keyid=keyid, signature_verified=verified)
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise SpecError(
+            [Problem(path, None, "", f"does not exist; pass the {ATTESTATION_NAME} the author published")]
+        ) from None
+    except OSError as exc:
+        raise SpecError([Problem(path, None, "", f"cannot be read ({exc.strerror})")]) from None
+    if size > MAX_ATTESTATION_BYTES:
+        raise SpecError([Problem(path, None, "", f"is {size} bytes, too large for an attestation")])
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        raise SpecError(
+            [Problem(path, None, "", f"is a directory; pass the {ATTESTATION_NAME} file in it")]
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecError(
+            [
+                Problem(
+                    path, None, "", f"is not a JSON attestation ({exc}); get the file again from the author"
+                )
+            ]
+        ) from None

@@ -1,0 +1,115 @@
+"""The reviewer's choices, the answer, the verdict names, and what the steps share on the way."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reprobox import attest, bundle, explain
+from reprobox.compare import Comparison
+from reprobox.manifest import RunRecord
+
+BIT_IDENTICAL = "bit-identical"
+NONDETERMINISTIC = "nondeterministic"
+DIFFERENT_STACK = "different-stack"
+CODE_MISMATCH = "code-mismatch"
+IMAGE_MISMATCH = "image-mismatch"
+FAILED = "failed"
+
+SENTENCE_IDENTICAL = "bit-identical to the published checkpoints"
+
+Progress = Callable[[str], None]
+
+
+def quiet(_line: str) -> None:
+    """A progress callback that shows nothing."""
+
+
+@dataclass(frozen=True)
+class ReproduceOptions:
+    """What the reviewer chose; everything else comes from the attestation."""
+
+    code: Path | None = None  # default: the folder around the attestation, else the current directory
+    runs: int = 1
+    runtime: str | None = None  # docker or local; default: the one the author used
+    runs_dir: Path = Path("runs")
+    published: Path | None = None  # the author's checkpoints (a run dir or outputs/) for tensor numbers
+    tolerance: float | None = None  # max abs difference accepted when the stack differs
+    threads: int | None = None  # run with this many threads instead of the author's
+    verify_signature: Path | None = None  # the author's public key
+    bundle_sha256: str | None = None  # the bundle digest the author published
+    report_dir: Path | None = None
+    base_image: str | None = None  # for a rebuild only; must give the attested build digest
+    wheelhouse: Path | None = None
+    echo: Callable[[bytes], None] | None = None
+    engine: Any = None  # a connected reprobox.engine.Engine; connected on demand when None
+
+
+@dataclass
+class ReproduceResult:
+    """The answer, shaped like `reprobox reproduce --json`."""
+
+    verdict: str
+    sentence: str
+    exit_code: int
+    attestation: Path
+    code_dir: Path | None = None
+    code_changes: dict[str, list[str]] | None = None
+    comparison: Comparison | None = None
+    stack_differences: list[dict[str, Any]] = field(default_factory=list)
+    max_abs_difference: float | None = None
+    differing_tensors: int = 0
+    runs: list[Path] = field(default_factory=list)
+    reports: list[Path] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, Any] | None = None
+    bundle: dict[str, Any] | None = None
+    signature: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "sentence": self.sentence,
+            "exit_code": self.exit_code,
+            "attestation": str(self.attestation),
+            "code_dir": str(self.code_dir) if self.code_dir else None,
+            "code_changes": self.code_changes,
+            "comparison": self.comparison.to_json() if self.comparison else None,
+            "stack_differences": self.stack_differences,
+            "max_abs_difference": _json_number(self.max_abs_difference),
+            "differing_tensors": self.differing_tensors,
+            "runs": [str(r) for r in self.runs],
+            "reports": [str(r) for r in self.reports],
+            "settings": self.settings,
+            "image": self.image,
+            "bundle": self.bundle,
+            "signature": self.signature,
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class Context:
+    """What the steps share while one reproduction goes on."""
+
+    attestation: attest.Attestation
+    options: ReproduceOptions
+    say: Progress
+    notes: list[str]
+    bundle: bundle.Bundle | None = None
+    published: Path | None = None  # outputs folder holding the author's checkpoints
+    published_trail: Path | None = None
+    report_dir: Path | None = None
+    published_record: RunRecord | None = None
+    replay_pin: int | None = None  # threads pinned only to replay the author's unpinned count
+    stack_differences: list[explain.FieldDifference] = field(default_factory=list)
+
+
+def _json_number(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else "inf"

@@ -1,0 +1,95 @@
+"""The author's settings replayed: their job file with their seed, determinism, effective thread
+count and environment, and a note for every place where this machine differs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any
+
+from reprobox import attest
+from reprobox.errors import UsageError
+from reprobox.guest.determinism import Determinism
+from reprobox.job import REDACTED, JobSpec, Trail, load_job
+from reprobox.reproduce._model import ReproduceOptions
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def replay_job(
+    attestation: attest.Attestation, code_dir: Path, options: ReproduceOptions, notes: list[str]
+) -> tuple[JobSpec, dict[str, str], dict[str, Any]]:
+    """The author's job as it ran for them: their job file, seed, determinism, threads and environment."""
+    job_file = attest.job_file_in(attestation, code_dir)
+    spec = load_job(job_file)
+    if spec.code.resolve() != code_dir.resolve():
+        raise UsageError(
+            f"job file {job_file} runs the code in {spec.code}, not in {code_dir}; pass --code {spec.code}"
+        )
+    execution = attestation.execution
+    known = {f.name for f in fields(Determinism)}
+    determinism = Determinism(**{k: v for k, v in execution["determinism"].items() if k in known})
+    author_threads = _int_or_none(execution["threads"].get("torch_intra_op"))
+    threads = options.threads or determinism.threads or author_threads
+    if options.threads is not None and options.threads != author_threads:
+        notes.append(
+            f"running with {options.threads} threads (--threads); the author's runs used {author_threads}"
+        )
+    elif determinism.threads is None and author_threads is not None:
+        notes.append(
+            f"the job does not pin its thread count; replaying the author's {author_threads} torch threads "
+            "(set determinism.threads in the job file to make this explicit)"
+        )
+    pinned_by_replay = options.threads is None and determinism.threads is None and threads is not None
+    extra_env: dict[str, str] = {}
+    if threads is None:  # nothing to pin torch with: at least give OpenMP/MKL what the author had
+        recorded = execution["threads"]
+        extra_env = {k: str(recorded[k]) for k in THREAD_VARIABLES if isinstance(recorded.get(k), str)}
+    env = _replayed_env(spec.env, execution["env"], notes)
+    trail_every = execution.get("trail_every")
+    spec = spec.with_overrides(
+        seed=int(execution["seed"]),
+        determinism=replace(determinism, threads=threads),
+        env=env,
+        trail=Trail(every=int(trail_every)) if trail_every else spec.trail,
+    )
+    world_size = execution.get("world_size")
+    if isinstance(world_size, int) and world_size != spec.launcher.world_size:
+        notes.append(
+            f"the author's runs had world size {world_size}; this job file starts {spec.launcher.world_size}"
+        )
+    settings = {
+        "seed": spec.seed,
+        "determinism": asdict(spec.determinism),
+        "threads": {
+            "used": threads,
+            "author": author_threads,
+            "overridden": options.threads is not None,
+            "pinned_by_replay": threads if pinned_by_replay else None,
+        },
+        "world_size": spec.launcher.world_size,
+        "env": sorted(env),
+        "extra_env": extra_env,
+        "trail_every": spec.trail.every if spec.trail else None,
+    }
+    return spec, extra_env, settings
+
+
+def _replayed_env(current: dict[str, str], author: dict[str, Any], notes: list[str]) -> dict[str, str]:
+    """The author's job environment; secrets (recorded redacted) come from this machine's environment."""
+    env = dict(current)
+    for key, value in author.items():
+        if value == REDACTED:
+            if key in current:
+                notes.append(
+                    f"env {key} is a secret: its value comes from your environment, not the author's"
+                )
+            continue
+        if env.get(key) != str(value):
+            notes.append(f"env {key} is the author's {value!r}, not {env.get(key)!r} as expanded here")
+        env[key] = str(value)
+    return env
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

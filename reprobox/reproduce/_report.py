@@ -1,0 +1,82 @@
+"""The reproduction's report: report.md, report.html and result.json, the run report headed by the
+reproduction's own sentence and what was replayed, all written atomically."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from reprobox import reportdoc
+from reprobox.manifest import RunRecord, write_json_atomic, write_text_atomic
+from reprobox.reproduce._model import Context, ReproduceResult
+
+RESULT_NAME = "result.json"
+
+
+def report_dir_for(ctx: Context) -> Path:
+    if ctx.options.report_dir is not None:
+        return ctx.options.report_dir
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = ctx.options.runs_dir / "reproductions" / f"{ctx.attestation.job['name']}-{stamp}"
+    candidate, number = base, 1
+    while candidate.exists():
+        number += 1
+        candidate = base.with_name(f"{base.name}-{number}")
+    return candidate
+
+
+def write_reports(ctx: Context, records: Sequence[RunRecord], result: ReproduceResult) -> list[Path]:
+    """report.md, report.html and result.json next to the author's record, all written atomically."""
+    if result.comparison is None or ctx.report_dir is None or ctx.published_record is None:
+        return []  # a failed run: its own record says why
+    report_dir = ctx.report_dir
+    data = reportdoc.gather([ctx.published_record, *records], result.comparison)
+    data.stack_differences = ctx.stack_differences or data.stack_differences
+    data.stack_sentence = None  # the reproduction's own sentence heads the report
+    summary = _summary_lines(ctx, result)
+    markdown_text = reportdoc.markdown(data, None)
+    title, _, rest = markdown_text.partition("\n")
+    markdown_path, html_path, json_path = (
+        report_dir / "report.md",
+        report_dir / "report.html",
+        report_dir / RESULT_NAME,
+    )
+    result.reports = [markdown_path, html_path, json_path]
+    write_text_atomic(markdown_path, "\n".join([title, "", "## Reproduction", "", *summary]) + "\n" + rest)
+    html_text = reportdoc.html_document(data, None)
+    head, marker, tail = html_text.partition("</h1>")
+    write_text_atomic(html_path, head + marker + _summary_html(summary) + tail)
+    write_json_atomic(json_path, result.to_json())
+    return result.reports
+
+
+def _summary_lines(ctx: Context, result: ReproduceResult) -> list[str]:
+    threads = result.settings.get("threads", {})
+    image = result.image or {}
+    signature = "absent"
+    if result.signature.get("signed"):
+        signature = "verified" if result.signature.get("verified") else "not checked"
+    how = f" ({image['how']})" if image.get("how") else ""
+    lines = [
+        f"**{result.sentence}** (exit code {result.exit_code})",
+        "",
+        f"- attestation: {result.attestation} ({ctx.attestation.verified_runs} verified run(s) by the "
+        f"author; signature {signature})",
+        f"- code: {result.code_dir} matches the attested tree ({ctx.attestation.code['sha256'][:16]})",
+        f"- image: {image.get('id', 'none (local runtime)')}{how}",
+        f"- replayed: seed {result.settings.get('seed')}, {threads.get('used')} threads "
+        f"(author: {threads.get('author')}), world size {result.settings.get('world_size')}",
+        f"- runs here: {', '.join(str(r) for r in result.runs)}",
+    ]
+    if result.bundle:
+        lines.append(f"- bundle: {result.bundle['path']} (sha256 {result.bundle['sha256']})")
+    lines += [f"- note: {note}" for note in result.notes]
+    return lines
+
+
+def _summary_html(lines: Sequence[str]) -> str:
+    body = "".join(f"<li>{html.escape(line[2:])}</li>" for line in lines if line.startswith("- "))
+    sentence = html.escape(lines[0].replace("**", ""))
+    return f"<h2>Reproduction</h2><p id='reproduction'><strong>{sentence}</strong></p><ul>{body}</ul>"
