@@ -7,13 +7,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from reprobox import errors
 from reprobox._version import __version__
-
-Handler = Callable[[argparse.Namespace, "Output"], int]
 
 MAIN_EPILOG = """\
 examples:
@@ -149,14 +146,8 @@ def report_error(exc: errors.ReproboxError, out: Output) -> int:
         }
         if run_dir is not None:
             payload["run_dir"] = str(run_dir)
-        if exc.exit_code == errors.EXIT_JOB_FAILED:
-            payload["verdict"] = "failed"
         print(json.dumps(payload, indent=2, sort_keys=True))
     return exc.exit_code
-
-
-def existing_path(text: str) -> Path:
-    return Path(text)
 
 
 if __name__ == "__main__":

@@ -64,17 +64,6 @@ class SpecError(ReproboxError):
         return [str(p) for p in self.problems]
 
 
-class JobFailed(ReproboxError):
-    """The job itself failed: non-zero exit, killed by a signal, timed out, or interrupted."""
-
-    exit_code = EXIT_JOB_FAILED
-
-    def __init__(self, message: str, *, run_dir: Path | None = None, log_tail: str = "") -> None:
-        super().__init__(message)
-        self.run_dir = run_dir
-        self.log_tail = log_tail
-
-
 class EnvironmentProblem(ReproboxError):
     """The machine cannot do what was asked: no engine, image missing, build failed."""
 

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 DEFAULT_CHUNK_ELEMENTS = 1 << 21
 """Elements compared at a time: a few tens of MiB of temporaries however large the tensor."""
 
-INT64_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True)

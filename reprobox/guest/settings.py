@@ -28,9 +28,6 @@ GUEST_RESULT = "guest.json"
 TRAIL_FILE = "trail.jsonl"
 AUDIT_FILE = "audit.jsonl"
 
-# Exit status the guest uses when the step hook ended a prefix check (--max-steps) or a diverging run early.
-EXIT_STOPPED_BY_HOOK = 0
-
 
 def seed_for_process(env: Mapping[str, str] | None = None) -> int:
     """The job seed, offset by the distributed rank: seed + RANK (mod 2**32), documented for users."""
