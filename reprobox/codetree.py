@@ -8,6 +8,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from reprobox.guest.hashing import file_sha256
+
 # Never part of "the code": version control, caches, environments, and reprobox's own run folders.
 IGNORED_DIRS = frozenset(
     {
@@ -78,9 +80,5 @@ def _entry_digest(path: Path) -> str:
     info = path.lstat()
     if stat.S_ISLNK(info.st_mode):
         return "link:" + str(path.readlink())
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
     executable = "+x" if info.st_mode & stat.S_IXUSR else ""
-    return digest.hexdigest() + executable
+    return file_sha256(path) + executable

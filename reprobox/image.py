@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from reprobox._version import __version__
 from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.guest.hashing import file_sha256
 from reprobox.job import ImageSpec
 
 IMAGE_REPOSITORY = "reprobox/env"
@@ -215,13 +216,13 @@ def plan_build(
         f"{LABEL_PREFIX}version": __version__,
         f"{LABEL_PREFIX}base": base,
         f"{LABEL_PREFIX}lock": lock_name,
-        f"{LABEL_PREFIX}lock-digest": "sha256:" + _file_sha256(project.root / lock_name),
+        f"{LABEL_PREFIX}lock-digest": "sha256:" + file_sha256(project.root / lock_name),
         f"{LABEL_PREFIX}context-digest": "sha256:" + context_digest,
         f"{LABEL_PREFIX}build-digest": "sha256:" + build_digest,
         f"{LABEL_PREFIX}offline": "true" if house is not None else "false",
     }
     if image.requirements is not None:
-        labels[f"{LABEL_PREFIX}extra-requirements-digest"] = "sha256:" + _file_sha256(image.requirements)
+        labels[f"{LABEL_PREFIX}extra-requirements-digest"] = "sha256:" + file_sha256(image.requirements)
     return BuildPlan(
         tag=f"{IMAGE_REPOSITORY}:{build_digest[:TAG_HEX_LENGTH]}",
         build_digest=build_digest,
@@ -375,14 +376,6 @@ def _missing_wheels(
 
 def _some(names: list[str], shown: int = 5) -> str:
     return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _path_or_none(text: str | None) -> Path | None:

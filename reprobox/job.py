@@ -7,7 +7,6 @@ Load = parse (with line numbers) -> validate every field, collecting every probl
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import re
 import shlex
@@ -138,14 +137,6 @@ class JobSpec:
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """Secrets never land in manifests: values of secret-looking keys are replaced."""
     return {key: (REDACTED if SECRET_PATTERN.search(key) else value) for key, value in env.items()}
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_job(path: Path | str, *, host_env: Mapping[str, str] | None = None) -> JobSpec:

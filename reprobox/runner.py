@@ -20,7 +20,8 @@ from reprobox import codetree
 from reprobox._version import __version__
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
-from reprobox.job import JobSpec, file_sha256, redact_env
+from reprobox.guest.hashing import file_sha256
+from reprobox.job import JobSpec, redact_env
 from reprobox.launcher import launch_command
 from reprobox.manifest import (
     STATUS_CANCELLED,
@@ -199,6 +200,9 @@ def build_manifest(
         failure = f"hashing the checkpoints failed: {guest['hash_error']}"
     if outcome.timed_out:
         failure = f"timed out after {job.timeout:g} s"
+    scheduler_failure = (outcome.runtime.get("slurm") or {}).get("failure")
+    if scheduler_failure:  # the scheduler's own account (PREEMPTED, NODE_FAIL, ...) says more than a signal
+        failure = f"{failure}; {scheduler_failure}" if failure else scheduler_failure
     if job.data and runtime_facts.get("name") == "local":
         notes.append("the local runtime does not isolate data: the job read data sources at their host paths")
     status = STATUS_INTERRUPTED if outcome.interrupted else STATUS_FAILED if failure else STATUS_SUCCEEDED

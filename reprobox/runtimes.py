@@ -33,7 +33,7 @@ def open_runtime(
         progress("no Docker engine answers; running on the local runtime (use --runtime docker to insist)")
         return LocalRuntime()
     if name not in ("auto", "docker"):
-        raise EnvironmentProblem(f"unknown runtime {name!r}; use docker or local")
+        raise EnvironmentProblem(f"unknown runtime {name!r}; use docker, local or slurm")
     from reprobox.docker_runtime import DockerRuntime
 
     return DockerRuntime.for_job(

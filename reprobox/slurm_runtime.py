@@ -394,14 +394,11 @@ def cancel_and_wait(job_id: str, *, wait: float = CANCEL_WAIT_SECONDS) -> bool:
     """
     deadline = time.monotonic() + wait
     escalated = False
-    for _attempt in range(3):
-        try:
-            _slurm(["scancel", job_id])
-            break
-        except KeyboardInterrupt:
-            continue
+    requested = False
     while time.monotonic() < deadline:
         try:
+            if not requested:
+                requested = _slurm(["scancel", job_id]).returncode == 0 or current_state(job_id) is None
             state = current_state(job_id)
             if state is None or not state.active:
                 return True
@@ -409,8 +406,8 @@ def cancel_and_wait(job_id: str, *, wait: float = CANCEL_WAIT_SECONDS) -> bool:
                 _slurm(["scancel", "--signal=KILL", "--full", job_id])
                 escalated = True
             time.sleep(0.25)
-        except KeyboardInterrupt:
-            continue
+        except (KeyboardInterrupt, EnvironmentProblem):  # slurmctld busy, or a second Ctrl-C: keep going
+            time.sleep(0.25)
     return False
 
 
@@ -552,10 +549,16 @@ class SlurmRuntime:
             if job_id is not None:  # slurmctld stopped answering: the job must not run on unrecorded
                 outcome.cancelled = True
         stopped_by_us = outcome.interrupted or outcome.cancelled or outcome.timed_out
-        if job_id is not None and stopped_by_us:
-            slurm["cancel_confirmed"] = cancel_and_wait(job_id)
         if job_id is not None:
-            self._record_end(job_id, plan, tail, outcome, stopped_by_us=stopped_by_us)
+            try:
+                if stopped_by_us:
+                    slurm["cancel_confirmed"] = cancel_and_wait(job_id)
+                self._record_end(job_id, plan, tail, outcome, stopped_by_us=stopped_by_us)
+            except KeyboardInterrupt:  # Ctrl-C while recording: the job must still not outlive the run
+                outcome.interrupted = True
+                slurm["cancel_confirmed"] = cancel_and_wait(job_id)
+            except EnvironmentProblem as exc:
+                slurm["record_error"] = exc.message
         outcome.ended_at = outcome.ended_at or _now()
         return outcome
 

@@ -30,7 +30,6 @@ DEFAULT_CHUNK_ELEMENTS = 1 << 21
 """Elements compared at a time: a few tens of MiB of temporaries however large the tensor."""
 
 
-
 @dataclass(frozen=True)
 class TensorDifference:
     """How one tensor differs between two checkpoints."""

@@ -3,14 +3,15 @@
 #
 #   1. a Docker engine (Debian's docker.io, docker-compose, debootstrap; dockerd started if none answers),
 #      and Debian's chromium for the browser test of the HTML report
-#   2. .venv with reprobox, torch (2.13.0, the CPU build), and the test tools
-#   3. the offline base image (debootstrap, docker import) and a wheelhouse, for machines that cannot
+#   2. a one-node Slurm cluster (Debian's slurm-wlm), for --runtime slurm and its tests
+#   3. .venv with reprobox, torch (2.13.0, the CPU build), and the test tools
+#   4. the offline base image (debootstrap, docker import) and a wheelhouse, for machines that cannot
 #      pull images; .venv/bin/activate exports REPROBOX_BASE_IMAGE and REPROBOX_WHEELHOUSE for them
-#   4. the reprobox image, built by `reprobox build`
-#   5. `reprobox verify examples/tiny-mlp/job.yaml --runs 2` in containers
+#   5. the reprobox image, built by `reprobox build`
+#   6. `reprobox verify examples/tiny-mlp/job.yaml --runs 2` in containers
 #
 # Usage: sudo scripts/setup.sh [--no-verify]
-# Machines that can pull the pinned CUDA base may skip step 3 by setting REPROBOX_BASE_IMAGE themselves.
+# Machines that can pull the pinned CUDA base may skip step 4 by setting REPROBOX_BASE_IMAGE themselves.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -29,6 +30,13 @@ if ! command -v chromium >/dev/null 2>&1; then
     else
         echo "setup.sh: not root; skipping chromium (the browser test will be skipped)" >&2
     fi
+fi
+
+step "Slurm (a one-node cluster for the Slurm runtime and its tests)"
+if [[ ${EUID} -eq 0 ]]; then
+    scripts/start-slurm.sh
+else
+    echo "setup.sh: not root; skipping Slurm (its tests will be skipped)" >&2
 fi
 
 step "Python environment (.venv)"

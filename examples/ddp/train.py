@@ -76,8 +76,15 @@ def main() -> None:
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "world_size": world}
         torch.save(state, output_dir / "model.pt")
         print(f"saved {output_dir / 'model.pt'} (world size {world})", flush=True)
-    dist.barrier()
+    # Teardown in an order that cannot deadlock: while this thread frees the process group (the DDP
+    # reducer holds its last reference) it joins gloo's worker threads holding the GIL, so no worker may
+    # be the one to free a collective's tensors then (that needs the GIL). Keeping the last collective's
+    # handle until after the group is gone makes this thread free them.
+    finished = dist.barrier(async_op=True)
+    finished.wait()
     dist.destroy_process_group()
+    del ddp
+    del finished
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 from reprobox import codetree
 from reprobox.attest._model import REPROBOX_ARTEFACTS, Attestation
 from reprobox.errors import UsageError
-from reprobox.job import file_sha256
+from reprobox.guest.hashing import file_sha256
 
 
 def attested_tree(tree: codetree.CodeTree) -> codetree.CodeTree:

@@ -27,8 +27,21 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         "--runtime",
         choices=RUNTIME_CHOICES,
         default="auto",
-        help="where to run: docker (a hardened container), local (a subprocess here); "
-        "auto = docker when an engine answers, else local (default: auto)",
+        help="where to run: docker (a hardened container), local (a subprocess here), slurm (sbatch "
+        "jobs; the runs dir must be shared with the nodes); auto = docker when an engine answers, "
+        "else local (default: auto)",
+    )
+    parser.add_argument(
+        "--slurm-container",
+        choices=("none", "docker"),
+        help="with --runtime slurm: run on the node in its prepared environment (none) or in the job's "
+        "image (docker) (default: $REPROBOX_SLURM_CONTAINER or none)",
+    )
+    parser.add_argument(
+        "--sbatch-args",
+        metavar="ARGS",
+        help="with --runtime slurm: extra sbatch options, e.g. '--partition=gpu --account=lab' "
+        "(default: $REPROBOX_SBATCH_ARGS)",
     )
     parser.add_argument(
         "--runs-dir",

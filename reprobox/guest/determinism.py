@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -108,6 +109,8 @@ def fingerprint_path(run_dir: Path, rank: str) -> Path:
 
 def _write_fingerprint(run_dir: Path) -> None:
     """At exit of a job process that used torch: record the stack as that process saw it."""
+    if "RANK" not in os.environ and "torch.distributed.run" in sys.modules:
+        return  # torchrun's agent trains nothing; every rank it started records its own fingerprint
     from reprobox.guest import fingerprint
 
     rank = os.environ.get("RANK", "0")

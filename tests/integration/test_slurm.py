@@ -83,7 +83,7 @@ def test_verify_runs_side_by_side_on_slurm_and_records_the_nodes(
     monkeypatch.setenv("REPROBOX_SBATCH_ARGS", "--cpus-per-task=1")
     started = time.monotonic()
     arguments = ["verify", str(DDP), "--runtime", "slurm", "--runs", "2", "--parallel", "2"]
-    code = cli.main([*arguments, "--runs-dir", str(tmp_path), "-q"])
+    code = cli.main([*arguments, "--runs-dir", str(tmp_path), "-q", "--no-attestation"])
     seconds = time.monotonic() - started
     assert code == 0
     records = [read_record(run) for run in sorted((tmp_path / "ddp").glob("2*"))]
@@ -104,6 +104,26 @@ def test_verify_runs_side_by_side_on_slurm_and_records_the_nodes(
     (start_a, end_a), (start_b, end_b) = spans
     assert start_a < end_b and start_b < end_a, f"the runs did not overlap: {spans}"
     print(f"slurm verify --runs 2 --parallel 2 of the DDP example: {seconds:.1f} s")
+
+
+def test_the_multi_node_path_runs_one_torchrun_agent_per_slurm_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nnodes: 2 through srun and the static rendezvous; the two "nodes" are two tasks on this node."""
+    job = tmp_path / "job.yaml"
+    text = DDP.read_text().replace("nproc_per_node: 2", "nproc_per_node: 1").replace("nnodes: 1", "nnodes: 2")
+    job.write_text(text.replace("name: ddp", "name: ddp-two-nodes") + f"code: {DDP.parent}\n")
+    monkeypatch.setenv("REPROBOX_SBATCH_ARGS", "--nodes=1 --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1")
+    runs = tmp_path / "runs"
+    assert cli.main(["run", str(job), "--runtime", "slurm", "--runs-dir", str(runs), "-q"]) == 0
+    (run_dir,) = (runs / "ddp-two-nodes").glob("2*")
+    record = read_record(run_dir)
+    assert record.data["command"][:2] == ["srun", "--ntasks=2"]
+    assert "--rdzv-backend=static" in record.data["command"]
+    assert record.data["runtime"]["slurm"]["state"] == "COMPLETED"
+    ranks = record.data["fingerprint"]["ranks"]
+    assert ranks["1"]["software"]["distributed"] == {"rank": 1, "world_size": 2}
+    assert "world size 2" in (run_dir / "stdout.log").read_text()
 
 
 def test_docker_mode_runs_the_hardened_container_named_after_the_node(

@@ -10,6 +10,8 @@ import pytest
 from reprobox import cli
 from reprobox.manifest import read_record
 
+pytestmark = pytest.mark.slow  # three torchrun runs of two ranks: about 30 s
+
 EXAMPLE = Path(__file__).parents[2] / "examples" / "ddp"
 
 
@@ -17,7 +19,8 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "ddp"
 def two_rank_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     runs_dir = tmp_path_factory.mktemp("ddp-runs")
     code = cli.main(
-        ["verify", str(EXAMPLE / "job.yaml"), "--runtime", "local", "--runs-dir", str(runs_dir), "-q"]
+        ["verify", str(EXAMPLE / "job.yaml"), "--runtime", "local", "--runs-dir", str(runs_dir), "-q",
+         "--attestation", str(runs_dir / "reprobox.attestation.json")]  # fmt: skip
     )
     assert code == 0, "the DDP example did not verify bit-identical with 2 ranks"
     return sorted((runs_dir / "ddp").glob("2*"))
@@ -39,11 +42,6 @@ def test_two_ranks_verify_bit_identical_and_record_every_rank(two_rank_runs: lis
         assert record.data["environment"]["NVTE_ALLOW_NONDETERMINISTIC_ALGO"] == "0"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torchrun's agent process imports torch and, having no RANK, overwrites rank 0's fingerprint "
-    "at exit (reprobox/guest/determinism.py _write_fingerprint); remove this mark with that fix",
-)
 def test_a_different_world_size_is_a_stack_difference(
     two_rank_runs: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
