@@ -18,10 +18,9 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "ddp"
 @pytest.fixture(scope="module")
 def two_rank_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     runs_dir = tmp_path_factory.mktemp("ddp-runs")
-    code = cli.main(
-        ["verify", str(EXAMPLE / "job.yaml"), "--runtime", "local", "--runs-dir", str(runs_dir), "-q",
-         "--attestation", str(runs_dir / "reprobox.attestation.json")]  # fmt: skip
-    )
+    attestation = runs_dir / "reprobox.attestation.json"
+    arguments = ["verify", str(EXAMPLE / "job.yaml"), "--runtime", "local", "--runs-dir", str(runs_dir)]
+    code = cli.main([*arguments, "-q", "--attestation", str(attestation)])
     assert code == 0, "the DDP example did not verify bit-identical with 2 ranks"
     return sorted((runs_dir / "ddp").glob("2*"))
 
