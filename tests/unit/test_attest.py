@@ -12,7 +12,7 @@ import pytest
 
 from reprobox import attest, cli, codetree
 from reprobox.errors import SpecError, UsageError
-from reprobox.job import file_sha256
+from reprobox.guest.hashing import file_sha256
 from reprobox.manifest import RunRecord, write_record
 
 CONTENT = "c" * 64
