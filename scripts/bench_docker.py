@@ -1,7 +1,9 @@
 """Benchmark the docker runtime against bare `docker run`, and the "is it already built?" path.
 
-(a) a trivial job (`python3 -c pass`) through DockerRuntime, the guest entrypoint included, versus
+(a) `reprobox run JOB --runtime docker` of a trivial job (`python3 -c pass`) as a user runs it: the
+    controller's start-up, image check, guest, hashing, fingerprint and manifest included, versus
 (b) `docker run --rm --entrypoint python3 IMAGE -c pass` of the same image, alternating, several repeats;
+(a') the same job through DockerRuntime.run alone (where the remaining overhead sits);
 (c) ensure_image on an unchanged context: connect, plan, find the tag, no build step.
 Prints medians and exits 1 when a target is missed (overhead of (a) over (b) <= 1.0 s; (c) <= 1.0 s).
 
@@ -52,6 +54,19 @@ def reprobox_run(runtime: DockerRuntime, workdir: Path, index: int) -> float:
     return elapsed
 
 
+def cli_run(args: argparse.Namespace, workdir: Path) -> float:
+    """The whole `reprobox run` command, as a subprocess."""
+    job = workdir / "cli-job"
+    job.mkdir(exist_ok=True)
+    (job / "job.yaml").write_text('version: 1\nname: bench\ncommand: [python3, -c, "pass"]\n')
+    command = [sys.executable, "-m", "reprobox", "run", str(job), "--runtime", "docker", "-q"]
+    command += ["--runs-dir", str(workdir / "runs"), "--base-image", args.base_image]
+    command += ["--wheelhouse", str(args.wheelhouse), "--lock", args.lock]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
 def bare_run(image_id: str) -> float:
     started = time.perf_counter()
     subprocess.run(
@@ -99,28 +114,36 @@ def main() -> int:
     runtime = DockerRuntime(info, engine=engine)
     with tempfile.TemporaryDirectory(prefix="reprobox-bench-") as tmp:
         workdir = Path(tmp)
-        reprobox_run(runtime, workdir, -1)  # warm-up of both paths, not counted
+        reprobox_run(runtime, workdir, -1)  # warm-up of every path, not counted
+        cli_run(args, workdir)
         bare_run(info.id)
-        reprobox_times, bare_times = [], []
+        reprobox_times, bare_times, cli_times = [], [], []
         for index in range(args.repeats):
             if index % 2 == 0:
+                cli_times.append(cli_run(args, workdir))
                 reprobox_times.append(reprobox_run(runtime, workdir, index))
                 bare_times.append(bare_run(info.id))
             else:
                 bare_times.append(bare_run(info.id))
                 reprobox_times.append(reprobox_run(runtime, workdir, index))
+                cli_times.append(cli_run(args, workdir))
     reuse = [reuse_check(args) for _ in range(args.repeats)]
     reuse_times = [seconds for seconds, _ in reuse]
     build_steps = [step for _, steps in reuse for step in steps]
 
     reprobox_median, bare_median = statistics.median(reprobox_times), statistics.median(bare_times)
-    overhead = reprobox_median - bare_median
+    cli_median = statistics.median(cli_times)
+    overhead = cli_median - bare_median
     reuse_median = statistics.median(reuse_times)
     print(
         f"image {info.tags[0] if info.tags else info.id} ({info.id[:19]}), {args.repeats} alternating repeats"
     )
     print(
-        f"  (a) reprobox DockerRuntime run, guest included : median {reprobox_median:.3f} s  "
+        f"  (a) reprobox run --runtime docker (the CLI)     : median {cli_median:.3f} s  "
+        f"[{', '.join(f'{t:.2f}' for t in cli_times)}]"
+    )
+    print(
+        f"  (a') DockerRuntime.run alone, guest included    : median {reprobox_median:.3f} s  "
         f"[{', '.join(f'{t:.2f}' for t in reprobox_times)}]"
     )
     print(
