@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import math
 import os
 import threading
 import time
@@ -52,6 +53,7 @@ class _Trail:
         self.step = 0
         self.names: dict[int, str] = {}
         self.optimizers: list[weakref.ref[Any]] = []  # in first-step order, so fallback names are stable
+        self.optimizer_ids: set[int] = set()
         self.last_loss: Any = None
         self.pending_scalars: dict[int, dict[str, float]] = {}
         self.lock = threading.Lock()
@@ -62,14 +64,19 @@ class _Trail:
     def write(self, record: dict[str, Any]) -> None:
         self.handle.write(json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")
 
+    def records(self, step: int) -> bool:
+        """Whether optimizer step `step` gets a trail record."""
+        return step % self.every == 0 or (self.max_steps is not None and step >= self.max_steps)
+
     def after_step(self, optimizer: Any) -> None:
         with self.lock:
             self.step += 1
             step = self.step
             last = self.max_steps is not None and step >= self.max_steps
-            if not any(ref() is optimizer for ref in self.optimizers):
+            if id(optimizer) not in self.optimizer_ids:
+                self.optimizer_ids.add(id(optimizer))
                 self.optimizers.append(weakref.ref(optimizer))
-            if step % self.every != 0 and not last:
+            if not self.records(step):
                 return
             record = self.record(step, _optimizer_params(ref() for ref in self.optimizers))
             self.write(record)
@@ -197,8 +204,9 @@ def _watch_backward(torch_module: ModuleType) -> None:
     original = torch_module.Tensor.backward
 
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _TRAIL is not None and self.numel() == 1:
-            _TRAIL.last_loss = self.detach()
+        trail = _TRAIL
+        if trail is not None and trail.records(trail.step + 1) and self.numel() == 1:
+            trail.last_loss = self.detach()  # only before a recorded step: a detach per step costs
         return original(self, *args, **kwargs)
 
     torch_module.Tensor.backward = backward
@@ -222,7 +230,9 @@ def _parameter_names(torch_module: ModuleType, params: list[torch.Tensor]) -> di
     """Name parameters after the largest nn.Module holding them (found once, by a scan of live objects)."""
     wanted = {id(p) for p in params}
     best: dict[int, str] = {}
-    modules = [o for o in gc.get_objects() if isinstance(o, torch_module.nn.Module)]
+    module_type = torch_module.nn.Module
+    # type(), not isinstance(): isinstance may call a deprecated object's __class__ and warn.
+    modules = [o for o in gc.get_objects() if issubclass(type(o), module_type)]
     modules.sort(key=lambda m: -sum(1 for _ in m.parameters()))
     for module in modules:
         for name, param in module.named_parameters():
@@ -233,16 +243,28 @@ def _parameter_names(torch_module: ModuleType, params: list[torch.Tensor]) -> di
     return best
 
 
+NUMPY_FLOATS = ("float32", "float64", "float16")
+
+
 def _digest(torch_module: ModuleType, tensor: torch.Tensor) -> list[Any]:
+    """[digest, sum, L2 norm] of one parameter; on CPU through a zero-copy NumPy view (fewer torch calls)."""
     data = tensor.detach()
+    if data.numel() == 0:
+        return [hashlib.sha256(b"").hexdigest(), 0.0, 0.0]
+    if data.device.type == "cpu" and str(data.dtype).removeprefix("torch.") in NUMPY_FLOATS:
+        values = (data if data.is_contiguous() else data.contiguous()).numpy().reshape(-1)
+        digest = hashlib.sha256(values.view("uint8").data).hexdigest()
+        return [digest, float(values.sum(dtype="float64")), math.sqrt(float(values.dot(values)))]
     if data.device.type == "cpu":
         flat = data.contiguous().reshape(-1)
-        raw = flat.view(torch_module.uint8).numpy().data if flat.numel() else memoryview(b"")
-        digest = hashlib.sha256(raw).hexdigest()
+        digest = hashlib.sha256(flat.view(torch_module.uint8).numpy().data).hexdigest()
     else:
         digest = _device_checksum(torch_module, data)
-    values = data.double()
-    return [digest, float(values.sum()), float(values.norm())]
+    if not (data.is_floating_point() or data.is_complex()):
+        data = data.double()
+    total = float(data.sum(dtype=torch_module.float64).real)
+    norm = float(torch_module.linalg.vector_norm(data, dtype=torch_module.float64))
+    return [digest, total, norm]
 
 
 def _device_checksum(torch_module: ModuleType, data: torch.Tensor) -> str:
