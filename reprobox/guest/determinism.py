@@ -52,6 +52,10 @@ def process_environment(seed: int, det: Determinism) -> dict[str, str]:
         "CUBLAS_WORKSPACE_CONFIG": det.cublas_workspace_config,
         "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0",
         "NCCL_ALGO": det.nccl_algo,
+        # The thread count must not follow the machine's load: dynamic adjustment changes how
+        # reductions are split, and with it the rounding.
+        "OMP_DYNAMIC": "FALSE",
+        "MKL_DYNAMIC": "FALSE",
     }
     if det.cuda_launch_blocking:
         env["CUDA_LAUNCH_BLOCKING"] = "1"

@@ -93,7 +93,7 @@ def test_max_steps_is_a_prefix_check(tmp_path: Path, capsys) -> None:
     code, data = run_json(
         capsys, "verify", str(DIVERGE), "--runtime", "local", "--max-steps", "10", "--runs-dir", str(tmp_path)
     )
-    assert code == 0 and data["verdict"] == "identical"
+    assert code == 0 and data["verdict"] == "identical", data.get("first_divergence") or data["notes"]
     assert any("first 10 optimizer steps are bit-identical" in note for note in data["notes"])
     record = read_record(data["runs"][0])
     assert record.data["prefix_check"] == {"max_steps": 10, "reached": True}
@@ -104,7 +104,7 @@ def test_max_steps_past_the_divergence_is_different(tmp_path: Path, capsys) -> N
     code, data = run_json(
         capsys, "verify", str(DIVERGE), "--runtime", "local", "--max-steps", "25", "--runs-dir", str(tmp_path)
     )
-    assert code == 1 and data["first_divergence"]["step"] == 20
+    assert code == 1 and data["first_divergence"]["step"] == 20, data["first_divergence"]
 
 
 def test_trail_log_adds_scalars(tmp_path: Path) -> None:
