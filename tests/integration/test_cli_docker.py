@@ -115,3 +115,13 @@ def test_compose_verdict_is_the_exit_code(compose_project: tuple[list[str], dict
     )
     assert differ.returncode == 1, differ.stdout[-2000:]
     assert "different inputs: seed 0 vs 1" in differ.stdout
+
+
+def test_fingerprint_inside_the_image(offline_env: None, capsys) -> None:
+    assert cli.main(["fingerprint", "--runtime", "docker", "--json", "-q"]) == 0
+    fingerprint = json.loads(capsys.readouterr().out)
+    software = fingerprint["software"]
+    assert software["image"]["id"].startswith("sha256:")
+    assert software["torch"]["version"].startswith("2.13.0")
+    assert software["environment"]["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # baked into the image
+    assert len(fingerprint["stack_digest"]) == 64
