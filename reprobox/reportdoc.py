@@ -2,23 +2,26 @@
 
 Meant to be attached to a paper review: the verdict first, then why (stack differences, tensor
 differences, the first diverging step), then the evidence (fingerprints side by side, hashes, plot).
+The document is built once as a list of blocks; Markdown and HTML are two renderings of it.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from reprobox import explain, trails
-from reprobox.compare import Comparison, closeness, compare_runs
+from reprobox.compare import Comparison, compare_runs
 from reprobox.guest.fingerprint import iter_fields
 from reprobox.manifest import RunRecord
 from reprobox.report import VERDICT_SENTENCES, short
 
 MAX_FINGERPRINT_ROWS = 400
+SHOWN_PARAMETERS = 12
+TENSOR_HEADERS = ("checkpoint", "tensor", "dtype", "differing elements", "max abs", "max rel", "max ULP")
 
 
 @dataclass
@@ -31,13 +34,26 @@ class ReportData:
     losses: list[tuple[str, list[tuple[int, float]]]]
 
 
+@dataclass(frozen=True)
+class Block:
+    """One piece of the document: a heading, a paragraph (with an optional bold label), a list, a
+    table (rows whose first cell is in `highlight` are marked), or the figure."""
+
+    kind: str
+    text: str = ""
+    label: str = ""
+    items: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+    highlight: frozenset[str] = field(default_factory=frozenset)
+    ident: str = ""
+
+
 def gather(records: Sequence[RunRecord], comparison: Comparison | None = None) -> ReportData:
     comparison = comparison or compare_runs(records)
     reference, other = records[0], records[-1]
     diffs = explain.diff_fingerprints(reference.fingerprint, other.fingerprint) if len(records) > 1 else []
-    sentence = None
-    if comparison.verdict == "different":
-        sentence = explain.stack_verdict(diffs, closeness=closeness(comparison))  # same as compare's
+    sentence = (comparison.explanation or {}).get("sentence") if comparison.verdict == "different" else None
     trail_a, trail_b = trails.trail_of(reference), trails.trail_of(other)
     drift = trails.divergence_series(trail_a, trail_b) if trail_a and trail_b and len(records) > 1 else []
     losses = []
@@ -52,73 +68,85 @@ def headline(data: ReportData) -> str:
     return VERDICT_SENTENCES.get(data.comparison.verdict, data.comparison.verdict).format(n=len(data.records))
 
 
+def title(data: ReportData) -> str:
+    return f"reprobox report: {data.records[0].data.get('job_name', '')}"
+
+
+def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> list[Block]:
+    """The document, in reading order; `lead` goes right after the title (reproduce's summary)."""
+    c = data.comparison
+    doc: list[Block] = [*lead, Block("verdict", headline(data))]
+    if data.stack_sentence:
+        doc.append(Block("para", data.stack_sentence, label="Why:"))
+    if c.first_divergence:
+        fd = c.first_divergence
+        names = ", ".join(fd["parameters"][:SHOWN_PARAMETERS])
+        text = f"First divergence at optimizer step {fd['step']} in: {names}."
+        doc.append(Block("para", text, ident="first-divergence"))
+    doc += [Block("heading", "Runs"), _table(("run", "status", "started", "stack digest"), _run_rows(data))]
+    if data.stack_differences:
+        rows = [
+            (d.label, d.field, _show(d.a), _show(d.b), "yes" if d.affects_numerics else "no")
+            for d in data.stack_differences
+        ]
+        doc += [
+            Block("heading", "Stack differences"),
+            _table(("what", "field", "run A", "run B", "numerics"), rows),
+        ]
+    doc += [
+        Block("heading", "Checkpoints"),
+        _table(("checkpoint", "identical", *_run_headers(data)), _checkpoint_rows(c)),
+    ]
+    if c.differences:
+        doc += [
+            Block("heading", "Differing tensors"),
+            _table(TENSOR_HEADERS, _tensor_rows(c), ident="tensors"),
+        ]
+        if c.differing_tensor_total > len(c.differences):
+            shown = (
+                f"{c.differing_tensor_total} tensors differ in all; the first {len(c.differences)} are shown."
+            )
+            doc.append(Block("para", shown))
+    if figure:
+        doc += [Block("heading", "Divergence per step"), Block("figure", "divergence per optimizer step")]
+    if c.notes:
+        doc += [Block("heading", "Notes"), Block("list", items=tuple(c.notes))]
+    differing = frozenset(d.field for d in data.stack_differences)
+    fingerprints = _table(
+        ("field", *_run_headers(data)), _fingerprint_rows(data, differing), highlight=differing
+    )
+    return [*doc, Block("heading", "Fingerprints"), fingerprints]
+
+
 # -- Markdown ---------------------------------------------------------------------------------------
 
 
-def markdown(data: ReportData, figure_name: str | None) -> str:
-    c = data.comparison
-    lines = [
-        f"# reprobox report: {data.records[0].data.get('job_name', '')}",
-        "",
-        f"**Verdict: {headline(data)}.**",
-    ]
-    if data.stack_sentence:
-        lines += ["", f"**Why:** {data.stack_sentence}."]
-    if c.first_divergence:
-        fd = c.first_divergence
-        lines += [
-            "",
-            f"First divergence at optimizer step **{fd['step']}** in: {', '.join(fd['parameters'][:12])}.",
-        ]
-    lines += [
-        "",
-        "## Runs",
-        "",
-        _md_table(["run", "status", "started", "stack digest"], _run_rows(data.records)),
-    ]
-    if data.stack_differences:
-        rows = [
-            [d.label, d.field, _show(d.a), _show(d.b), "yes" if d.affects_numerics else "no"]
-            for d in data.stack_differences
-        ]
-        lines += [
-            "",
-            "## Stack differences",
-            "",
-            _md_table(["what", "field", "run A", "run B", "affects numerics"], rows),
-        ]
-    lines += [
-        "",
-        "## Checkpoints",
-        "",
-        _md_table(["checkpoint", "identical", *_run_headers(data)], _checkpoint_rows(c)),
-    ]
-    if c.differences:
-        lines += ["", "## Differing tensors", "", _md_table(_TENSOR_HEADERS, _tensor_rows(c))]
-        if c.differing_tensor_total > len(c.differences):
-            lines.append(
-                f"\n{c.differing_tensor_total} tensors differ in all; "
-                f"the first {len(c.differences)} are shown."
-            )
-    if figure_name:
-        lines += ["", "## Divergence per step", "", f"![divergence per optimizer step]({figure_name})"]
-    if c.notes:
-        lines += ["", "## Notes", "", *[f"- {note}" for note in c.notes]]
-    lines += [
-        "",
-        "## Fingerprints",
-        "",
-        _md_table(["field", *_run_headers(data)], _fingerprint_rows(data, mark="**")),
-    ]
+def markdown(data: ReportData, figure_name: str | None, lead: Sequence[Block] = ()) -> str:
+    lines = [f"# {title(data)}"]
+    for block in blocks(data, figure=figure_name is not None, lead=lead):
+        lines.append("")
+        if block.kind == "verdict":
+            lines.append(f"**Verdict: {block.text}.**")
+        elif block.kind == "heading":
+            lines.append(f"## {block.text}")
+        elif block.kind == "para":
+            lines.append(f"**{block.label}** {block.text}" if block.label else block.text)
+        elif block.kind == "list":
+            lines.extend(f"- {item}" for item in block.items)
+        elif block.kind == "table":
+            lines.append(_md_table(block))
+        elif block.kind == "figure":
+            lines.append(f"![{block.text}]({figure_name})")
     return "\n".join(lines) + "\n"
 
 
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
+def _md_table(block: Block) -> str:
+    def cell(text: str, first: bool) -> str:
+        text = text.replace("|", "\\|").replace("\n", " ")
+        return f"**{text}**" if first and text in block.highlight else text
 
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(cell(str(v)) for v in row) + " |" for row in rows]
+    out = ["| " + " | ".join(block.headers) + " |", "|" + "---|" * len(block.headers)]
+    out += ["| " + " | ".join(cell(v, i == 0) for i, v in enumerate(row)) + " |" for row in block.rows]
     return "\n".join(out)
 
 
@@ -146,112 +174,77 @@ figure svg,figure img{max-width:100%;height:auto}
 """
 
 
-def html_document(data: ReportData, figure_svg: bytes | None) -> str:
-    c = data.comparison
+def html_document(data: ReportData, figure_svg: bytes | None, lead: Sequence[Block] = ()) -> str:
     e = html.escape
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>reprobox report: {e(str(data.records[0].data.get('job_name', '')))}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>reprobox report: {e(str(data.records[0].data.get('job_name', '')))}</h1>",
-        f"<div class='verdict {e(c.verdict)}' id='verdict'>{e(headline(data))}</div>",
+        f"<title>{e(title(data))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{e(title(data))}</h1>",
     ]
-    if data.stack_sentence:
-        parts.append(f"<p id='why'><strong>Why:</strong> {e(data.stack_sentence)}.</p>")
-    if c.first_divergence:
-        fd = c.first_divergence
-        params = ", ".join(f"<code>{e(p)}</code>" for p in fd["parameters"][:12])
-        parts.append(
-            f"<p id='first-divergence'>First divergence at optimizer step <strong>{fd['step']}</strong> "
-            f"in {params}.</p>"
-        )
-    parts += [
-        "<h2>Runs</h2>",
-        _html_table(["run", "status", "started", "stack digest"], _run_rows(data.records)),
-    ]
-    if data.stack_differences:
-        rows = [
-            [d.label, d.field, _show(d.a), _show(d.b), "yes" if d.affects_numerics else "no"]
-            for d in data.stack_differences
-        ]
-        parts += [
-            "<h2>Stack differences</h2>",
-            _html_table(["what", "field", "run A", "run B", "affects numerics"], rows),
-        ]
-    parts += [
-        "<h2>Checkpoints</h2>",
-        _html_table(["checkpoint", "identical", *_run_headers(data)], _checkpoint_rows(c)),
-    ]
-    if c.differences:
-        parts += [
-            "<h2>Differing tensors</h2>",
-            _html_table(_TENSOR_HEADERS, _tensor_rows(c), table_id="tensors"),
-        ]
-        if c.differing_tensor_total > len(c.differences):
+    for block in blocks(data, figure=figure_svg is not None, lead=lead):
+        if block.kind == "verdict":
             parts.append(
-                f"<p class='muted'>{c.differing_tensor_total} tensors differ in all; "
-                f"the first {len(c.differences)} are shown.</p>"
+                f"<div class='verdict {e(data.comparison.verdict)}' id='verdict'>{e(block.text)}</div>"
             )
-    if figure_svg:
-        svg = figure_svg.decode("utf-8")
-        svg = svg[svg.index("<svg") :]
-        parts += ["<h2>Divergence per step</h2>", f"<figure id='plot'>{svg}</figure>"]
-    if c.notes:
-        parts += ["<h2>Notes</h2><ul>", *[f"<li>{e(n)}</li>" for n in c.notes], "</ul>"]
-    fingerprint_rows = _fingerprint_rows(data, mark="")
-    differing = {d.field for d in data.stack_differences}
-    parts += [
-        "<h2>Fingerprints</h2>",
-        _html_table(["field", *_run_headers(data)], fingerprint_rows, highlight=differing),
-    ]
+        elif block.kind == "heading":
+            parts.append(f"<h2>{e(block.text)}</h2>")
+        elif block.kind == "para":
+            ident = f" id='{e(block.ident)}'" if block.ident else ""
+            label = f"<strong>{e(block.label)}</strong> " if block.label else ""
+            parts.append(f"<p{ident}>{label}{e(block.text)}</p>")
+        elif block.kind == "list":
+            parts.append("<ul>" + "".join(f"<li>{e(item)}</li>" for item in block.items) + "</ul>")
+        elif block.kind == "table":
+            parts.append(_html_table(block))
+        elif block.kind == "figure" and figure_svg is not None:
+            svg = figure_svg.decode("utf-8")
+            parts.append(f"<figure id='plot'>{svg[svg.index('<svg') :]}</figure>")
     parts.append("<p class='muted'>Generated by reprobox.</p></body></html>")
     return "\n".join(parts)
 
 
-def _html_table(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    highlight: set[str] | None = None,
-    table_id: str | None = None,
-) -> str:
+def _html_table(block: Block) -> str:
     e = html.escape
-    ident = f" id='{table_id}'" if table_id else ""
+    ident = f" id='{block.ident}'" if block.ident else ""
     out = [
-        f"<table{ident}><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in headers) + "</tr></thead><tbody>"
+        f"<table{ident}><thead><tr>"
+        + "".join(f"<th>{e(h)}</th>" for h in block.headers)
+        + "</tr></thead><tbody>"
     ]
-    for row in rows:
-        css = " class='diff'" if highlight and row and row[0] in highlight else ""
-        cells = "".join(
-            f"<td class='num'>{e(str(v))}</td>" if _numeric(str(v)) else f"<td>{e(str(v))}</td>" for v in row
-        )
+    for row in block.rows:
+        css = " class='diff'" if row and row[0] in block.highlight else ""
+        cells = "".join(f"<td class='num'>{e(v)}</td>" if _numeric(v) else f"<td>{e(v)}</td>" for v in row)
         out.append(f"<tr{css}>{cells}</tr>")
     out.append("</tbody></table>")
     return "".join(out)
 
 
-# -- shared rows ------------------------------------------------------------------------------------
+# -- rows -------------------------------------------------------------------------------------------
 
-_TENSOR_HEADERS = ["checkpoint", "tensor", "dtype", "differing elements", "max abs", "max rel", "max ULP"]
+
+def _table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    highlight: frozenset[str] = frozenset(),
+    ident: str = "",
+) -> Block:
+    return Block(
+        "table", headers=tuple(headers), rows=tuple(tuple(r) for r in rows), highlight=highlight, ident=ident
+    )
 
 
 def _run_headers(data: ReportData) -> list[str]:
     return [f"run {chr(ord('A') + i)}" for i in range(len(data.records))]
 
 
-def _run_rows(records: Sequence[RunRecord]) -> list[list[str]]:
+def _run_rows(data: ReportData) -> list[list[str]]:
     rows = []
-    for index, record in enumerate(records):
-        label = f"{chr(ord('A') + index)}: {record.run_dir}"
+    for index, record in enumerate(data.records):
         digest = record.fingerprint.get("stack_digest")
-        rows.append(
-            [
-                label,
-                record.status,
-                str(record.data.get("started_at", "")),
-                short(digest if isinstance(digest, str) else None),
-            ]
-        )
+        started = str(record.data.get("started_at", ""))
+        label = f"{chr(ord('A') + index)}: {record.run_dir}"
+        rows.append([label, record.status, started, short(digest if isinstance(digest, str) else None)])
     return rows
 
 
@@ -272,6 +265,7 @@ def _tensor_rows(c: Comparison) -> list[list[str]]:
         count = d.get("note") or (
             f"{d['differing']} of {d['total']}" if d.get("differing") is not None else "-"
         )
+        ulp = str(d["max_ulp"]) if d.get("max_ulp") is not None else "-"
         rows.append(
             [
                 str(d.get("checkpoint", "")),
@@ -280,23 +274,18 @@ def _tensor_rows(c: Comparison) -> list[list[str]]:
                 str(count),
                 _number(d.get("max_abs")),
                 _number(d.get("max_rel")),
-                str(d["max_ulp"]) if d.get("max_ulp") is not None else "-",
+                ulp,
             ]
         )
     return rows
 
 
-def _fingerprint_rows(data: ReportData, *, mark: str) -> list[list[str]]:
+def _fingerprint_rows(data: ReportData, differing: frozenset[str]) -> list[list[str]]:
+    """Every fingerprint field side by side, the differing ones first."""
     columns = [dict(iter_fields(r.fingerprint)) for r in data.records]
-    fields = sorted({f for column in columns for f in column if not f.startswith("ranks.")})[
-        :MAX_FINGERPRINT_ROWS
-    ]
-    differing = {d.field for d in data.stack_differences}
-    rows = []
-    for field in fields:
-        label = f"{mark}{field}{mark}" if mark and field in differing else field
-        rows.append([label, *[_show(column.get(field)) for column in columns]])
-    return rows
+    every = {f for column in columns for f in column if not f.startswith("ranks.")}
+    fields = sorted(every, key=lambda f: (f not in differing, f))[:MAX_FINGERPRINT_ROWS]
+    return [[name, *[_show(column.get(name)) for column in columns]] for name in fields]
 
 
 def _show(value: Any) -> str:

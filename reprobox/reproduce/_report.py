@@ -3,7 +3,6 @@ reproduction's own sentence and what was replayed, all written atomically."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,48 +34,43 @@ def write_reports(ctx: Context, records: Sequence[RunRecord], result: ReproduceR
     data = reportdoc.gather([ctx.published_record, *records], result.comparison)
     data.stack_differences = ctx.stack_differences or data.stack_differences
     data.stack_sentence = None  # the reproduction's own sentence heads the report
-    summary = _summary_lines(ctx, result)
-    markdown_text = reportdoc.markdown(data, None)
-    title, _, rest = markdown_text.partition("\n")
+    lead = _summary_blocks(ctx, result)
     markdown_path, html_path, json_path = (
         report_dir / "report.md",
         report_dir / "report.html",
         report_dir / RESULT_NAME,
     )
     result.reports = [markdown_path, html_path, json_path]
-    write_text_atomic(markdown_path, "\n".join([title, "", "## Reproduction", "", *summary]) + "\n" + rest)
-    html_text = reportdoc.html_document(data, None)
-    head, marker, tail = html_text.partition("</h1>")
-    write_text_atomic(html_path, head + marker + _summary_html(summary) + tail)
+    write_text_atomic(markdown_path, reportdoc.markdown(data, None, lead=lead))
+    write_text_atomic(html_path, reportdoc.html_document(data, None, lead=lead))
     write_json_atomic(json_path, result.to_json())
     return result.reports
 
 
-def _summary_lines(ctx: Context, result: ReproduceResult) -> list[str]:
+def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[reportdoc.Block]:
+    """The reproduction's own verdict and what it checked, ahead of the run comparison."""
     threads = result.settings.get("threads", {})
     image = result.image or {}
     signature = "absent"
     if result.signature.get("signed"):
         signature = "verified" if result.signature.get("verified") else "not checked"
     how = f" ({image['how']})" if image.get("how") else ""
-    lines = [
-        f"**{result.sentence}** (exit code {result.exit_code})",
-        "",
-        f"- attestation: {result.attestation} ({ctx.attestation.verified_runs} verified run(s) by the "
+    items = [
+        f"attestation: {result.attestation} ({ctx.attestation.verified_runs} verified run(s) by the "
         f"author; signature {signature})",
-        f"- code: {result.code_dir} matches the attested tree ({ctx.attestation.code['sha256'][:16]})",
-        f"- image: {image.get('id', 'none (local runtime)')}{how}",
-        f"- replayed: seed {result.settings.get('seed')}, {threads.get('used')} threads "
+        f"code: {result.code_dir} matches the attested tree ({ctx.attestation.code['sha256'][:16]})",
+        f"image: {image.get('id', 'none (local runtime)')}{how}",
+        f"replayed: seed {result.settings.get('seed')}, {threads.get('used')} threads "
         f"(author: {threads.get('author')}), world size {result.settings.get('world_size')}",
-        f"- runs here: {', '.join(str(r) for r in result.runs)}",
+        f"runs here: {', '.join(str(r) for r in result.runs)}",
     ]
     if result.bundle:
-        lines.append(f"- bundle: {result.bundle['path']} (sha256 {result.bundle['sha256']})")
-    lines += [f"- note: {note}" for note in result.notes]
-    return lines
-
-
-def _summary_html(lines: Sequence[str]) -> str:
-    body = "".join(f"<li>{html.escape(line[2:])}</li>" for line in lines if line.startswith("- "))
-    sentence = html.escape(lines[0].replace("**", ""))
-    return f"<h2>Reproduction</h2><p id='reproduction'><strong>{sentence}</strong></p><ul>{body}</ul>"
+        items.append(f"bundle: {result.bundle['path']} (sha256 {result.bundle['sha256']})")
+    items += [f"note: {note}" for note in result.notes]
+    return [
+        reportdoc.Block("heading", "Reproduction"),
+        reportdoc.Block(
+            "para", f"(exit code {result.exit_code})", label=result.sentence, ident="reproduction"
+        ),
+        reportdoc.Block("list", items=tuple(items)),
+    ]

@@ -57,7 +57,7 @@ def test_markdown_report(diverged_runs: list[Path], tmp_path: Path, capsys) -> N
     text = out.read_text()
     assert "**Verdict: checkpoints differ between runs.**" in text
     assert "same stack, different result: a real nondeterminism" in text
-    assert "First divergence at optimizer step **20** in: head.weight." in text
+    assert "First divergence at optimizer step 20 in: head.weight." in text
     assert "| model.pt | head.weight | float32 | 128 of 128 |" in text
     png = out.with_suffix(".png")
     assert png.read_bytes().startswith(b"\x89PNG")
