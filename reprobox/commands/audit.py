@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprobox import hazards, runner, runtimes
-from reprobox.commands.common import add_run_flags, load_job_with_flags
+from reprobox.commands.common import add_command, add_run_flags, load_job_with_flags
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.guest import settings
 
@@ -27,14 +27,14 @@ exit: 0 nothing found, 1 hazards found, 3 the job failed
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
+    parser = add_command(
+        commands,
         "audit",
-        help="find nondeterminism hazards: a static scan of the code plus a warn-only run",
+        "find nondeterminism hazards: a static scan of the code plus a warn-only run",
+        AUDIT_EPILOG,
         description="Scan the job's code for known nondeterminism hazards, then run it with deterministic "
         "algorithms in warn-only mode and collect every nondeterministic-op warning with the job's "
         "source line.",
-        epilog=AUDIT_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_flags(parser)
     parser.add_argument("--static-only", action="store_true", help="scan the code without running the job")

@@ -12,6 +12,27 @@ from reprobox.runner import runs_dir_default
 RUNTIME_CHOICES = ("auto", "docker", "local", "slurm")
 
 
+Commands = argparse._SubParsersAction  # the `add_subparsers()` object every command module registers on
+
+
+def add_command(
+    commands: Commands[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    epilog: str,
+    *,
+    description: str = "",
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help shows the summary, a description and the examples epilog as written."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=description or summary[0].upper() + summary[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object on stdout (text goes to stderr)"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprobox import job
-from reprobox.commands.common import add_output_flags
+from reprobox.commands.common import add_command, add_output_flags
 from reprobox.errors import EXIT_OK, SpecError
 from reprobox.manifest import MANIFEST_NAME, read_record
 from reprobox.runner import runs_dir_default
@@ -33,13 +33,13 @@ examples:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    build = commands.add_parser(
+    build = add_command(
+        commands,
         "build",
-        help="build the job's image (or reuse it when nothing changed)",
+        "build the job's image (or reuse it when nothing changed)",
+        BUILD_EPILOG,
         description="Build the reprobox image for a job: pinned base, hash-locked stack, deterministic "
         "environment, non-root user, the guest as entrypoint.",
-        epilog=BUILD_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     build.add_argument(
         "job", nargs="?", type=Path, metavar="JOB", help="a job.yaml (default: the plain reprobox image)"
@@ -58,13 +58,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_output_flags(build)
     build.set_defaults(handler=build_command)
 
-    images = commands.add_parser(
+    images = add_command(
+        commands,
         "images",
-        help="list reprobox images and the jobs that used them",
+        "list reprobox images and the jobs that used them",
+        IMAGES_EPILOG,
         description="List the reprobox images on this engine with their base, lock and version, and the "
         "jobs whose recorded runs used each one.",
-        epilog=IMAGES_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     images.add_argument("--runs-dir", type=Path, default=runs_dir_default(), help="where to look for runs")
     add_output_flags(images)

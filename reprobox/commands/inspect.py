@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import probe
-from reprobox.commands.common import RUNTIME_CHOICES, add_output_flags
+from reprobox.commands.common import RUNTIME_CHOICES, add_command, add_output_flags
 from reprobox.errors import EXIT_OK, UsageError
 from reprobox.manifest import read_record
 
@@ -39,12 +39,12 @@ examples:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    report = commands.add_parser(
+    report = add_command(
+        commands,
         "report",
-        help="write a Markdown or HTML report of runs (verdict, stack diff, tensors, plot)",
+        "write a Markdown or HTML report of runs (verdict, stack diff, tensors, plot)",
+        REPORT_EPILOG,
         description="Write a report explaining a set of runs, for humans (a paper review, a CI artifact).",
-        epilog=REPORT_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     report.add_argument(
         "runs", nargs="+", metavar="RUN_DIR", help="run directories (the first is the reference)"
@@ -56,14 +56,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_output_flags(report)
     report.set_defaults(handler=report_command)
 
-    fingerprint = commands.add_parser(
+    fingerprint = add_command(
+        commands,
         "fingerprint",
-        help="show the hardware and software stack that decides a run's numerics",
+        "show the hardware and software stack that decides a run's numerics",
+        FINGERPRINT_EPILOG,
         description="Fingerprint the stack: hardware (CPU ISA, GPUs via NVML) and software (torch, cuDNN as "
         "loaded, BLAS, threads, determinism flags), with a stack digest over the fields that change "
         "numerics.",
-        epilog=FINGERPRINT_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fingerprint.add_argument(
         "--runtime", choices=RUNTIME_CHOICES, default="local", help="where to probe (default: local)"
@@ -76,12 +76,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_output_flags(fingerprint)
     fingerprint.set_defaults(handler=fingerprint_command)
 
-    hasher = commands.add_parser(
+    hasher = add_command(
+        commands,
         "hash",
-        help="print a checkpoint's file sha256 and canonical content hash",
+        "print a checkpoint's file sha256 and canonical content hash",
+        HASH_EPILOG,
         description="Hash checkpoint files the way reprobox does after a run.",
-        epilog=HASH_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     hasher.add_argument("files", nargs="+", type=Path, metavar="FILE")
     add_output_flags(hasher)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import compare, report, runner, runtimes, verify
-from reprobox.commands.common import add_output_flags, add_run_flags, load_job_with_flags
+from reprobox.commands.common import add_command, add_output_flags, add_run_flags, load_job_with_flags
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
 from reprobox.manifest import read_record
 
@@ -46,22 +46,22 @@ exit: 0 identical, 1 different, 3 one of the runs failed
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    run = commands.add_parser(
+    run = add_command(
+        commands,
         "run",
-        help="run a job once and record its checkpoint hashes",
+        "run a job once and record its checkpoint hashes",
+        RUN_EPILOG,
         description="Run a job once, deterministically, and record its checkpoints' hashes.",
-        epilog=RUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_flags(run)
     run.set_defaults(handler=run_command)
 
-    ver = commands.add_parser(
+    ver = add_command(
+        commands,
         "verify",
-        help="run a job N times and check its checkpoints are bit-identical",
+        "run a job N times and check its checkpoints are bit-identical",
+        VERIFY_EPILOG,
         description="Run a job N times and check that every run's checkpoints are bit-identical.",
-        epilog=VERIFY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_flags(ver)
     ver.add_argument(
@@ -91,12 +91,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     ver.set_defaults(handler=verify_command)
 
-    cmp = commands.add_parser(
+    cmp = add_command(
+        commands,
         "compare",
-        help="compare two runs: which checkpoints and tensors differ, and by how much",
+        "compare two runs: which checkpoints and tensors differ, and by how much",
+        COMPARE_EPILOG,
         description="Compare two runs: which checkpoints and tensors differ, and by how much.",
-        epilog=COMPARE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cmp.add_argument("run_a", metavar="RUN_A", help="a run directory or its manifest.json")
     cmp.add_argument("run_b", metavar="RUN_B", help="another run directory or manifest.json")

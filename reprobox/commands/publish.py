@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprobox import attest, bundle, reproduce
-from reprobox.commands.common import add_output_flags
+from reprobox.commands.common import add_command, add_output_flags
 from reprobox.errors import EXIT_OK, UsageError
 from reprobox.manifest import read_record
 from reprobox.runner import runs_dir_default
@@ -69,7 +69,7 @@ Publish the .pub file (in the paper or the repository); keep the other one priva
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    att = _parser(commands, "attest", "write the attestation a reviewer reproduces", ATTEST_EPILOG)
+    att = add_command(commands, "attest", "write the attestation a reviewer reproduces", ATTEST_EPILOG)
     att.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (bit-identical)")
     att.add_argument(
         "-o",
@@ -83,7 +83,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_output_flags(att)
     att.set_defaults(handler=attest_command)
 
-    rep = _parser(
+    rep = add_command(
         commands,
         "reproduce",
         "rerun a published job and say whether its checkpoints reproduce",
@@ -127,7 +127,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_output_flags(rep)
     rep.set_defaults(handler=reproduce_command)
 
-    pck = _parser(
+    pck = add_command(
         commands, "pack", "bundle an attestation with its code and image for air-gapped review", PACK_EPILOG
     )
     pck.add_argument("attestation", type=Path, metavar="ATTESTATION", help="reprobox.attestation.json")
@@ -145,7 +145,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_output_flags(pck)
     pck.set_defaults(handler=pack_command)
 
-    key = _parser(commands, "keygen", "make an Ed25519 key pair for signing attestations", KEYGEN_EPILOG)
+    key = add_command(commands, "keygen", "make an Ed25519 key pair for signing attestations", KEYGEN_EPILOG)
     key.add_argument(
         "-o",
         "--output",
@@ -156,18 +156,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     key.add_argument("--force", action="store_true", help="replace an existing key")
     add_output_flags(key)
     key.set_defaults(handler=keygen_command)
-
-
-def _parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, epilog: str
-) -> argparse.ArgumentParser:
-    return commands.add_parser(
-        name,
-        help=summary,
-        description=summary[0].upper() + summary[1:] + ".",
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
 
 
 def attest_command(args: argparse.Namespace, out: Output) -> int:
