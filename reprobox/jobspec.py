@@ -1,0 +1,142 @@
+"""The job's schema: what a validated job.yaml becomes (frozen dataclasses), and its JSON form.
+
+`reprobox.job` reads and validates files into these; everything else only reads them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reprobox.guest.determinism import Determinism
+
+SCHEMA_VERSION = 1
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CUBLAS_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
+NCCL_ALGOS = ("Ring", "^NVLS", "Tree")
+LAUNCHER_TYPES = ("none", "torchrun")
+SECRET_PATTERN = re.compile(r"SECRET|TOKEN|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+REDACTED = "<redacted>"
+MAX_SEED = 2**32 - 1  # NumPy's legacy global RNG takes seeds below 2**32
+
+# Set by reprobox for every run; usable as ${...} in `command`, not settable in `env`.
+ALWAYS_SET = ("REPROBOX_OUTPUT_DIR", "REPROBOX_SEED", "REPROBOX_RUN_ID")
+
+TOP_LEVEL_KEYS = (
+    "version",
+    "name",
+    "command",
+    "code",
+    "data",
+    "checkpoints",
+    "seed",
+    "determinism",
+    "env",
+    "timeout",
+    "image",
+    "network",
+    "resources",
+    "trail",
+    "launcher",
+)
+
+
+@dataclass(frozen=True)
+class DataMount:
+    """A read-only input: `source` on the host, seen at `target` in a container."""
+
+    source: Path
+    target: str
+    env: str | None = None  # variable set to where the job can read the data, on every runtime
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """Which image a container run uses: a prebuilt reference, or the reprobox image with extras."""
+
+    reference: str | None = None  # use this image as is (tag or digest)
+    base: str | None = None  # base image for the reprobox Dockerfile
+    requirements: Path | None = None  # the job's extra hash-locked requirements
+    wheelhouse: Path | None = None  # local wheels for offline installs
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Container limits; None means the engine's default."""
+
+    gpus: str | tuple[int, ...] | None = None  # "all", or device indices; None or () for no GPU
+    memory: str | None = None  # "8g"
+    cpus: float | None = None
+    shm_size: str | None = None
+    pids: int = 4096
+
+
+@dataclass(frozen=True)
+class Trail:
+    every: int = 1
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How the command starts: as is, or under PyTorch's torchrun with N processes per node on M nodes."""
+
+    type: str = "none"
+    nproc_per_node: int = 1
+    nnodes: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job: paths absolute, defaults filled in."""
+
+    job_file: Path
+    name: str
+    command: tuple[str, ...]
+    code: Path
+    data: tuple[DataMount, ...] = ()
+    checkpoints: tuple[str, ...] = ()
+    seed: int = 0
+    determinism: Determinism = field(default_factory=Determinism)
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    image: ImageSpec = field(default_factory=ImageSpec)
+    network: bool = False
+    resources: Resources = field(default_factory=Resources)
+    trail: Trail | None = None
+    launcher: Launcher = field(default_factory=Launcher)
+
+    def to_json(self) -> dict[str, Any]:
+        """The resolved spec for the manifest; secret-looking env values are redacted."""
+        data = asdict(self)
+        data["env"] = redact_env(self.env)
+        resolved: dict[str, Any] = _jsonable(data)
+        return resolved
+
+    def with_overrides(self, **changes: Any) -> JobSpec:
+        """A copy with some fields replaced (used by CLI flags such as --trail)."""
+        values = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        values.update(changes)
+        return JobSpec(**values)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Secrets never land in manifests: values of secret-looking keys are replaced."""
+    return {key: (REDACTED if SECRET_PATTERN.search(key) else value) for key, value in env.items()}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
