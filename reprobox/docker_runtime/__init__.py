@@ -1,0 +1,65 @@
+"""The `docker` runtime: the guest in a hardened, throwaway container of the job's image.
+
+Hardened by default: a non-root user, no network, every capability dropped, no privilege gain, a
+read-only root filesystem with a private /tmp, the code and data mounted read-only, and only the run
+directory writable. `container_settings` turns a plan into the engine's create arguments as a pure
+function; `DockerRuntime.run` starts the container, streams its output, enforces the timeout, and
+records what `docker inspect` says was in force before it removes the container.
+
+Modules: `_settings` (the pure translation: plan -> create arguments, inspect -> evidence, exit status),
+`_image` (build or reuse the job's image, its recorded facts, the fingerprint inside it) and `_runtime`
+(`DockerRuntime`).
+"""
+
+from __future__ import annotations
+
+from reprobox.docker_runtime._image import (
+    FINGERPRINT_TIMEOUT,
+    Progress,
+    ensure_image,
+    image_facts,
+    image_fingerprint,
+)
+from reprobox.docker_runtime._runtime import STOP_GRACE_SECONDS, DockerRuntime
+from reprobox.docker_runtime._settings import (
+    CONTAINER_HOME,
+    CONTAINER_HOSTNAME,
+    CONTAINER_REFERENCE_DIR,
+    GUEST_USER,
+    GUEST_USER_NAME,
+    JOB_LABEL,
+    RUN_ID_LABEL,
+    TMPFS_OPTIONS,
+    apply_exit_status,
+    container_name,
+    container_settings,
+    container_user,
+    effective_settings,
+    hardened_settings,
+    size_bytes,
+)
+
+__all__ = [
+    "CONTAINER_HOME",
+    "CONTAINER_HOSTNAME",
+    "CONTAINER_REFERENCE_DIR",
+    "FINGERPRINT_TIMEOUT",
+    "GUEST_USER",
+    "GUEST_USER_NAME",
+    "JOB_LABEL",
+    "RUN_ID_LABEL",
+    "STOP_GRACE_SECONDS",
+    "TMPFS_OPTIONS",
+    "DockerRuntime",
+    "Progress",
+    "apply_exit_status",
+    "container_name",
+    "container_settings",
+    "container_user",
+    "effective_settings",
+    "ensure_image",
+    "hardened_settings",
+    "image_facts",
+    "image_fingerprint",
+    "size_bytes",
+]

@@ -1,0 +1,143 @@
+"""The job's image (built, reused or pulled), the facts recorded about it, and the fingerprint inside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reprobox import image as image_module
+from reprobox.docker_runtime._settings import CONTAINER_HOME, hardened_settings
+from reprobox.engine import GPU_UNAVAILABLE, Engine, ImageInfo, connect
+from reprobox.errors import EnvironmentProblem
+from reprobox.job import ImageSpec
+
+FINGERPRINT_TIMEOUT = 300.0
+
+Progress = Callable[[str], None]
+
+
+def quiet(_line: str) -> None:
+    """A progress callback that shows nothing."""
+
+
+def ensure_image(
+    spec: ImageSpec,
+    *,
+    engine: Engine,
+    progress: Progress = quiet,
+    base_image: str | None = None,
+    wheelhouse: Path | None = None,
+    lock: str | None = None,
+    rebuild: bool = False,
+    network: bool = True,
+    project: image_module.ProjectFiles | None = None,
+) -> ImageInfo:
+    """The job's image: a prebuilt reference as is, or the reprobox image, reused by tag or built now.
+
+    `network=False` builds with no network at all (every wheel must come from the wheelhouse);
+    `project` builds from another source checkout than this package's.
+    """
+    if spec.reference:
+        if engine.image_exists(spec.reference):
+            return engine.inspect_image(spec.reference)
+        progress(f"pulling {spec.reference} ...")
+        return engine.pull(spec.reference, progress)
+    plan = image_module.plan_build(
+        spec, base_image=base_image, lock=lock, wheelhouse=wheelhouse, project=project
+    )
+    if not rebuild and engine.image_exists(plan.tag):
+        progress(f"image {plan.tag} is up to date; no build needed")
+        return engine.inspect_image(plan.tag)
+    offline = ", offline from the wheelhouse" if plan.offline else ""
+    progress(f"building image {plan.tag} from {plan.base_image} ({plan.lock}{offline}) ...")
+    with tempfile.TemporaryFile() as context:
+        image_module.write_build_context(plan, context)
+        context.seek(0)
+        return engine.build(
+            context,
+            plan.tag,
+            plan.buildargs,
+            plan.labels,
+            progress,
+            base_image=plan.base_image,
+            network=network,
+        )
+
+
+def image_facts(image: ImageInfo) -> dict[str, Any]:
+    return {
+        "id": image.id,
+        "repo_digest": image.repo_digest,
+        "repo_digests": list(image.repo_digests),
+        "tags": list(image.tags),
+        "labels": dict(image.labels),
+    }
+
+
+def image_fingerprint(
+    *,
+    image: str | None,
+    base_image: str | None = None,
+    wheelhouse: Path | None = None,
+    lock: str | None = None,
+    progress: Progress = quiet,
+    engine: Engine | None = None,
+) -> dict[str, Any]:
+    """The fingerprint as seen inside an image (the reprobox image when `image` is None), torch imported."""
+    engine = engine or connect()
+    info = ensure_image(
+        ImageSpec(reference=image),
+        engine=engine,
+        progress=progress,
+        base_image=base_image,
+        wheelhouse=wheelhouse,
+        lock=lock,
+    )
+    created = hardened_settings(info, host_uid=os.getuid(), host_gid=os.getgid())
+    created.update(
+        entrypoint=["python3"],
+        command=["-m", "reprobox.guest.fingerprint", "--import-torch"],
+        working_dir=CONTAINER_HOME,
+    )
+    try:
+        return _fingerprint_container(
+            engine, {**created, "device_requests": [{"count": -1, "capabilities": [["gpu"]]}]}
+        )
+    except _NoGpuRuntime:
+        return _fingerprint_container(
+            engine, {**created, "environment": {**created["environment"], "NVIDIA_VISIBLE_DEVICES": "void"}}
+        )
+
+
+class _NoGpuRuntime(Exception):
+    """The engine cannot hand GPUs to containers here."""
+
+
+def _fingerprint_container(engine: Engine, created: dict[str, Any]) -> dict[str, Any]:
+    container_id: str | None = None
+    try:
+        try:
+            container_id = engine.create_container(created)
+            engine.start(container_id)
+        except EnvironmentProblem as exc:
+            if GPU_UNAVAILABLE in exc.message and created.get("device_requests"):
+                raise _NoGpuRuntime from exc
+            raise
+        status = engine.wait(container_id, timeout=FINGERPRINT_TIMEOUT)
+        if status != 0:
+            raise EnvironmentProblem(
+                f"the fingerprint probe in image {created['image'][:19]} exited with status {status}; "
+                "check that the image has python3 with reprobox installed",
+                log_tail=engine.output(container_id, stdout=False, stderr=True).decode(errors="replace")[
+                    -4000:
+                ],
+            )
+        result: dict[str, Any] = json.loads(engine.output(container_id))
+        return result
+    finally:
+        if container_id is not None:
+            engine.remove_container(container_id)

@@ -1,0 +1,214 @@
+"""`DockerRuntime`: start the container, stream its output, stop it on time, record it, remove it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from reprobox.docker_runtime._image import Progress, ensure_image, image_facts, quiet
+from reprobox.docker_runtime._settings import apply_exit_status, container_settings, effective_settings
+from reprobox.engine import Engine, ImageInfo, connect
+from reprobox.errors import EnvironmentProblem
+from reprobox.job import JobSpec
+from reprobox.runtime import OutputSink, RunOutcome, RunPlan
+
+STOP_GRACE_SECONDS = 5.0
+
+
+class DockerRuntime:
+    """Runs each plan in a new hardened container of one image and removes the container afterwards."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        image: ImageInfo,
+        *,
+        engine: Engine | None = None,
+        entrypoint: Sequence[str] | None = None,
+        host_uid: int | None = None,
+        host_gid: int | None = None,
+        stop_grace: float = STOP_GRACE_SECONDS,
+    ) -> None:
+        self.image = image
+        self.engine = engine or connect()
+        self.entrypoint = tuple(entrypoint) if entrypoint is not None else None
+        self.host_uid = os.getuid() if host_uid is None else host_uid
+        self.host_gid = os.getgid() if host_gid is None else host_gid
+        self.stop_grace = stop_grace
+        self._engine_version: str | None = None
+
+    @classmethod
+    def for_job(
+        cls,
+        job: JobSpec,
+        *,
+        base_image: str | None = None,
+        wheelhouse: Path | None = None,
+        lock: str | None = None,
+        rebuild: bool = False,
+        progress: Progress = quiet,
+        engine: Engine | None = None,
+    ) -> DockerRuntime:
+        """Connect, then build the job's image or reuse it (an unchanged job builds nothing)."""
+        engine = engine or connect()
+        image = ensure_image(
+            job.image,
+            engine=engine,
+            progress=progress,
+            base_image=base_image,
+            wheelhouse=wheelhouse,
+            lock=lock,
+            rebuild=rebuild,
+        )
+        return cls(image, engine=engine)
+
+    def describe(self) -> dict[str, Any]:
+        if self._engine_version is None:
+            self._engine_version = self.engine.engine_version()
+        return {
+            "name": self.name,
+            "image": image_facts(self.image),
+            "engine": {"version": self._engine_version},
+        }
+
+    def settings(self, plan: RunPlan) -> dict[str, Any]:
+        return container_settings(
+            plan, self.image, host_uid=self.host_uid, host_gid=self.host_gid, entrypoint=self.entrypoint
+        )
+
+    def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
+        created = self.settings(plan)
+        outcome = RunOutcome(started_at=_now(), runtime=self.describe())
+        ownership = _RunDirOwnership.lend(plan.run_dir, created["user"]) if self.host_uid == 0 else None
+        container_id: str | None = None
+        leftover: str | None = None  # what to remove at the end, whatever happens
+        status: int | None = None
+        watchdog: _Watchdog | None = None
+        try:
+            try:
+                try:
+                    container_id = leftover = self.engine.create_container(created)
+                except KeyboardInterrupt:
+                    leftover = str(created["name"])  # it may exist although create did not return
+                    raise
+                watchdog = _Watchdog(self.engine, container_id, plan.timeout, stop, self.stop_grace)
+                self.engine.start(container_id)
+                output = self.engine.stream_logs(container_id)
+                try:
+                    for chunk in output:
+                        sink.write(chunk)
+                finally:
+                    output.close()
+                status = self.engine.wait(container_id)
+            except KeyboardInterrupt:
+                outcome.interrupted = True
+                if container_id is not None:
+                    _quietly(lambda: self.engine.stop(container_id, self.stop_grace))
+            finally:
+                if watchdog is not None:
+                    watchdog.finish()
+            outcome.ended_at = _now()
+            if container_id is not None:
+                facts = self.engine.inspect_container(container_id)
+                outcome.runtime["container"] = effective_settings(facts)
+                outcome.oom_killed = bool((facts.get("State") or {}).get("OOMKilled"))
+            if watchdog is not None:
+                outcome.timed_out, outcome.cancelled = watchdog.timed_out, watchdog.cancelled
+            apply_exit_status(outcome, status)
+        finally:
+            if leftover is not None:
+                self._remove(leftover)
+            if ownership is not None:
+                ownership.restore()
+        return outcome
+
+    def _remove(self, container: str) -> None:
+        """Remove the container whatever happened; a second Ctrl-C does not stop the removal."""
+        for _attempt in range(3):
+            try:
+                self.engine.remove_container(container)
+                return
+            except KeyboardInterrupt:
+                continue
+
+
+class _Watchdog:
+    """Stops the container at the deadline or when `stop` is set, from a thread of its own."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        container_id: str,
+        timeout: float | None,
+        stop: threading.Event | None,
+        grace: float,
+    ) -> None:
+        self.engine, self.container_id, self.grace = engine, container_id, grace
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.stop_requested = stop
+        self.timed_out = self.cancelled = False
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="reprobox-watchdog", daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.done.wait(0.05):
+            if self.stop_requested is not None and self.stop_requested.is_set():
+                self.cancelled = True
+            elif self.deadline is not None and time.monotonic() >= self.deadline:
+                self.timed_out = True
+            else:
+                continue
+            _quietly(lambda: self.engine.stop(self.container_id, self.grace))
+            return
+
+    def finish(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=self.grace + 30)
+
+
+class _RunDirOwnership:
+    """Lends the run dir to the container's user while a root controller runs the job, then gives it back.
+
+    Symlinks are never followed: a job cannot make us chown files outside its run directory.
+    """
+
+    def __init__(self, run_dir: Path, uid: int, gid: int) -> None:
+        self.run_dir, self.uid, self.gid = run_dir, uid, gid
+
+    @classmethod
+    def lend(cls, run_dir: Path, user: str) -> _RunDirOwnership | None:
+        uid, _, gid = user.partition(":")
+        if not (uid.isdigit() and gid.isdigit()):
+            return None
+        stat = run_dir.lstat()
+        lent = cls(run_dir, stat.st_uid, stat.st_gid)
+        _chown_tree(run_dir, int(uid), int(gid))
+        return lent
+
+    def restore(self) -> None:
+        _chown_tree(self.run_dir, self.uid, self.gid)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.chown(root, uid, gid, follow_symlinks=False)
+    for current, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            os.chown(Path(current) / name, uid, gid, follow_symlinks=False)
+
+
+def _quietly(action: Callable[[], None]) -> None:
+    """Best effort during cleanup: the container is force-removed afterwards in any case."""
+    with contextlib.suppress(EnvironmentProblem, KeyboardInterrupt):
+        action()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

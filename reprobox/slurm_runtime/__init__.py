@@ -1,0 +1,115 @@
+"""The `slurm` runtime: each run is a Slurm batch job; the controller submits, watches and records it.
+
+Why this shape:
+- Slurm does the scheduling (`sbatch`), never reprobox: reruns go wherever the cluster puts them, side by
+  side on different nodes with `verify --parallel K`.
+- The node side is this same package (`python -m reprobox.slurm_runtime node PLAN`, in `_node`), which runs
+  the plan through the `local` runtime (the node's prepared environment) or the `docker` runtime (the same
+  hardened container settings, `container_settings`, the same run-dir ownership handling and `docker
+  inspect` evidence) rather than a shell translation of them that could drift. It writes how the run ended
+  to `node-outcome.json`; the controller adds Slurm's own account of the job (`scontrol`, else `sacct`).
+- The run directory must be on a file system the nodes share with the controller (as it is on a
+  cluster's home or project file system): the node writes the run's records there and the controller
+  streams the job's output from the Slurm output file as it grows.
+- Stopping is Slurm's too: a stop request, Ctrl-C or the job's timeout become `scancel`, and the
+  controller waits until Slurm no longer lists the job.
+
+Under `docker` the container's hostname is the node's name (not the fixed `reprobox` of the docker
+runtime), so the fingerprint's `hardware.hostname` names the node that ran each rank.
+
+Modules: `_model` (options and the state directory), `_script` (the sbatch script and node plan, pure),
+`_states` (Slurm's answers, pure), `_scheduler` (the Slurm commands), `_controller` (`SlurmRuntime`) and
+`_node` (the node side).
+"""
+
+from __future__ import annotations
+
+from reprobox.slurm_runtime._controller import POLL_SECONDS, TAIL_SECONDS, UNREACHABLE_LIMIT, SlurmRuntime
+from reprobox.slurm_runtime._model import (
+    CONTAINER_ENV,
+    CONTAINER_MODES,
+    NODE_OUTCOME_FILE,
+    NODE_PLAN_SCHEMA,
+    PLAN_FILE,
+    PYTHON_ENV,
+    SBATCH_ARGS_ENV,
+    SCRIPT_FILE,
+    STATE_SUBDIR,
+    Progress,
+    SlurmOptions,
+    state_dir,
+)
+from reprobox.slurm_runtime._node import NODE_STOP_GRACE, NODE_VARIABLES, main, run_on_node
+from reprobox.slurm_runtime._scheduler import (
+    CANCEL_WAIT_SECONDS,
+    COMMAND_TIMEOUT,
+    cancel_and_wait,
+    cancel_by_name,
+    current_state,
+    final_state,
+    submit,
+)
+from reprobox.slurm_runtime._script import (
+    batch_options,
+    cpus_per_task,
+    job_name,
+    node_plan,
+    plan_from_node_plan,
+    render_batch_script,
+    time_limit_minutes,
+)
+from reprobox.slurm_runtime._states import (
+    ACTIVE_STATES,
+    ENDED_BY_THE_JOB,
+    STATE_MEANINGS,
+    JobState,
+    apply_final_state,
+    parse_sacct_job,
+    parse_scontrol_job,
+    parse_squeue_line,
+)
+
+__all__ = [
+    "ACTIVE_STATES",
+    "CANCEL_WAIT_SECONDS",
+    "COMMAND_TIMEOUT",
+    "CONTAINER_ENV",
+    "CONTAINER_MODES",
+    "ENDED_BY_THE_JOB",
+    "NODE_OUTCOME_FILE",
+    "NODE_PLAN_SCHEMA",
+    "NODE_STOP_GRACE",
+    "NODE_VARIABLES",
+    "PLAN_FILE",
+    "POLL_SECONDS",
+    "PYTHON_ENV",
+    "SBATCH_ARGS_ENV",
+    "SCRIPT_FILE",
+    "STATE_MEANINGS",
+    "STATE_SUBDIR",
+    "TAIL_SECONDS",
+    "UNREACHABLE_LIMIT",
+    "JobState",
+    "Progress",
+    "SlurmOptions",
+    "SlurmRuntime",
+    "apply_final_state",
+    "batch_options",
+    "cancel_and_wait",
+    "cancel_by_name",
+    "cpus_per_task",
+    "current_state",
+    "final_state",
+    "job_name",
+    "main",
+    "node_plan",
+    "parse_sacct_job",
+    "parse_scontrol_job",
+    "parse_squeue_line",
+    "plan_from_node_plan",
+    "render_batch_script",
+    "run_on_node",
+    "state_dir",
+    "submit",
+    "time_limit_minutes",
+]

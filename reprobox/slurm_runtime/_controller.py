@@ -1,0 +1,290 @@
+"""The controller side: submit each run with sbatch, stream its output, watch it, and record its end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.job import JobSpec, redact_env
+from reprobox.manifest import write_text_atomic
+from reprobox.runtime import OutputSink, RunOutcome, RunPlan
+from reprobox.slurm_runtime._model import (
+    CONTAINER_ENV,
+    CONTAINER_MODES,
+    NODE_OUTCOME_FILE,
+    PLAN_FILE,
+    PYTHON_ENV,
+    SBATCH_ARGS_ENV,
+    SCRIPT_FILE,
+    Progress,
+    SlurmOptions,
+    now,
+    quiet,
+    state_dir,
+)
+from reprobox.slurm_runtime._scheduler import (
+    cancel_and_wait,
+    cancel_by_name,
+    current_state,
+    final_state,
+    sbatch_version,
+    submit,
+)
+from reprobox.slurm_runtime._script import job_name, node_plan, render_batch_script
+from reprobox.slurm_runtime._states import JobState, apply_final_state
+
+POLL_SECONDS = 1.0
+UNREACHABLE_LIMIT = 120.0  # how long slurmctld may not answer before reprobox cancels the job
+TAIL_SECONDS = 0.2
+
+
+class SlurmRuntime:
+    """Runs each plan as one Slurm batch job; the guest runs on the allocated node(s)."""
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        options: SlurmOptions,
+        *,
+        image: Mapping[str, Any] | None = None,
+        progress: Progress = quiet,
+        slurm_version: str = "",
+    ) -> None:
+        if options.container not in CONTAINER_MODES:
+            raise UsageError(
+                f"{options.container!r} is not a Slurm container mode; set {CONTAINER_ENV} to none or docker"
+            )
+        if options.container == "docker" and image is None:
+            raise UsageError("the docker mode of the slurm runtime needs an image; use SlurmRuntime.for_job")
+        self.options = options
+        self.image = dict(image) if image is not None else None
+        self.progress = progress
+        self.slurm_version = slurm_version
+
+    @classmethod
+    def for_job(cls, job: JobSpec, args: argparse.Namespace, progress: Progress = quiet) -> SlurmRuntime:
+        """Check Slurm answers and read the options; in docker mode build or reuse the job's image here.
+
+        Options: --slurm-container / $REPROBOX_SLURM_CONTAINER (none or docker), $REPROBOX_SBATCH_ARGS
+        (extra sbatch options; sbatch's own SBATCH_* variables work too), $REPROBOX_SLURM_PYTHON.
+        """
+        version = sbatch_version()
+        container = getattr(args, "slurm_container", None) or os.environ.get(CONTAINER_ENV) or "none"
+        raw_args = getattr(args, "sbatch_args", None) or os.environ.get(SBATCH_ARGS_ENV, "")
+        try:
+            extra = tuple(shlex.split(raw_args)) if isinstance(raw_args, str) else tuple(raw_args)
+        except ValueError as exc:
+            raise UsageError(
+                f"{SBATCH_ARGS_ENV} cannot be split like shell arguments ({exc}); fix its quoting"
+            ) from exc
+        options = SlurmOptions(
+            container=container, python=os.environ.get(PYTHON_ENV) or sys.executable, sbatch_args=extra
+        )
+        image: dict[str, Any] | None = None
+        if container == "docker":
+            if job.launcher.nnodes > 1:
+                raise UsageError(
+                    f"{job.job_file}: launcher.nnodes is {job.launcher.nnodes}, but multi-node jobs run on "
+                    f"Slurm only in the nodes' prepared environment; unset {CONTAINER_ENV} or set it to none"
+                )
+            image = _job_image(job, args, progress)
+        return cls(options, image=image, progress=progress, slurm_version=version)
+
+    def describe(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {
+            "name": self.name,
+            "controller": platform.node(),
+            "slurm_version": self.slurm_version,
+            "mode": self.options.container,
+            "python": self.options.python,
+            "sbatch_args": list(self.options.sbatch_args),
+        }
+        if self.image is not None:
+            facts["image"] = self.image
+        return facts
+
+    def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
+        outcome = RunOutcome(started_at=now(), runtime=self.describe())
+        folder = state_dir(plan)
+        folder.mkdir(parents=True, exist_ok=True)
+        # Owner-only (write_text_atomic's temp file is 0600): the plan carries the job's environment,
+        # secrets included, until _record_end rewrites it redacted.
+        write_text_atomic(folder / PLAN_FILE, json.dumps(node_plan(plan, self.options, self.image), indent=1))
+        script = folder / SCRIPT_FILE
+        write_text_atomic(script, render_batch_script(plan, self.options))
+        slurm: dict[str, Any] = {"job_id": None, "state": "NOT_SUBMITTED", "reason": "", "nodes": ""}
+        outcome.runtime["slurm"] = slurm
+        job_id: str | None = None
+        tail = _Tail(sink)
+        try:
+            try:
+                job_id = submit(script, plan, self.options)
+            except KeyboardInterrupt:
+                cancel_by_name(job_name(plan))
+                raise
+            slurm["job_id"] = job_id
+            slurm["output"] = str(folder / f"slurm-{job_id}.out")
+            tail.path = folder / f"slurm-{job_id}.out"
+            self.progress(f"run {plan.run_id}: submitted as Slurm job {job_id}")
+            self._watch(job_id, plan, tail, stop, outcome)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+        except EnvironmentProblem as exc:
+            sink.write(f"reprobox: {exc.message}\n".encode())
+            slurm["reason"] = exc.message
+            if job_id is not None:  # slurmctld stopped answering: the job must not run on unrecorded
+                outcome.cancelled = True
+        stopped_by_us = outcome.interrupted or outcome.cancelled or outcome.timed_out
+        if job_id is not None:
+            try:
+                if stopped_by_us:
+                    slurm["cancel_confirmed"] = cancel_and_wait(job_id)
+                self._record_end(job_id, plan, tail, outcome, stopped_by_us=stopped_by_us)
+            except KeyboardInterrupt:  # Ctrl-C while recording: the job must still not outlive the run
+                outcome.interrupted = True
+                slurm["cancel_confirmed"] = cancel_and_wait(job_id)
+            except EnvironmentProblem as exc:
+                slurm["record_error"] = exc.message
+        outcome.ended_at = outcome.ended_at or now()
+        return outcome
+
+    def _watch(
+        self, job_id: str, plan: RunPlan, tail: _Tail, stop: threading.Event | None, outcome: RunOutcome
+    ) -> None:
+        """Stream output and report state changes until the job ends, the deadline passes or stop is set."""
+        seen: tuple[str, str, str] | None = None
+        running_since: float | None = None
+        unreachable_since: float | None = None
+        next_poll = 0.0
+        while True:
+            tail.pump()
+            if stop is not None and stop.is_set():
+                outcome.cancelled = True
+                return
+            now = time.monotonic()
+            if plan.timeout is not None and running_since is not None and now - running_since > plan.timeout:
+                outcome.timed_out = True
+                return
+            if now >= next_poll:
+                next_poll = now + POLL_SECONDS
+                try:
+                    state = current_state(job_id)
+                except EnvironmentProblem as exc:
+                    if unreachable_since is None:
+                        unreachable_since = now
+                        self.progress(f"run {plan.run_id}: {exc.message}; retrying")
+                    if now - unreachable_since > UNREACHABLE_LIMIT:
+                        raise
+                    continue
+                unreachable_since = None
+                if state is None:
+                    return
+                if (state.state, state.reason, state.nodes) != seen:
+                    seen = (state.state, state.reason, state.nodes)
+                    self.progress(_status_line(plan, job_id, state))
+                if state.state == "RUNNING" and running_since is None:
+                    running_since = now
+                if not state.active:
+                    return
+            time.sleep(TAIL_SECONDS)
+
+    def _record_end(
+        self, job_id: str, plan: RunPlan, tail: _Tail, outcome: RunOutcome, *, stopped_by_us: bool
+    ) -> None:
+        """Slurm's final state, the node's record and the rest of the output, into the outcome."""
+        final = final_state(job_id)
+        for _attempt in range(20):  # slurmctld may still be completing the job
+            if final is None or not final.active:
+                break
+            time.sleep(0.5)
+            final = final_state(job_id)
+        tail.drain()
+        # The plan held the job's environment for the node; the record keeps it with secrets redacted.
+        recorded = node_plan(plan, self.options, self.image)
+        recorded["guest_env"] = redact_env(plan.guest_env)
+        write_text_atomic(state_dir(plan) / PLAN_FILE, json.dumps(recorded, indent=1))
+        node = _read_json(state_dir(plan) / NODE_OUTCOME_FILE)
+        failure = apply_final_state(outcome, final, node, stopped_by_us=stopped_by_us)
+        slurm = outcome.runtime["slurm"]
+        if final is not None:
+            slurm.update(state=final.state, reason=final.reason, nodes=final.nodes, exit=final.exit_code)
+            slurm.update({key.lower(): value for key, value in final.facts.items() if key != "JobId"})
+        if failure is not None:
+            slurm["failure"] = failure
+        if node is not None:
+            slurm["node"] = node.get("node")
+            outcome.runtime["node_runtime"] = node.get("runtime") or {}
+            outcome.started_at = node.get("started_at") or outcome.started_at
+            outcome.ended_at = node.get("ended_at") or ""
+
+
+def _status_line(plan: RunPlan, job_id: str, state: JobState) -> str:
+    where = f" on {state.nodes}" if state.nodes and state.state != "PENDING" else ""
+    why = f" ({state.reason})" if state.reason else ""
+    return f"run {plan.run_id}: Slurm job {job_id} {state.state}{where}{why}"
+
+
+def _job_image(job: JobSpec, args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    """Build or reuse the job's image with this machine's engine (the nodes must be able to run it)."""
+    from reprobox.docker_runtime import ensure_image, image_facts
+    from reprobox.engine import connect
+
+    info = ensure_image(
+        job.image,
+        engine=connect(),
+        progress=progress,
+        base_image=getattr(args, "base_image", None),
+        wheelhouse=getattr(args, "wheelhouse", None),
+        lock=getattr(args, "lock", None),
+    )
+    return image_facts(info)
+
+
+class _Tail:
+    """Streams a file that another host appends to (the Slurm output file) into the sink."""
+
+    def __init__(self, sink: OutputSink) -> None:
+        self.sink = sink
+        self.path: Path | None = None
+        self.offset = 0
+
+    def pump(self) -> int:
+        if self.path is None:
+            return 0
+        try:
+            with self.path.open("rb") as stream:
+                stream.seek(self.offset)
+                chunk = stream.read()
+        except FileNotFoundError:
+            return 0
+        if chunk:
+            self.offset += len(chunk)
+            self.sink.write(chunk)
+        return len(chunk)
+
+    def drain(self, quiet_for: float = 0.6, limit: float = 10.0) -> None:
+        """Read until the file stops growing: a shared file system may show the last bytes late."""
+        deadline, last_growth = time.monotonic() + limit, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - last_growth < quiet_for:
+            if self.pump():
+                last_growth = time.monotonic()
+            time.sleep(0.1)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

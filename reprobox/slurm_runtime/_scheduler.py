@@ -1,0 +1,115 @@
+"""Talking to Slurm: sbatch, squeue, scontrol, sacct and scancel, each failure an EnvironmentProblem."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from reprobox.errors import EnvironmentProblem
+from reprobox.runtime import RunPlan
+from reprobox.slurm_runtime._model import SlurmOptions
+from reprobox.slurm_runtime._states import JobState, parse_sacct_job, parse_scontrol_job, parse_squeue_line
+
+CANCEL_WAIT_SECONDS = 90.0
+COMMAND_TIMEOUT = 60.0
+
+
+def _slurm(arguments: Sequence[str], *, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            list(arguments),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(
+            f"`{shlex.join(arguments)}` did not answer ({exc}); check that Slurm's controller is up (sinfo)"
+        ) from exc
+
+
+def sbatch_version() -> str:
+    """Slurm's version, from `sbatch --version`; an EnvironmentProblem when there is no Slurm here."""
+    if shutil.which("sbatch") is None:
+        raise EnvironmentProblem(
+            "no Slurm here: `sbatch` is not on PATH; run reprobox on a cluster's login node, "
+            "or start a single-node test cluster with `sudo scripts/start-slurm.sh`"
+        )
+    done = _slurm(["sbatch", "--version"])
+    return done.stdout.strip()
+
+
+def submit(script: Path, plan: RunPlan, options: SlurmOptions) -> str:
+    """sbatch the script; returns the job id. Raises EnvironmentProblem with sbatch's own words."""
+    done = _slurm(["sbatch", "--parsable", *options.sbatch_args, str(script)])
+    job_id = done.stdout.strip().split(";")[0]
+    if done.returncode != 0 or not job_id.isdigit():
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        said = lines[-1] if lines else f"exit status {done.returncode}"
+        raise EnvironmentProblem(
+            f"sbatch refused run {plan.run_id}: {said}"
+            "; check the partition and limits (REPROBOX_SBATCH_ARGS, SBATCH_* variables)"
+        )
+    return job_id
+
+
+def current_state(job_id: str) -> JobState | None:
+    """The live state from squeue (every state, finished ones too while Slurm keeps them)."""
+    done = _slurm(["squeue", "--states=all", "-h", "-j", job_id, "-o", "%T|%r|%N"])
+    if done.returncode != 0 and "Invalid job id" in done.stderr:
+        return None  # the job has left slurmctld's memory
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"squeue could not report job {job_id}: {done.stderr.strip()}")
+    return parse_squeue_line(done.stdout)
+
+
+def final_state(job_id: str) -> JobState | None:
+    """Slurm's final word: scontrol while slurmctld keeps the job (MinJobAge), else the accounting DB."""
+    done = _slurm(["scontrol", "show", "job", "-o", job_id])
+    state = parse_scontrol_job(done.stdout) if done.returncode == 0 else None
+    if state is None and shutil.which("sacct"):
+        done = _slurm(["sacct", "-X", "-n", "-P", "-o", "State,ExitCode,NodeList,Reason", "-j", job_id])
+        state = parse_sacct_job(done.stdout) if done.returncode == 0 else None
+    if state is not None:
+        state.facts.setdefault("JobId", job_id)
+    return state
+
+
+def cancel_and_wait(job_id: str, *, wait: float = CANCEL_WAIT_SECONDS) -> bool:
+    """scancel the job and wait until Slurm lists it as neither pending nor running; True when gone.
+
+    A second Ctrl-C does not stop the wait: a job left running would hold nodes and write into the run
+    directory after reprobox recorded it.
+    """
+    deadline = time.monotonic() + wait
+    escalated = False
+    requested = False
+    while time.monotonic() < deadline:
+        try:
+            if not requested:
+                requested = _slurm(["scancel", job_id]).returncode == 0 or current_state(job_id) is None
+            state = current_state(job_id)
+            if state is None or not state.active:
+                return True
+            if not escalated and time.monotonic() > deadline - wait / 2:
+                _slurm(["scancel", "--signal=KILL", "--full", job_id])
+                escalated = True
+            time.sleep(0.25)
+        except (KeyboardInterrupt, EnvironmentProblem):  # slurmctld busy, or a second Ctrl-C: keep going
+            time.sleep(0.25)
+    return False
+
+
+def cancel_by_name(name: str) -> None:
+    """Cancel a job known only by its name (Ctrl-C arrived while sbatch was submitting it)."""
+    with contextlib.suppress(EnvironmentProblem):
+        done = _slurm(["squeue", "-h", "--name", name, "-o", "%i"])
+        for job_id in done.stdout.split():
+            cancel_and_wait(job_id)
