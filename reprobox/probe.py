@@ -20,7 +20,7 @@ def fingerprint(
     from reprobox.docker_runtime import image_fingerprint
 
     return image_fingerprint(
-        image=image, base_image=args.base_image, wheelhouse=args.wheelhouse, progress=progress
+        image=image, base_image=args.base_image, wheelhouse=args.wheelhouse, lock=args.lock, progress=progress
     )
 
 

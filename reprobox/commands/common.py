@@ -33,6 +33,20 @@ def add_command(
     )
 
 
+def add_image_flags(parser: argparse.ArgumentParser) -> None:
+    """How the reprobox image is built when a command needs it (offline machines set these once)."""
+    parser.add_argument(
+        "--base-image",
+        help="base image (default: $REPROBOX_BASE_IMAGE, else the Dockerfile's pinned CUDA base)",
+    )
+    parser.add_argument(
+        "--wheelhouse", type=Path, help="local wheels for offline builds (default: $REPROBOX_WHEELHOUSE)"
+    )
+    parser.add_argument(
+        "--lock", help="lock file: cpu, cuda or a path under env/ (default: chosen by the wheelhouse)"
+    )
+
+
 def add_output_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object on stdout (text goes to stderr)"
@@ -70,15 +84,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=runs_dir_default(),
         help="where run directories go (default: ./runs, or $REPROBOX_RUNS_DIR)",
     )
-    parser.add_argument(
-        "--base-image", help="base image for the reprobox image (default: $REPROBOX_BASE_IMAGE)"
-    )
-    parser.add_argument(
-        "--wheelhouse", type=Path, help="local wheels for offline builds (default: $REPROBOX_WHEELHOUSE)"
-    )
-    parser.add_argument(
-        "--lock", help="the image's lock: cpu, cuda, or a path under env/ (default: from the wheelhouse)"
-    )
+    add_image_flags(parser)
     parser.add_argument("--seed", type=int, metavar="N", help="override the job's seed (0 to 4294967295)")
     parser.add_argument("--trail", type=int, metavar="K", help="record a hash trail every K optimizer steps")
     parser.add_argument(

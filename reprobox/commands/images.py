@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprobox import job
-from reprobox.commands.common import add_command, add_output_flags
+from reprobox.commands.common import add_command, add_image_flags, add_output_flags
 from reprobox.errors import EXIT_OK, SpecError
 from reprobox.manifest import MANIFEST_NAME, read_record
 from reprobox.runner import runs_dir_default
@@ -44,15 +44,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     build.add_argument(
         "job", nargs="?", type=Path, metavar="JOB", help="a job.yaml (default: the plain reprobox image)"
     )
-    build.add_argument(
-        "--base-image", help="base image (default: $REPROBOX_BASE_IMAGE, else the pinned CUDA base)"
-    )
-    build.add_argument(
-        "--wheelhouse", type=Path, help="local wheels for offline builds (default: $REPROBOX_WHEELHOUSE)"
-    )
-    build.add_argument(
-        "--lock", help="lock file: cpu, cuda, or a path under env/ (default: chosen from the wheelhouse)"
-    )
+    add_image_flags(build)
     build.add_argument("--rebuild", action="store_true", help="build even if an image with this tag exists")
     build.add_argument("--dry-run", action="store_true", help="show what would be built, without an engine")
     add_output_flags(build)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import probe
-from reprobox.commands.common import RUNTIME_CHOICES, add_command, add_output_flags
+from reprobox.commands.common import RUNTIME_CHOICES, add_command, add_image_flags, add_output_flags
 from reprobox.errors import EXIT_OK, UsageError
 from reprobox.manifest import read_record
 
@@ -71,8 +71,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     fingerprint.add_argument(
         "--image", help="image to probe with --runtime docker (default: the reprobox image)"
     )
-    fingerprint.add_argument("--base-image", help="base image when the reprobox image must be built")
-    fingerprint.add_argument("--wheelhouse", type=Path, help="local wheels for offline builds")
+    add_image_flags(fingerprint)
     add_output_flags(fingerprint)
     fingerprint.set_defaults(handler=fingerprint_command)
 
