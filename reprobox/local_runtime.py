@@ -14,11 +14,11 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from typing import IO, Any
 
 from reprobox.guest import settings
 from reprobox.runtime import OutputSink, RunOutcome, RunPlan
+from reprobox.timestamps import utc_now
 
 GRACE_SECONDS = 5.0
 
@@ -47,7 +47,7 @@ class LocalRuntime:
         return env
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
-        outcome = RunOutcome(started_at=_now(), runtime=self.describe())
+        outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         try:
             process = subprocess.Popen(
                 [self.python, "-m", "reprobox.guest", "--", *plan.command],
@@ -59,7 +59,7 @@ class LocalRuntime:
                 start_new_session=True,  # its own process group: we can stop the whole job at once
             )
         except OSError as exc:
-            outcome.ended_at = _now()
+            outcome.ended_at = utc_now()
             sink.write(f"reprobox: cannot start the guest: {exc}\n".encode())
             return outcome
         assert process.stdout is not None
@@ -85,7 +85,7 @@ class LocalRuntime:
             outcome.exit_code = None
         elif process.returncode is not None and process.returncode < 0:
             outcome.exit_code, outcome.signal = None, -process.returncode
-        outcome.ended_at = _now()
+        outcome.ended_at = utc_now()
         return outcome
 
 
@@ -137,7 +137,3 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

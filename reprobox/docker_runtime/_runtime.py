@@ -7,7 +7,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from reprobox.engine import Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
 from reprobox.job import JobSpec
 from reprobox.runtime import OutputSink, RunOutcome, RunPlan
+from reprobox.timestamps import utc_now
 
 STOP_GRACE_SECONDS = 5.0
 
@@ -85,7 +85,7 @@ class DockerRuntime:
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
         created = self.settings(plan)
-        outcome = RunOutcome(started_at=_now(), runtime=self.describe())
+        outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         ownership = _RunDirOwnership.lend(plan.run_dir, created["user"]) if self.host_uid == 0 else None
         container_id: str | None = None
         leftover: str | None = None  # what to remove at the end, whatever happens
@@ -114,7 +114,7 @@ class DockerRuntime:
             finally:
                 if watchdog is not None:
                     watchdog.finish()
-            outcome.ended_at = _now()
+            outcome.ended_at = utc_now()
             if container_id is not None:
                 facts = self.engine.inspect_container(container_id)
                 outcome.runtime["container"] = effective_settings(facts)
@@ -208,7 +208,3 @@ def _quietly(action: Callable[[], None]) -> None:
     """Best effort during cleanup: the container is force-removed afterwards in any case."""
     with contextlib.suppress(EnvironmentProblem, KeyboardInterrupt):
         action()
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

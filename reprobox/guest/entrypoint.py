@@ -18,12 +18,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from reprobox.guest import determinism, settings
+from reprobox.timestamps import utc_now
 
 GUEST_SCHEMA = "reprobox.guest/1"
 GRACE_SECONDS = 5.0
@@ -49,9 +49,9 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"reprobox: the command uses ${{{exc.args[0]}}}, which is not set\n")
             return 2
         output_dir.mkdir(parents=True, exist_ok=True)
-        result: dict[str, Any] = {"schema": GUEST_SCHEMA, "command": command, "started_at": _now()}
+        result: dict[str, Any] = {"schema": GUEST_SCHEMA, "command": command, "started_at": utc_now()}
         returncode = _run(command, child_env, result)
-        result["ended_at"] = _now()
+        result["ended_at"] = utc_now()
         stopped = _stopped_early(run_dir)
         if stopped is not None:
             result["stopped_early"] = stopped
@@ -225,7 +225,3 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
     tmp.replace(path)
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

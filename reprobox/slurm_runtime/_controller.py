@@ -28,7 +28,6 @@ from reprobox.slurm_runtime._model import (
     SCRIPT_FILE,
     Progress,
     SlurmOptions,
-    now,
     quiet,
     state_dir,
 )
@@ -42,6 +41,7 @@ from reprobox.slurm_runtime._scheduler import (
 )
 from reprobox.slurm_runtime._script import job_name, node_plan, render_batch_script
 from reprobox.slurm_runtime._states import JobState, apply_final_state
+from reprobox.timestamps import utc_now
 
 POLL_SECONDS = 1.0
 UNREACHABLE_LIMIT = 120.0  # how long slurmctld may not answer before reprobox cancels the job
@@ -115,7 +115,7 @@ class SlurmRuntime:
         return facts
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
-        outcome = RunOutcome(started_at=now(), runtime=self.describe())
+        outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         folder = state_dir(plan)
         folder.mkdir(parents=True, exist_ok=True)
         # Owner-only (write_text_atomic's temp file is 0600): the plan carries the job's environment,
@@ -156,7 +156,7 @@ class SlurmRuntime:
                 slurm["cancel_confirmed"] = cancel_and_wait(job_id)
             except EnvironmentProblem as exc:
                 slurm["record_error"] = exc.message
-        outcome.ended_at = outcome.ended_at or now()
+        outcome.ended_at = outcome.ended_at or utc_now()
         return outcome
 
     def _watch(

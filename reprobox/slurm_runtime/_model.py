@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from reprobox.guest import settings
@@ -39,7 +38,3 @@ class SlurmOptions:
 
 def state_dir(plan: RunPlan) -> Path:
     return plan.run_dir / STATE_SUBDIR
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

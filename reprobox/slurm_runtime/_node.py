@@ -22,8 +22,9 @@ from reprobox.errors import EnvironmentProblem
 from reprobox.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
 from reprobox.manifest import write_text_atomic
 from reprobox.runtime import RunOutcome, RunPlan, Runtime
-from reprobox.slurm_runtime._model import NODE_OUTCOME_FILE, PLAN_FILE, STATE_SUBDIR, now
+from reprobox.slurm_runtime._model import NODE_OUTCOME_FILE, PLAN_FILE, STATE_SUBDIR
 from reprobox.slurm_runtime._script import plan_from_node_plan
+from reprobox.timestamps import utc_now
 
 # Slurm variables the job sees in any runtime mode (passed into containers), so records name the node.
 NODE_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURMD_NODENAME", "SLURM_CLUSTER_NAME")
@@ -67,7 +68,7 @@ def run_on_node(plan_path: Path) -> int:
         outcome = _node_runtime(data, node_name).run(plan, _StdoutSink())
     except EnvironmentProblem as exc:
         sys.stdout.write(f"reprobox: on node {node_name}: {exc.message}\n")
-        outcome = RunOutcome(started_at=now(), ended_at=now())
+        outcome = RunOutcome(started_at=utc_now(), ended_at=utc_now())
         record["error"] = exc.message
     record.update(asdict(outcome))
     write_text_atomic(
