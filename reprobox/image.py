@@ -7,6 +7,11 @@ hash of that context and the build args: an unchanged job finds its image by nam
 Wheels from a wheelhouse join the context for the build, but enter the tag by name and size only:
 their content is pinned by the lock's hashes, which pip checks, and hashing hundreds of MB of wheels
 would make every "is it built already?" check slow.
+
+A job's own wheelhouse (`image.wheelhouse`) adds to the shared one (`--wheelhouse` /
+REPROBOX_WHEELHOUSE): the wheels of both join one wheelhouse/ in the context, which pip reads with
+`--no-index`. Every wheel the locks pin is looked for before any build, and one that neither wheelhouse
+has is named with the lock line that wants it, so pip never gets to fail on it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import json
 import os
 import re
 import tarfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -47,6 +52,7 @@ SKIPPED_NAMES = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".swp")
 
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*===?\s*([^\s;\\]+)")
+_HASH_OPTION = re.compile(r"--hash[=\s]")
 _ARG_BASE_IMAGE = re.compile(r"^ARG\s+BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
 
 
@@ -94,13 +100,29 @@ class BuildPlan:
     labels: Mapping[str, str]
     files: tuple[ContextFile, ...]
     wheels: tuple[ContextFile, ...] = ()
-    wheelhouse: Path | None = None
+    wheelhouse: Path | None = None  # the first of `wheelhouses` (the job's own when it has one)
     context: bytes = field(default=b"", repr=False)  # the context tar without the wheels
+    wheelhouses: tuple[Path, ...] = ()  # every wheelhouse the wheels come from: the job's, then the shared
+    extra_requirements: Path | None = None  # the job's own lock on the host (image.requirements)
 
     @property
     def offline(self) -> bool:
         """True when pip installs from the wheelhouse alone."""
-        return self.wheelhouse is not None
+        return bool(self.wheelhouses)
+
+
+@dataclass(frozen=True)
+class LockLine:
+    """One requirement of a lock: where it is, and whether it is pinned the way --require-hashes needs."""
+
+    path: Path
+    line: int
+    name: str  # normalized; the raw text when the line is not `name==version`
+    version: str | None  # None when the line is not `name==version`
+    hashed: bool
+
+    def __str__(self) -> str:
+        return f"{self.name}=={self.version}" if self.version is not None else self.name
 
 
 def project_files(root: Path | None = None) -> ProjectFiles:
@@ -186,23 +208,23 @@ def plan_build(
     environ = os.environ if environ is None else environ
     project = project or project_files()
     base = base_image or image.base or environ.get(BASE_IMAGE_VARIABLE) or default_base_image(project)
-    house = wheelhouse or image.wheelhouse or _path_or_none(environ.get(WHEELHOUSE_VARIABLE))
-    if house is not None and not house.is_dir():
-        raise UsageError(f"wheelhouse {house} is not a directory; fill it with scripts/fill-wheelhouse.sh")
-    lock_name = resolve_lock(lock or environ.get(LOCK_VARIABLE), project, house, image.requirements)
+    houses = wheelhouses(image, wheelhouse or _path_or_none(environ.get(WHEELHOUSE_VARIABLE)))
+    lock_name = resolve_lock(lock or environ.get(LOCK_VARIABLE), project, houses)
+    if image.requirements is not None:
+        check_extra_lock(image.requirements, project.root / lock_name)
 
     files = list(_project_members(project))
     if image.requirements is not None:
         files.append(ContextFile(CONTEXT_EXTRA_REQUIREMENTS, image.requirements))
     files.sort(key=lambda member: member.name)
-    wheels = _wheel_members(project, lock_name, house, image.requirements) if house is not None else ()
+    wheels = _wheel_members(project, lock_name, houses, image.requirements) if houses else ()
 
     context = context_tar(files)
     context_digest = hashlib.sha256(context).hexdigest()
     buildargs = {
         "BASE_IMAGE": base,
         "LOCK": lock_name,
-        "WHEELHOUSE": CONTEXT_WHEELHOUSE if house is not None else "",
+        "WHEELHOUSE": CONTEXT_WHEELHOUSE if houses else "",
         "EXTRA_REQUIREMENTS": CONTEXT_EXTRA_REQUIREMENTS if image.requirements is not None else "",
     }
     identity = {
@@ -219,7 +241,7 @@ def plan_build(
         f"{LABEL_PREFIX}lock-digest": "sha256:" + file_sha256(project.root / lock_name),
         f"{LABEL_PREFIX}context-digest": "sha256:" + context_digest,
         f"{LABEL_PREFIX}build-digest": "sha256:" + build_digest,
-        f"{LABEL_PREFIX}offline": "true" if house is not None else "false",
+        f"{LABEL_PREFIX}offline": "true" if houses else "false",
     }
     if image.requirements is not None:
         labels[f"{LABEL_PREFIX}extra-requirements-digest"] = "sha256:" + file_sha256(image.requirements)
@@ -233,15 +255,34 @@ def plan_build(
         labels=labels,
         files=tuple(files),
         wheels=wheels,
-        wheelhouse=house,
+        wheelhouse=houses[0] if houses else None,
         context=context,
+        wheelhouses=houses,
+        extra_requirements=image.requirements,
     )
 
 
-def resolve_lock(
-    lock: str | None, project: ProjectFiles, wheelhouse: Path | None, extra: Path | None = None
-) -> str:
-    """The lock's path inside the context, from a name (cuda, cpu), a path under env/, or the wheelhouse."""
+def wheelhouses(image: ImageSpec, shared: Path | None) -> tuple[Path, ...]:
+    """The wheelhouses a build installs from: the job's own first, then the shared one; each must exist."""
+    houses: list[Path] = []
+    for house in (image.wheelhouse, shared):
+        if house is None:
+            continue
+        if not house.is_dir():
+            raise UsageError(
+                f"wheelhouse {house} is not a directory; fill it with scripts/fill-wheelhouse.sh"
+            )
+        if all(house.resolve() != known.resolve() for known in houses):
+            houses.append(house)
+    return tuple(houses)
+
+
+def resolve_lock(lock: str | None, project: ProjectFiles, wheelhouses: Sequence[Path] = ()) -> str:
+    """The lock's path inside the context, from a name (cuda, cpu), a path under env/, or the wheelhouses.
+
+    Without a name, the wheelhouses pick the first lock (cuda, then cpu) whose every wheel they hold;
+    the job's extra lock plays no part in that choice (its wheels are checked on their own).
+    """
     if lock:
         name = LOCKS.get(lock, lock)
         path = (project.root / name).resolve()
@@ -251,17 +292,55 @@ def resolve_lock(
                 f"or a path such as {LOCKS[DEFAULT_LOCK]}"
             )
         return path.relative_to(project.root.resolve()).as_posix()
-    if wheelhouse is None:
+    if not wheelhouses:
         return LOCKS[DEFAULT_LOCK]
-    present = _wheelhouse_pins(wheelhouse)
+    present = _wheelhouse_pins(wheelhouses)
     for candidate in LOCKS.values():
-        if not _missing_wheels(project.root / candidate, present, extra):
+        if not _missing_wheels(lock_lines(project.root / candidate), present):
             return candidate
-    missing = _missing_wheels(project.root / LOCKS["cpu"], present, extra)
+    missing = [str(line) for line in _missing_wheels(lock_lines(project.root / LOCKS["cpu"]), present)]
     raise EnvironmentProblem(
-        f"wheelhouse {wheelhouse} lacks wheels for every lock (for the CPU lock: {_some(missing)}); "
-        f"fill it with scripts/fill-wheelhouse.sh --dest {wheelhouse}"
+        f"{_houses(wheelhouses)} lacks wheels for every lock (for the CPU lock: {_some(missing)}); "
+        f"fill it with scripts/fill-wheelhouse.sh --dest {wheelhouses[-1]}"
     )
+
+
+def lock_lines(lock_file: Path) -> list[LockLine]:
+    """Every requirement of a lock with its line number (a requirement may continue over `\\` lines)."""
+    found: list[LockLine] = []
+    continued = False
+    for number, raw in enumerate(lock_file.read_text(encoding="utf-8").splitlines(), start=1):
+        text = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if continued and found:
+            found[-1] = _with_hash(found[-1], text)
+        elif text and not text.startswith("-"):
+            match = _REQUIREMENT.match(text)
+            name, version = (normalize_name(match.group(1)), match.group(2)) if match else (text, None)
+            found.append(_with_hash(LockLine(lock_file, number, name, version, hashed=False), text))
+        continued = raw.rstrip().endswith("\\")
+    return found
+
+
+def check_extra_lock(extra: Path, base_lock: Path) -> list[LockLine]:
+    """The job's lock as pip's --require-hashes needs it: each line `name==version --hash=...`, and no
+    package pinned by the image's own lock at another version. Returns its requirements."""
+    lines = lock_lines(extra)
+    base = {line.name: line for line in lock_lines(base_lock)}
+    for line in lines:
+        if line.version is None or not line.hashed:
+            raise UsageError(
+                f"{extra}:{line.line}: {line.name!r} must be pinned as `name==version --hash=sha256:...` "
+                "for a hash-checked install; lock the file with scripts/lock_requirements.py"
+            )
+        clash = base.get(line.name)
+        if clash is not None and clash.version != line.version:
+            raise UsageError(
+                f"{extra}:{line.line}: {line} conflicts with {clash} in "
+                f"{base_lock.parent.name}/{base_lock.name}:{clash.line}, which the image installs; "
+                f"pin {clash} or drop the line "
+                "(scripts/lock_requirements.py resolves against the image's lock)"
+            )
+    return lines
 
 
 def context_tar(files: Iterable[ContextFile], wheels: Iterable[ContextFile] = ()) -> bytes:
@@ -305,6 +384,7 @@ def render_build_plan(plan: BuildPlan) -> dict[str, Any]:
         "lock": plan.lock,
         "offline": plan.offline,
         "wheelhouse": str(plan.wheelhouse) if plan.wheelhouse is not None else None,
+        "wheelhouses": [str(house) for house in plan.wheelhouses],
         "buildargs": dict(plan.buildargs),
         "labels": dict(plan.labels),
         "files": [
@@ -337,41 +417,76 @@ def _skipped(name: str) -> bool:
 
 
 def _wheel_members(
-    project: ProjectFiles, lock: str, wheelhouse: Path, extra: Path | None
+    project: ProjectFiles, lock: str, wheelhouses: Sequence[Path], extra: Path | None
 ) -> tuple[ContextFile, ...]:
-    """The wheelhouse's wheels that the locks pin; fails early, naming them, when one is missing."""
-    present = _wheelhouse_pins(wheelhouse)
-    missing = _missing_wheels(project.root / lock, present, extra)
-    if missing:
-        raise EnvironmentProblem(
-            f"wheelhouse {wheelhouse} has no wheel for {_some(missing)} (pinned by {lock}); "
-            f"fill it with scripts/fill-wheelhouse.sh --lock {lock} --dest {wheelhouse}"
-        )
-    wanted = set(locked_pins(project.root / lock).items())
-    if extra is not None:
-        wanted |= set(locked_pins(extra).items())
-    chosen = [
-        ContextFile(path.name, path) for pin, paths in present.items() if pin in wanted for path in paths
-    ]
-    return tuple(sorted(chosen, key=lambda member: member.name))
+    """The wheels the locks pin, from every wheelhouse; fails early, naming them, when one is missing.
+
+    A wheel file found in several wheelhouses is taken once, from the first (pip checks its hash).
+    """
+    present = _wheelhouse_pins(wheelhouses)
+    locks = [lock_lines(project.root / lock)] + ([lock_lines(extra)] if extra is not None else [])
+    for lines in locks:
+        missing = _missing_wheels(lines, present)
+        if missing:
+            raise EnvironmentProblem(missing_wheels_message(missing, wheelhouses, project.root))
+    wanted = {(line.name, line.version) for lines in locks for line in lines}
+    chosen: dict[str, ContextFile] = {}
+    for pin, paths in present.items():
+        if pin in wanted:
+            for path in paths:
+                chosen.setdefault(path.name, ContextFile(path.name, path))
+    return tuple(sorted(chosen.values(), key=lambda member: member.name))
 
 
-def _wheelhouse_pins(wheelhouse: Path) -> dict[tuple[str, str], list[Path]]:
+def missing_wheels_message(missing: Sequence[LockLine], wheelhouses: Sequence[Path], root: Path) -> str:
+    """One sentence: which pins no wheelhouse holds, the lock lines that want them, and how to fetch them."""
+    lock = missing[0].path
+    shown = _display_path(lock, root)
+    dest = wheelhouses[0]
+    wanted = _some([f"{line} ({_display_path(line.path, root)}:{line.line})" for line in missing])
+    return (
+        f"{_houses(wheelhouses)} has no wheel for {wanted}; fetch them with "
+        f"`scripts/fill-wheelhouse.sh --lock {shown} --dest {dest}` (or `pip download --only-binary=:all: "
+        f"--no-deps -d {dest} -r {shown}` on CPython 3.11, Linux x86_64)"
+    )
+
+
+def _with_hash(line: LockLine, text: str) -> LockLine:
+    if line.hashed or not _HASH_OPTION.search(text):
+        return line
+    return LockLine(line.path, line.line, line.name, line.version, hashed=True)
+
+
+def _wheelhouse_pins(wheelhouses: Sequence[Path]) -> dict[tuple[str, str], list[Path]]:
     found: dict[tuple[str, str], list[Path]] = {}
-    for path in sorted(wheelhouse.iterdir()):
-        pin = wheel_pin(path.name)
-        if pin is not None and path.is_file():
-            found.setdefault(pin, []).append(path)
+    for wheelhouse in wheelhouses:
+        for path in sorted(wheelhouse.iterdir()):
+            pin = wheel_pin(path.name)
+            if pin is not None and path.is_file():
+                found.setdefault(pin, []).append(path)
     return found
 
 
 def _missing_wheels(
-    lock_file: Path, present: Mapping[tuple[str, str], list[Path]], extra: Path | None
-) -> list[str]:
-    pins = dict(locked_pins(lock_file))
-    if extra is not None:
-        pins.update(locked_pins(extra))
-    return [f"{name}=={version}" for name, version in sorted(pins.items()) if (name, version) not in present]
+    lines: Sequence[LockLine], present: Mapping[tuple[str, str], list[Path]]
+) -> list[LockLine]:
+    return [line for line in lines if line.version is not None and (line.name, line.version) not in present]
+
+
+def _houses(wheelhouses: Sequence[Path]) -> str:
+    if len(wheelhouses) == 1:
+        return f"wheelhouse {wheelhouses[0]}"
+    return "neither wheelhouse " + " nor ".join(str(house) for house in wheelhouses) + " (searched together)"
+
+
+def _display_path(path: Path, root: Path) -> str:
+    """`path` relative to the current directory or the project when it lies under one, else as is."""
+    for base in (Path.cwd(), root):
+        try:
+            return path.resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            continue
+    return str(path)
 
 
 def _some(names: list[str], shown: int = 5) -> str:

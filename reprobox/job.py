@@ -31,7 +31,9 @@ from reprobox.jobspec import (
     SCHEMA_VERSION,
     SECRET_PATTERN,
     TOP_LEVEL_KEYS,
+    CompareSpec,
     DataMount,
+    IgnoreRule,
     ImageSpec,
     JobSpec,
     Launcher,
@@ -94,14 +96,15 @@ class _Validator:
         self.check_version(raw)
         name = self.check_name(raw)
         env = self.check_env(raw.get("env"))
-        command = self.check_command(raw, env)
+        data = self.check_data(raw.get("data"))
+        command = self.check_command(raw, env, data)
         code = self.check_code(raw)
         spec = JobSpec(
             job_file=self.doc.path,
             name=name,
             command=command,
             code=code,
-            data=self.check_data(raw.get("data")),
+            data=data,
             checkpoints=self.check_checkpoints(raw.get("checkpoints")),
             seed=self.check_seed(raw.get("seed", 0)),
             determinism=self.check_determinism(raw.get("determinism")),
@@ -112,6 +115,7 @@ class _Validator:
             resources=self.check_resources(raw.get("resources")),
             trail=self.check_trail(raw.get("trail")),
             launcher=self.check_launcher(raw.get("launcher")),
+            compare=self.check_compare(raw.get("compare")),
         )
         if self.problems:
             raise SpecError(sorted(self.problems, key=lambda p: p.line or 0))
@@ -181,7 +185,9 @@ class _Validator:
             return ""
         return name
 
-    def check_command(self, raw: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, ...]:
+    def check_command(
+        self, raw: Mapping[str, Any], env: Mapping[str, str], data: tuple[DataMount, ...]
+    ) -> tuple[str, ...]:
         command = raw.get("command")
         if command is None:
             self.fail("command", "is missing; add the command to run, e.g. 'command: [python, train.py]'")
@@ -200,15 +206,16 @@ class _Validator:
         if not parts:
             self.fail("command", "is empty; give the program to run, e.g. [python, train.py]")
             return ()
-        known = set(env) | set(ALWAYS_SET)
+        data_env = {mount.env for mount in data if mount.env}
+        known = set(env) | set(ALWAYS_SET) | data_env
         for index, part in enumerate(parts):
             for name in referenced_variables(part):
                 if name not in known:
                     dotted = f"command.{index}" if isinstance(command, list) else "command"
                     self.fail(
                         dotted,
-                        f"uses ${{{name}}}, which is not set; define it under 'env' or use one of "
-                        f"{', '.join(ALWAYS_SET)}",
+                        f"uses ${{{name}}}, which is not set; define it under 'env', name it as a "
+                        f"data entry's 'env', or use one of {', '.join(ALWAYS_SET)}",
                     )
         return tuple(parts)
 
@@ -423,6 +430,46 @@ class _Validator:
             self.fail("trail.every", f"must be a positive number of optimizer steps, not {_describe(every)}")
             return None
         return Trail(every=every)
+
+    def check_compare(self, value: Any) -> CompareSpec:
+        entry = self.mapping(value, "compare")
+        if entry is None:
+            return CompareSpec()
+        self.check_keys(entry, ("ignore",), "compare")
+        rules = entry.get("ignore", [])
+        if not isinstance(rules, list):
+            self.fail(
+                "compare.ignore",
+                f"must be a list of file globs or {{file, key}} mappings, not {_describe(rules)}",
+            )
+            return CompareSpec()
+        found = []
+        for index, given in enumerate(rules):
+            dotted = f"compare.ignore.{index}"
+            rule = {"file": given} if isinstance(given, str) else given
+            if not isinstance(rule, dict):
+                self.fail(dotted, f"must be a file glob or a {{file, key}} mapping, not {_describe(rule)}")
+                continue
+            self.check_keys(rule, ("file", "key"), dotted)
+            file_glob, key_glob = rule.get("file"), rule.get("key")
+            if (
+                not isinstance(file_glob, str)
+                or not file_glob
+                or file_glob.startswith("/")
+                or ".." in file_glob.split("/")
+            ):
+                self.fail(
+                    f"{dotted}.file",
+                    "must be a glob relative to the outputs folder such as '*.log' (no leading '/' or '..')",
+                )
+                continue
+            if key_glob is not None and (not isinstance(key_glob, str) or not key_glob):
+                self.fail(
+                    f"{dotted}.key", "must be a glob over value names such as 'log_history.*.train_runtime'"
+                )
+                continue
+            found.append(IgnoreRule(file=file_glob, key=key_glob))
+        return CompareSpec(ignore=tuple(found))
 
     def check_launcher(self, value: Any) -> Launcher:
         entry = self.mapping(value, "launcher")

@@ -42,6 +42,7 @@ TOP_LEVEL_KEYS = (
     "resources",
     "trail",
     "launcher",
+    "compare",
 )
 
 
@@ -94,6 +95,21 @@ class Launcher:
 
 
 @dataclass(frozen=True)
+class IgnoreRule:
+    """Outputs the job knows to be volatile: a file glob, and optionally a glob over value names inside it."""
+
+    file: str  # glob relative to the outputs folder ("*.log", "logs/**")
+    key: str | None = None  # glob over dotted value or tensor names ("log_history.*.train_runtime")
+
+
+@dataclass(frozen=True)
+class CompareSpec:
+    """The `compare:` section: what a verdict leaves out, and says it left out."""
+
+    ignore: tuple[IgnoreRule, ...] = ()
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job: paths absolute, defaults filled in."""
 
@@ -112,6 +128,7 @@ class JobSpec:
     resources: Resources = field(default_factory=Resources)
     trail: Trail | None = None
     launcher: Launcher = field(default_factory=Launcher)
+    compare: CompareSpec = field(default_factory=CompareSpec)
 
     def to_json(self) -> dict[str, Any]:
         """The resolved spec for the manifest; secret-looking env values are redacted."""

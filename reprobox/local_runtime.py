@@ -1,67 +1,146 @@
 """The `local` runtime: the guest entrypoint as a subprocess of this machine, in its own process group.
 
-For machines without Docker and for fast tests. It gives the same determinism inside the job, but none
-of the container's isolation: the job sees the host's files, network and installed packages.
+For machines without Docker and for fast tests. It gives the same determinism inside the job, and the
+same absolute paths in every run (code, run dir, outputs, HOME, TMPDIR, data; see stable_paths): in a
+private mount namespace where the kernel allows one, else in fixed folders that runs of a job take in
+turn. Otherwise none of the container's isolation: the job sees the host's network and packages.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from typing import IO, Any
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, ClassVar
 
+from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.fixed_paths import StagingStopped, ensure_root, staged_run
 from reprobox.guest import settings
 from reprobox.runtime import OutputSink, RunOutcome, RunPlan
+from reprobox.stable_paths import MODE_FIXED, MODE_NAMESPACE, StableLayout, job_environment, layout_for
 from reprobox.timestamps import utc_now
 
 GRACE_SECONDS = 5.0
+PROBE_TIMEOUT = 30.0
+
+
+ISOLATION_VARIABLE = "REPROBOX_LOCAL_ISOLATION"
+ISOLATION_AUTO = "auto"  # a private mount namespace where the kernel allows one, else fixed folders
+ISOLATIONS = (ISOLATION_AUTO, MODE_NAMESPACE, MODE_FIXED)
 
 
 class LocalRuntime:
     name = "local"
+    _probed: ClassVar[dict[str, bool]] = {}  # python -> whether a private mount namespace works
+    _probe_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, python: str | None = None) -> None:
+    def __init__(self, python: str | None = None, isolation: str | None = None) -> None:
         self.python = python or sys.executable
+        self.isolation = isolation or os.environ.get(ISOLATION_VARIABLE) or ISOLATION_AUTO
+        if self.isolation not in ISOLATIONS:
+            raise UsageError(
+                f"{ISOLATION_VARIABLE}={self.isolation!r} is not one of {', '.join(ISOLATIONS)}; "
+                "unset it or choose one of those"
+            )
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "python": self.python, "host": platform.node()}
 
-    def environment(self, plan: RunPlan) -> dict[str, str]:
-        """The host environment plus the plan's settings and the host paths of the run."""
+    def layout(self, plan: RunPlan) -> StableLayout:
+        return layout_for(plan.job, os.getuid())
+
+    def environment(self, plan: RunPlan, layout: StableLayout | None = None) -> dict[str, str]:
+        """The host environment plus the plan's settings, with every location at its stable path."""
         env = dict(os.environ)
         env.update(plan.guest_env)
-        env[settings.OUTPUT_DIR] = str(plan.output_dir)
-        env[settings.RUN_DIR] = str(plan.run_dir)
-        env[settings.CODE_DIR] = str(plan.job.code)
-        for mount in plan.job.data:
-            if mount.env:
-                env[mount.env] = str(mount.source)
-        if plan.reference_run is not None:
+        env = job_environment(env, layout or self.layout(plan), plan.job)
+        if plan.reference_run is not None:  # a host path: the host's files stay visible in the namespace
             env[settings.REFERENCE_TRAIL] = str(plan.reference_run / settings.TRAIL_FILE)
         return env
 
+    def mode(self, layout: StableLayout) -> str:
+        """namespace or fixed: what this machine allows, probed once per interpreter, or what was asked."""
+        if self.isolation == MODE_FIXED:
+            return MODE_FIXED
+        with self._probe_lock:
+            if self.python not in self._probed:
+                self._probed[self.python] = _namespace_works(self.python, layout.root)
+            works = self._probed[self.python]
+        if works:
+            return MODE_NAMESPACE
+        if self.isolation == MODE_NAMESPACE:
+            raise EnvironmentProblem(
+                f"{ISOLATION_VARIABLE}=namespace, but this machine refuses a private mount namespace "
+                f"to {self.python}; unset {ISOLATION_VARIABLE} to fall back to fixed folders"
+            )
+        return MODE_FIXED
+
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
+        layout = self.layout(plan)
+        ensure_root(layout, os.getuid())
+        mode = self.mode(layout)
+        outcome.runtime["paths"] = layout.to_json(mode)
+        env = self.environment(plan, layout)
+        guest = [self.python, "-m", "reprobox.guest", "--", *plan.command]
+        try:
+            if mode == MODE_FIXED:
+                with staged_run(layout, plan, lambda: stop is not None and stop.is_set()):
+                    self._supervise(guest, layout.code, env, plan=plan, sink=sink, stop=stop, outcome=outcome)
+            else:
+                with _scratch(plan.job.name) as scratch:
+                    spec = scratch / "namespace.json"
+                    spec.write_text(json.dumps(_namespace_spec(layout, plan, scratch)), encoding="utf-8")
+                    launcher = [self.python, "-m", "reprobox.namespace_launcher", str(spec), "--", *guest]
+                    self._supervise(
+                        launcher, plan.run_dir, env, plan=plan, sink=sink, stop=stop, outcome=outcome
+                    )
+        except StagingStopped:
+            outcome.cancelled = True
+        except KeyboardInterrupt:  # while waiting for the job's folder or moving the results home
+            outcome.interrupted = True
+        except OSError as exc:
+            sink.write(f"reprobox: cannot prepare the stable paths under {layout.root}: {exc}\n".encode())
+        if outcome.timed_out or outcome.interrupted or outcome.cancelled:
+            outcome.exit_code = None
+        outcome.ended_at = utc_now()
+        return outcome
+
+    def _supervise(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        *,
+        plan: RunPlan,
+        sink: OutputSink,
+        stop: threading.Event | None,
+        outcome: RunOutcome,
+    ) -> None:
+        """Start the guest in its own process group, stream its output, and record how it ended."""
         try:
             process = subprocess.Popen(
-                [self.python, "-m", "reprobox.guest", "--", *plan.command],
-                cwd=plan.job.code,
-                env=self.environment(plan),
+                argv,
+                cwd=cwd,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: we can stop the whole job at once
             )
         except OSError as exc:
-            outcome.ended_at = utc_now()
             sink.write(f"reprobox: cannot start the guest: {exc}\n".encode())
-            return outcome
+            return
         assert process.stdout is not None
         pump = threading.Thread(target=_pump, args=(process.stdout, sink), daemon=True)
         pump.start()
@@ -85,8 +164,48 @@ class LocalRuntime:
             outcome.exit_code = None
         elif process.returncode is not None and process.returncode < 0:
             outcome.exit_code, outcome.signal = None, -process.returncode
-        outcome.ended_at = utc_now()
-        return outcome
+
+
+def _namespace_spec(layout: StableLayout, plan: RunPlan, scratch: Path) -> dict[str, Any]:
+    """What the launcher binds where: code and data read-only, the real run dir, a fresh HOME and TMPDIR."""
+    (scratch / "home").mkdir()
+    (scratch / "tmp").mkdir()
+    mounts = [
+        {"source": str(plan.job.code), "target": str(layout.code), "read_only": True},
+        {"source": str(plan.run_dir), "target": str(layout.run), "read_only": False},
+        {"source": str(scratch / "home"), "target": str(layout.home), "read_only": False},
+        {"source": str(scratch / "tmp"), "target": str(layout.tmp), "read_only": False},
+    ]
+    mounts += [
+        {"source": str(mount.source), "target": str(layout.data[mount.target]), "read_only": True}
+        for mount in plan.job.data
+    ]
+    return {"root": str(layout.root), "cwd": str(layout.code), "mounts": mounts}
+
+
+@contextlib.contextmanager
+def _scratch(job_name: str) -> Iterator[Path]:
+    """A host folder for one run's HOME and TMPDIR, removed after the run whatever happened."""
+    folder = Path(tempfile.mkdtemp(prefix=f"reprobox-{job_name}-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _namespace_works(python: str, root: Path) -> bool:
+    """Whether `python` can enter a private mount namespace and bind folders there (a short trial run)."""
+    try:
+        probe = subprocess.run(
+            [python, "-m", "reprobox.namespace_launcher", "--probe", str(root)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
 
 
 class _Cancelled(Exception):

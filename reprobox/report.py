@@ -13,6 +13,7 @@ VERDICT_SENTENCES = {
     "different": "checkpoints differ between runs",
     "failed": "no verdict: a run failed or produced nothing to compare",
 }
+LISTED_VALUES = 20
 
 
 def short(digest: str | None, length: int = 16) -> str:
@@ -34,7 +35,7 @@ def run_summary(record: RunRecord) -> str:
 
 def comparison_text(comparison: Comparison) -> str:
     n = len(comparison.runs)
-    lines = [VERDICT_SENTENCES.get(comparison.verdict, comparison.verdict).format(n=n)]
+    lines = [comparison.sentence or VERDICT_SENTENCES.get(comparison.verdict, comparison.verdict).format(n=n)]
     if comparison.explanation and comparison.explanation.get("sentence"):
         lines.append(f"  {comparison.explanation['sentence']}")
     for run in comparison.runs:
@@ -45,12 +46,41 @@ def comparison_text(comparison: Comparison) -> str:
         lines.append(f"  [{mark}] {entry['path']}  {hashes}")
     if comparison.differences:
         lines.append(_difference_table(comparison.differences, comparison.differing_tensor_total))
+    lines.extend(_value_lines("value differs", comparison.value_differences, "note"))
+    lines.extend(_value_lines("run-specific", comparison.run_specific, "reason"))
+    lines.extend(_value_lines("ignored", comparison.ignored, "rule"))
+    for renamed in comparison.renamed:
+        lines.append(f"  file names differ: {renamed['a']} vs {renamed['b']} (same content)")
+    for path in comparison.format_only:
+        lines.append(f"  {path}: same tensors and values, other file bytes (container format only)")
     if comparison.first_divergence:
         first = comparison.first_divergence
         params = ", ".join(first.get("parameters", [])[:8])
-        lines.append(f"  first divergence at optimizer step {first.get('step')}: {params}")
+        lines.append(f"  first divergence {divergence_text(first)}: {params}")
     lines.extend(f"  note: {note}" for note in comparison.notes)
     return "\n".join(lines)
+
+
+def divergence_text(first: dict[str, Any]) -> str:
+    """Where the runs first differ, as exactly as the trail knows it: a step, or a bracket of two steps."""
+    step, previous = first.get("step"), first.get("previous_identical_step")
+    if previous is None:
+        return f"by optimizer step {step} (the first step both trails recorded)"
+    if isinstance(step, int) and step - previous <= 1:
+        return f"at optimizer step {step}"
+    return f"after optimizer step {previous} (equal), by step {step} (differs)"
+
+
+def _value_lines(label: str, entries: Sequence[dict[str, Any]], why_key: str) -> list[str]:
+    lines = []
+    for entry in entries[:LISTED_VALUES]:
+        where = f"{entry.get('checkpoint')}  {entry.get('name')}"
+        values = f"  {entry['a']!r} vs {entry['b']!r}" if "a" in entry else ""
+        why = f"  ({entry[why_key]})" if entry.get(why_key) else ""
+        lines.append(f"  {label}: {where}{values}{why}")
+    if len(entries) > LISTED_VALUES:
+        lines.append(f"  ... {len(entries)} {label} entries in all (--json lists every one)")
+    return lines
 
 
 def _difference_table(differences: Sequence[dict[str, Any]], total: int) -> str:

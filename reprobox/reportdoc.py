@@ -17,7 +17,7 @@ from reprobox import explain, trails
 from reprobox.compare import Comparison, compare_runs
 from reprobox.guest.fingerprint import iter_fields
 from reprobox.manifest import RunRecord
-from reprobox.report import VERDICT_SENTENCES, short
+from reprobox.report import VERDICT_SENTENCES, divergence_text, short
 
 MAX_FINGERPRINT_ROWS = 400
 SHOWN_PARAMETERS = 12
@@ -65,7 +65,8 @@ def gather(records: Sequence[RunRecord], comparison: Comparison | None = None) -
 
 
 def headline(data: ReportData) -> str:
-    return VERDICT_SENTENCES.get(data.comparison.verdict, data.comparison.verdict).format(n=len(data.records))
+    c = data.comparison
+    return c.sentence or VERDICT_SENTENCES.get(c.verdict, c.verdict).format(n=len(data.records))
 
 
 def title(data: ReportData) -> str:
@@ -81,7 +82,7 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
     if c.first_divergence:
         fd = c.first_divergence
         names = ", ".join(fd["parameters"][:SHOWN_PARAMETERS])
-        text = f"First divergence at optimizer step {fd['step']} in: {names}."
+        text = f"First divergence {divergence_text(fd)} in: {names}."
         doc.append(Block("para", text, ident="first-divergence"))
     doc += [Block("heading", "Runs"), _table(("run", "status", "started", "stack digest"), _run_rows(data))]
     if data.stack_differences:
@@ -107,6 +108,23 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
                 f"{c.differing_tensor_total} tensors differ in all; the first {len(c.differences)} are shown."
             )
             doc.append(Block("para", shown))
+    for heading, entries, why in (
+        ("Differing values", c.value_differences, "note"),
+        ("Run-specific values (not counted against the verdict)", c.run_specific, "reason"),
+        ("Ignored by the job file", c.ignored, "rule"),
+    ):
+        if entries:
+            rows = [
+                (
+                    str(e.get("checkpoint")),
+                    str(e.get("name")),
+                    _show(e.get("a")),
+                    _show(e.get("b")),
+                    str(e.get(why) or ""),
+                )
+                for e in entries
+            ]
+            doc += [Block("heading", heading), _table(("file", "value", "run A", "run B", why), rows)]
     if figure:
         doc += [Block("heading", "Divergence per step"), Block("figure", "divergence per optimizer step")]
     if c.notes:

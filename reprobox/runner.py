@@ -45,6 +45,7 @@ class RunOptions:
     reference_run: Path | None = None  # stop as soon as this run's trail diverges from this run's
     audit: bool = False  # record nondeterministic-op warnings (reprobox audit)
     extra_env: dict[str, str] = field(default_factory=dict)
+    progress: Callable[[str], None] | None = None  # what preparing the inputs is doing (large data)
 
 
 class _TeeSink:
@@ -124,25 +125,51 @@ def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
 
 
 def execute(
-    job: JobSpec, runtime: Runtime, options: RunOptions, *, stop: threading.Event | None = None
+    job: JobSpec,
+    runtime: Runtime,
+    options: RunOptions,
+    *,
+    stop: threading.Event | None = None,
+    inputs: RunInputs | None = None,
 ) -> RunRecord:
     """Run the job once and write its manifest; raises Interrupted after recording a Ctrl-C."""
-    return finish(prepare(job, options), runtime, options, stop=stop)
+    return finish(prepare(job, options, inputs), runtime, options, stop=stop)
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What runs start from: the code's snapshot and the data's digests, made once for all runs of a
+    verify, so that an edit in the code folder while it runs changes nothing and data is read once."""
+
+    code: codetree.CodeSnapshot
+    data: tuple[codetree.DataDigest, ...]
+
+
+def prepare_inputs(job: JobSpec, options: RunOptions) -> RunInputs:
+    """Snapshot the code (runs/<job>/.code/<tree digest>/) and digest the data sources."""
+    store = options.runs_dir / job.name / codetree.SNAPSHOTS_DIR
+    code = codetree.snapshot_code(job.code, store, exclude=(options.runs_dir,))
+    return RunInputs(code=code, data=codetree.digest_data(job.data, options.progress))
 
 
 @dataclass(frozen=True)
 class PreparedRun:
-    """A run whose directory exists and whose inputs are digested, ready for a runtime."""
+    """A run whose directory exists and whose inputs are digested, ready for a runtime.
+
+    `job` is the job as written; `plan.job` is the same job with the code snapshot as its code folder.
+    """
 
     plan: RunPlan
-    code: codetree.CodeTree
+    inputs: RunInputs
+    job: JobSpec
 
 
-def prepare(job: JobSpec, options: RunOptions) -> PreparedRun:
+def prepare(job: JobSpec, options: RunOptions, inputs: RunInputs | None = None) -> PreparedRun:
+    if inputs is None:
+        inputs = prepare_inputs(job, options)
     run_id, run_dir = make_run_dir(options.runs_dir, job.name)
-    code = codetree.digest_tree(job.code, exclude=(options.runs_dir,))
     plan = RunPlan(
-        job=job,
+        job=job.with_overrides(code=inputs.code.path),
         run_id=run_id,
         run_dir=run_dir,
         guest_env=guest_env(job, run_id, options),
@@ -150,7 +177,7 @@ def prepare(job: JobSpec, options: RunOptions) -> PreparedRun:
         timeout=job.timeout,
         reference_run=options.reference_run,
     )
-    return PreparedRun(plan, code)
+    return PreparedRun(plan, inputs, job)
 
 
 def finish(
@@ -180,7 +207,7 @@ def build_manifest(
     options: RunOptions,
 ) -> dict[str, Any]:
     """The manifest's fields; the guest's own account of the exit wins over what the runtime saw."""
-    plan, code, job = prepared.plan, prepared.code, prepared.plan.job
+    plan, inputs, job = prepared.plan, prepared.inputs, prepared.job
     exit_code, signal_number = outcome.exit_code, outcome.signal
     if guest is not None and not (outcome.timed_out or outcome.interrupted or outcome.oom_killed):
         exit_code, signal_number = guest.get("exit_code"), guest.get("signal")
@@ -225,7 +252,8 @@ def build_manifest(
         "job": job.to_json(),
         "job_file": str(job.job_file),
         "job_file_sha256": file_sha256(job.job_file),
-        "code": {"path": str(job.code), **code.to_json()},
+        "code": inputs.code.manifest_entry(),
+        "data": [d.to_json() for d in inputs.data],
         "seed": job.seed,
         "command": guest.get("command", list(plan.command)),
         "environment": environment,

@@ -57,16 +57,23 @@ def trail_of(record: RunRecord) -> Trail | None:
 
 
 def first_divergence(a: Trail, b: Trail) -> dict[str, Any] | None:
-    """The first optimizer step recorded by both runs where any parameter digest differs."""
+    """The first optimizer step recorded by both runs where any parameter digest differs.
+
+    With a sparse trail this brackets the divergence: after ``previous_identical_step`` (equal), by
+    ``step`` (differs); ``exact`` says whether the two are consecutive.
+    """
     for step in sorted(set(a.steps) & set(b.steps)):
         da, db = a.digests(step), b.digests(step)
         if a.steps[step].get("model") == b.steps[step].get("model") and da == db:
             continue
         parameters = sorted(n for n in set(da) | set(db) if da.get(n) != db.get(n))
+        previous = _previous_step(a, b, step)
         return {
             "step": step,
             "parameters": parameters,
-            "previous_identical_step": _previous_step(a, b, step),
+            "previous_identical_step": previous,
+            # exact: the step before was recorded equal; else the divergence lies in (previous, step]
+            "exact": previous is not None and step - previous <= 1,
             "loss": {"a": _window(a, step), "b": _window(b, step)},
         }
     return None

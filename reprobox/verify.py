@@ -1,6 +1,8 @@
 """Run a job N times and decide whether its checkpoints are bit-identical every time.
 
-Runs go one after another; the first is the reference. A failed run ends verification (there is no
+The inputs are fixed once before the first run: the code folder is copied into a read-only snapshot
+that every run runs from, and the data sources are hashed (see `runner.prepare_inputs`). Runs go one
+after another; the first is the reference. A failed run ends verification (there is no
 verdict on a job that does not finish); by default so does the first differing run.
 
 With `stop_on_divergence` the runs start together instead: each rerun's step hook checks its trail
@@ -19,7 +21,7 @@ from reprobox.compare import DIFFERENT, FAILED, Comparison, compare_runs
 from reprobox.errors import Interrupted
 from reprobox.job import JobSpec, Trail
 from reprobox.manifest import RunRecord
-from reprobox.runner import RunOptions, execute, finish, prepare
+from reprobox.runner import RunInputs, RunOptions, execute, finish, prepare, prepare_inputs
 from reprobox.runtime import Runtime
 
 Progress = Callable[[str], None]
@@ -42,13 +44,15 @@ def verify(
     progress: Progress | None = None,
 ) -> tuple[Comparison, list[RunRecord]]:
     say = progress or (lambda _message: None)
+    inputs = prepare_inputs(job, replace(run_options, progress=run_options.progress or progress))
+    say(_inputs_text(inputs))
     if options.stop_on_divergence or options.parallel > 1:
-        return _verify_together(job, runtime, run_options, options, say)
+        return _verify_together(job, runtime, run_options, options, say, inputs=inputs)
     records: list[RunRecord] = []
     comparison: Comparison | None = None
     for index in range(options.runs):
         say(f"run {index + 1}/{options.runs} of {job.name} ({runtime.name})")
-        record = execute(job, runtime, run_options)
+        record = execute(job, runtime, run_options, inputs=inputs)
         records.append(record)
         say(
             f"run {index + 1}/{options.runs}: {record.status}"
@@ -65,8 +69,27 @@ def verify(
     return comparison, records
 
 
+def _inputs_text(inputs: RunInputs) -> str:
+    """One line on what every run will run: the code's digest and git state, and the data."""
+    tree = inputs.code.tree
+    git = tree.git
+    where = (
+        f", git {git.commit[:12] if git.commit else 'no commit'}{' + changes' if git.dirty else ''}"
+        if git
+        else ""
+    )
+    data = f"; {len(inputs.data)} data source(s) hashed" if inputs.data else ""
+    return f"code {tree.digest[:12]} ({len(tree.files)} files{where}) snapshot in {inputs.code.path}{data}"
+
+
 def _verify_together(
-    job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VerifyOptions, say: Progress
+    job: JobSpec,
+    runtime: Runtime,
+    run_options: RunOptions,
+    options: VerifyOptions,
+    say: Progress,
+    *,
+    inputs: RunInputs,
 ) -> tuple[Comparison, list[RunRecord]]:
     """Runs side by side; with stop_on_divergence, reruns check their trail against the reference's live."""
     live = options.stop_on_divergence
@@ -75,9 +98,9 @@ def _verify_together(
     quiet = replace(
         run_options, echo=None
     )  # interleaved output of parallel runs helps nobody: see stdout.log
-    reference = prepare(job, quiet)
+    reference = prepare(job, quiet, inputs)
     rerun_options = replace(quiet, reference_run=reference.plan.run_dir) if live else quiet
-    prepared = [reference, *(prepare(job, rerun_options) for _ in range(options.runs - 1))]
+    prepared = [reference, *(prepare(job, rerun_options, inputs) for _ in range(options.runs - 1))]
     workers = options.runs if live else max(1, min(options.parallel, options.runs))
     how = "each checked step by step against the first" if live else f"{workers} at a time"
     say(f"{options.runs} runs of {job.name} side by side ({runtime.name}), {how}")

@@ -23,6 +23,7 @@ from reprobox.attest._model import (
     REPROBOX_ARTEFACTS,
     STATEMENT_TYPE,
     Attestation,
+    attestation_in,
     attestation_path_for,
 )
 from reprobox.attest._signing import (
@@ -48,6 +49,7 @@ __all__ = [
     "REPROBOX_ARTEFACTS",
     "STATEMENT_TYPE",
     "Attestation",
+    "attestation_in",
     "attestation_path_for",
     "attested_tree",
     "build_attestation",

@@ -6,15 +6,18 @@ import os
 from pathlib import Path
 
 from reprobox import codetree
-from reprobox.attest._model import REPROBOX_ARTEFACTS, Attestation
+from reprobox.attest._model import Attestation
 from reprobox.errors import UsageError
 from reprobox.guest.hashing import file_sha256
 
 
 def attested_tree(tree: codetree.CodeTree) -> codetree.CodeTree:
-    """The code tree without reprobox's own artefacts (the attestation next to the job file)."""
-    files = {p: d for p, d in tree.files.items() if Path(p).name not in REPROBOX_ARTEFACTS}
-    return codetree.CodeTree(digest=codetree.tree_digest(files), files=files)
+    """The code tree without reprobox's own artefacts (the attestations next to job files); runs made
+    by older versions recorded them."""
+    files = {p: d for p, d in tree.files.items() if not codetree.is_reprobox_artefact(Path(p).name)}
+    return codetree.CodeTree(
+        digest=codetree.tree_digest(files), files=files, git=tree.git, selection=tree.selection
+    )
 
 
 def locate_code(attestation: Attestation, cwd: Path | None = None) -> Path:

@@ -6,16 +6,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reprobox import codetree
+from reprobox.errors import UsageError
+
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE_PREFIX = "https://reprobox.dev/attestation/"
 PREDICATE_TYPE = PREDICATE_TYPE_PREFIX + "v1"
 PREDICATE_SCHEMA_PREFIX = "reprobox.attestation/"
 PREDICATE_SCHEMA = PREDICATE_SCHEMA_PREFIX + "1"
 DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
-ATTESTATION_NAME = "reprobox.attestation.json"
+ATTESTATION_NAME = codetree.ATTESTATION_NAME  # "reprobox.attestation.json"
 MAX_ATTESTATION_BYTES = 64 << 20  # a hand-made giant file is bad input, not a reason to run out of memory
 DEFAULT_KEY = Path("~/.config/reprobox/signing.key")
-REPROBOX_ARTEFACTS = frozenset({ATTESTATION_NAME})  # never part of the attested code tree
+REPROBOX_ARTEFACTS = frozenset({ATTESTATION_NAME})  # and every "<job>.reprobox.attestation.json"
+DEFAULT_JOB_STEM = "job"  # job.yaml's attestation keeps the plain name
 
 
 @dataclass(frozen=True)
@@ -67,5 +71,23 @@ class Attestation:
 
 
 def attestation_path_for(job_file: Path) -> Path:
-    """Where an attestation goes by default: next to the job file, so it travels with the code."""
-    return job_file.parent / ATTESTATION_NAME
+    """Where an attestation goes by default: next to the job file, so it travels with the code.
+
+    `job.yaml` gets `reprobox.attestation.json`; any other job file `<stem>.yaml` gets
+    `<stem>.reprobox.attestation.json`, so two job files in one folder keep one attestation each.
+    """
+    stem = job_file.stem
+    return job_file.parent / (ATTESTATION_NAME if stem == DEFAULT_JOB_STEM else f"{stem}.{ATTESTATION_NAME}")
+
+
+def attestation_in(folder: Path) -> Path | None:
+    """The attestation in a code folder (`reprobox reproduce .`): the plain one, else the only
+    `<job>.reprobox.attestation.json`; several of those must be chosen by name."""
+    plain = folder / ATTESTATION_NAME
+    if plain.is_file():
+        return plain
+    found = sorted(p for p in folder.glob(f"*.{ATTESTATION_NAME}") if p.is_file())
+    if len(found) > 1:
+        names = ", ".join(p.name for p in found)
+        raise UsageError(f"{folder} holds several attestations ({names}); pass the one to reproduce")
+    return found[0] if found else None

@@ -1,9 +1,9 @@
 """Verified runs -> the in-toto Statement: subject (the checkpoints) and the reprobox predicate.
 
 The predicate holds what a reviewer needs to run the same job again and judge the result: the job
-file's text and digest, the code tree's per-file digests, the image with its lock digest and labels,
-the execution settings, the author's fingerprint and stack digest, the number of verified runs and
-every checkpoint's file, content and tensor hashes.
+file's text and digest, the code tree's per-file digests with its git commit and dirty flag, the image
+with its lock digest and labels, the execution settings, the author's fingerprint and stack digest,
+the number of verified runs and every checkpoint's file, content and tensor hashes.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:
             "sha256": tree.digest,
             "files": tree.files,
             "run_sha256": str(code["sha256"]),
+            "git": _git_entry(code),
         },
         "runtime": str((data.get("runtime") or {}).get("name", "local")),
         "image": _image_entry(data),
@@ -148,6 +149,14 @@ def _job_text(job_file: Path, expected: str, run_dir: Path) -> str:
             "run `reprobox verify` again and attest those runs"
         )
     return raw.decode("utf-8")
+
+
+def _git_entry(code: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The commit the code was at and whether it had uncommitted changes; the local path stays home."""
+    git = code.get("git")
+    if not isinstance(git, Mapping):
+        return None
+    return {"commit": git.get("commit"), "dirty": bool(git.get("dirty"))}
 
 
 def _image_id(data: Mapping[str, Any]) -> str | None:

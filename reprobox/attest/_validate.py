@@ -127,6 +127,18 @@ class _Checker:
             files = self.get(code, "files", dict, "predicate.code.files")
             if files is not None and not all(isinstance(v, str) for v in files.values()):
                 self.fail("predicate.code.files", "must map each path to its digest")
+            self.check_git(code.get("git"))
+
+    def check_git(self, git: Any) -> None:
+        """Optional (older attestations lack it): {commit: hex or null, dirty: bool}."""
+        if git is None:
+            return
+        if not isinstance(git, dict):
+            self.fail("predicate.code.git", f"must be an object or null, not {type(git).__name__}")
+            return
+        if git.get("commit") is not None and not isinstance(git.get("commit"), str):
+            self.fail("predicate.code.git.commit", "must be a commit id or null")
+        self.get(git, "dirty", bool, "predicate.code.git.dirty")
 
     def check_image(self, image: Any) -> None:
         if image is not None:

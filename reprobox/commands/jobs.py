@@ -30,8 +30,11 @@ examples:
   reprobox verify job.yaml --runs 5 --keep-going          all five runs even after a difference
   reprobox verify job.yaml --json > verdict.json
 
-On success it writes reprobox.attestation.json next to the job file: publish it with your code,
-and a reviewer runs `reprobox reproduce reprobox.attestation.json`.
+Every run runs one snapshot of the code, taken before the first run (runs/<job>/.code/): the files
+git would commit, or the folder minus .reproboxignore; edits during the runs change nothing.
+On success it writes reprobox.attestation.json next to the job file (<name>.reprobox.attestation.json
+for a job file <name>.yaml other than job.yaml): publish it with your code, and a reviewer runs
+`reprobox reproduce reprobox.attestation.json`.
 
 exit: 0 identical, 1 different, 3 a run failed
 """
@@ -105,7 +108,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
-    return runner.RunOptions(runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps)
+    return runner.RunOptions(
+        runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps, progress=out.progress
+    )
 
 
 def run_command(args: argparse.Namespace, out: Output) -> int:

@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.docker_runtime._image import Progress, ensure_image, image_facts, quiet
-from reprobox.docker_runtime._settings import apply_exit_status, container_settings, effective_settings
+from reprobox.docker_runtime._settings import (
+    apply_exit_status,
+    container_paths,
+    container_settings,
+    effective_settings,
+)
 from reprobox.engine import Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
 from reprobox.job import JobSpec
@@ -86,6 +91,7 @@ class DockerRuntime:
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
         created = self.settings(plan)
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
+        outcome.runtime["paths"] = container_paths(plan)
         ownership = _RunDirOwnership.lend(plan.run_dir, created["user"]) if self.host_uid == 0 else None
         container_id: str | None = None
         leftover: str | None = None  # what to remove at the end, whatever happens

@@ -15,10 +15,12 @@ from reprobox.guest import settings
 from reprobox.image import MANAGED_LABEL
 from reprobox.job import Resources
 from reprobox.runtime import CONTAINER_CODE_DIR, CONTAINER_RUN_DIR, OUTPUTS_SUBDIR, RunOutcome, RunPlan
+from reprobox.stable_paths import MODE_CONTAINER, paths_record
 
 GUEST_USER = "10001:10001"  # the image's `reprobox` user; also used for images whose user is root
 GUEST_USER_NAME = "reprobox"
 CONTAINER_HOME = "/tmp"  # noqa: S108 - inside the container: its private tmpfs
+CONTAINER_TMP = "/tmp"  # noqa: S108 - the same private tmpfs
 CONTAINER_HOSTNAME = "reprobox"  # the same in every run: a job that reads its hostname sees no difference
 CONTAINER_REFERENCE_DIR = "/reprobox/reference"
 TMPFS_OPTIONS = "rw,exec,nosuid,nodev,mode=1777"  # exec: torch compiles and loads kernels from /tmp
@@ -65,6 +67,7 @@ def hardened_settings(image: ImageInfo | str, *, host_uid: int, host_gid: int) -
         "labels": {MANAGED_LABEL: "true"},
         "environment": {
             "HOME": CONTAINER_HOME,
+            "TMPDIR": CONTAINER_TMP,  # what tempfile would pick anyway, named as the local runtime names it
             "USER": GUEST_USER_NAME,  # getpass.getuser() works although the uid may have no passwd entry
             "REPROBOX_IMAGE_ID": image_id,
             "REPROBOX_IMAGE_DIGEST": (image.repo_digest or "") if isinstance(image, ImageInfo) else "",
@@ -120,6 +123,18 @@ def container_settings(
     if entrypoint is not None:
         created["entrypoint"] = list(entrypoint)
     return created
+
+
+def container_paths(plan: RunPlan) -> dict[str, Any]:
+    """The manifest's `runtime.paths`: the absolute paths a job sees in the container, the same every run."""
+    return paths_record(
+        MODE_CONTAINER,
+        code=CONTAINER_CODE_DIR,
+        run=CONTAINER_RUN_DIR,
+        home=CONTAINER_HOME,
+        tmp=CONTAINER_TMP,
+        data={data.target: data.target for data in plan.job.data},
+    )
 
 
 def effective_settings(facts: Mapping[str, Any]) -> dict[str, Any]:

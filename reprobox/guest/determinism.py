@@ -33,6 +33,9 @@ class Determinism:
     fill_uninitialized_memory: bool = True
     cuda_launch_blocking: bool = False
     nccl_algo: str = "Ring"  # NCCL's reduction algorithm, pinned so collectives sum in a fixed order
+    # Generators created without a seed (np.random.default_rng(), random.Random(), Generator.seed())
+    # take one derived from the job seed instead of the OS's entropy (see guest/entropy.py).
+    seed_unseeded_generators: bool = True
 
 
 def settings_from_env(env: Mapping[str, str] | None = None) -> Determinism:

@@ -3,6 +3,7 @@
 It seeds `random` at once, and arranges for NumPy and torch to be seeded and made deterministic the
 moment the process imports them: a meta-path finder wraps their loaders, so a process that never
 imports torch pays nothing for it (the way coverage.py reaches subprocesses, without a torch import).
+Generators each library creates without a seed are given one derived from the job seed (`entropy`).
 """
 
 from __future__ import annotations
@@ -94,17 +95,24 @@ def install() -> None:
     import random
 
     random.seed(seed)
+    from reprobox.guest import entropy
+
+    entropy.contain_random(random)
     when_imported("numpy.random", lambda module: _seed_numpy(module, seed))
     when_imported("torch", lambda module: _configure_torch(module, seed))
 
 
 def _seed_numpy(numpy_random: ModuleType, seed: int) -> None:
     numpy_random.seed(seed)
+    from reprobox.guest import entropy
+
+    entropy.contain_numpy(numpy_random)
 
 
 def _configure_torch(torch: ModuleType, seed: int) -> None:
     """Apply the job's determinism settings the moment torch is importable."""
-    from reprobox.guest import determinism
+    from reprobox.guest import determinism, entropy
 
     determinism.apply_torch(torch, seed, determinism.settings_from_env())
+    entropy.contain_torch(torch)
     determinism.after_torch_import(torch)

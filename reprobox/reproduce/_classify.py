@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from reprobox import bundle, explain
+from reprobox.compare import BIT_IDENTICAL as GRADE_BIT_IDENTICAL
 from reprobox.compare import DIFFERENT, IDENTICAL, compare_runs, differing_tensor_names
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.manifest import RunRecord, write_record
@@ -15,7 +16,9 @@ from reprobox.reproduce._model import (
     DIFFERENT_STACK,
     FAILED,
     NONDETERMINISTIC,
+    REPRODUCED,
     SENTENCE_IDENTICAL,
+    SENTENCE_REPRODUCED,
     Context,
     ReproduceResult,
 )
@@ -39,7 +42,10 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
     comparison = compare_runs([published, *records])
     result.comparison = comparison
     if comparison.verdict == IDENTICAL:
-        result.verdict, result.exit_code, result.sentence = BIT_IDENTICAL, EXIT_OK, SENTENCE_IDENTICAL
+        if comparison.grade == GRADE_BIT_IDENTICAL:
+            result.verdict, result.exit_code, result.sentence = BIT_IDENTICAL, EXIT_OK, SENTENCE_IDENTICAL
+        else:
+            result.verdict, result.exit_code, result.sentence = REPRODUCED, EXIT_OK, SENTENCE_REPRODUCED
         return
     differing = next(r for r in records if not _same_content(published, r))
     diffs = _without_replay_pins(ctx, explain.diff_fingerprints(published.fingerprint, differing.fingerprint))

@@ -32,8 +32,8 @@ def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None
     """Reproduce the job an attestation (or a bundle made by `reprobox pack`) describes."""
     say = progress or quiet
     _check_options(options)
-    if source.is_dir() and (source / attest.ATTESTATION_NAME).is_file():
-        source = source / attest.ATTESTATION_NAME  # `reprobox reproduce .` in the paper's code folder
+    if source.is_dir() and (found := attest.attestation_in(source)) is not None:
+        source = found  # `reprobox reproduce .` in the paper's code folder
     opened = None
     attestation_path = source
     if source.is_file() and bundle.looks_like_bundle(source):

@@ -13,6 +13,7 @@ from reprobox.compare import Comparison
 from reprobox.manifest import RunRecord
 
 BIT_IDENTICAL = "bit-identical"
+REPRODUCED = "reproduced"  # every tensor and value equal; only run-specific values or file bytes differ
 NONDETERMINISTIC = "nondeterministic"
 DIFFERENT_STACK = "different-stack"
 CODE_MISMATCH = "code-mismatch"
@@ -20,6 +21,9 @@ IMAGE_MISMATCH = "image-mismatch"
 FAILED = "failed"
 
 SENTENCE_IDENTICAL = "bit-identical to the published checkpoints"
+SENTENCE_REPRODUCED = (
+    "reproduced: every tensor and value equals the published ones, except run-specific values (listed)"
+)
 
 Progress = Callable[[str], None]
 

@@ -225,6 +225,8 @@ class SlurmRuntime:
         if node is not None:
             slurm["node"] = node.get("node")
             outcome.runtime["node_runtime"] = node.get("runtime") or {}
+            if "paths" in outcome.runtime["node_runtime"]:  # what the job saw, where every runtime records it
+                outcome.runtime["paths"] = outcome.runtime["node_runtime"]["paths"]
             outcome.started_at = node.get("started_at") or outcome.started_at
             outcome.ended_at = node.get("ended_at") or ""
 

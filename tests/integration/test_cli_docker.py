@@ -107,7 +107,7 @@ def test_compose_verdict_is_the_exit_code(compose_project: tuple[list[str], dict
         check=False,
     )
     assert same.returncode == 0, same.stdout[-2000:] + same.stderr[-2000:]
-    assert "reproduced: every checkpoint is bit-identical across 2 runs" in same.stdout
+    assert "bit-identical: every output file is byte for byte the same across 2 runs" in same.stdout
     differ = subprocess.run(
         [*command, "up", "--exit-code-from", "verdict", "verdict"],
         cwd=ROOT,

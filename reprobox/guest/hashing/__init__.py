@@ -82,6 +82,7 @@ from reprobox.guest.hashing._formats import (
 )
 from reprobox.guest.hashing._load import load_tensors
 from reprobox.guest.hashing._select import _files_under, _matches, _pattern_parts
+from reprobox.guest.hashing._text import TEXT_FORMATS
 
 __all__ = [
     "COPY_BUDGET_BYTES",
@@ -112,6 +113,8 @@ __all__ = [
     "read_safetensors_header",
     "torch_dtype_name",
 ]
+
+TEXT_FORMAT_NAMES = frozenset(TEXT_FORMATS.values())
 
 COPY_BUDGET_BYTES = 8 << 20
 """A non-contiguous tensor is copied to contiguous memory at most this many bytes at a time."""
@@ -179,11 +182,13 @@ class _Pending:
                 key=TensorDigest.sort_key,
             )
         )
+        values_only = not tensors and content.format in TEXT_FORMAT_NAMES
         return CheckpointDigest(
             path=self.relpath,
             size=size,
             file_sha256=whole_file,
-            content_sha256=content_sha256(tensors),
+            # a file of values alone (JSON, YAML, CSV) is its values: equal values, equal content
+            content_sha256=metadata_sha256(content.metadata) if values_only else content_sha256(tensors),
             format=content.format,
             tensors=tensors,
             metadata=dict(sorted(content.metadata.items())),

@@ -28,6 +28,7 @@ from reprobox.guest.hashing._arrays import (
     _opaque,
 )
 from reprobox.guest.hashing._canonical import ROOT_NAME, _join, _metadata_digests, flatten, numpy_dtype_name
+from reprobox.guest.hashing._text import plan_text, text_format_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -336,4 +337,6 @@ def _plan(path: Path) -> _Content:
         return _plan_safetensors(path)
     if kind == "numpy":
         return _plan_npz(path) if path.suffix.lower() == ".npz" else _plan_npy(path)
+    if text_format_of(path) is not None:
+        return plan_text(path)
     return _opaque(None)

@@ -1,0 +1,159 @@
+"""Which files are "the code": what git would commit, or else the folder minus `.reproboxignore`.
+
+In both modes some files are never code: version control folders, bytecode and tool caches, virtual
+environments, reprobox's runs and attestations, and the files this very process writes its stdout or
+stderr to (`reprobox verify job.yaml > verify.log` inside the code folder must not change the code).
+A `.reproboxignore` (gitignore syntax) in the code folder is honoured in both modes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reprobox.codetree._git import git_listing
+from reprobox.codetree._tree import GitFacts
+
+if TYPE_CHECKING:
+    import pathspec
+
+IGNORE_FILE = ".reproboxignore"
+ATTESTATION_NAME = "reprobox.attestation.json"  # and <job>.reprobox.attestation.json
+IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".ipynb_checkpoints",
+        ".venv",
+        "venv",
+        "runs",
+    }
+)
+IGNORED_SUFFIXES = (".pyc", ".pyo")
+MODE_GIT = "git"
+MODE_IGNORE_FILE = "reproboxignore"
+
+
+def is_reprobox_artefact(name: str) -> bool:
+    """An attestation file reprobox writes next to a job file: never part of the code."""
+    return name == ATTESTATION_NAME or name.endswith("." + ATTESTATION_NAME)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The code's files (regular files and symlinks, relative posix paths, sorted) and how chosen."""
+
+    root: Path
+    files: tuple[str, ...]
+    mode: str
+    git: GitFacts | None = None
+
+
+def select_files(root: Path, *, exclude: tuple[Path, ...] = ()) -> Selection:
+    """The files that make up the code in `root`; `exclude` names folders to leave out (the runs dir)."""
+    rules = _Rules(root, exclude)
+    listed = git_listing(root)
+    if listed is None:
+        return Selection(root, tuple(sorted(_walk(root, rules))), MODE_IGNORE_FILE)
+    paths, facts = listed
+    files: list[str] = []
+    for relative in paths:
+        path = root / relative.rstrip("/")
+        if path.is_dir() and not path.is_symlink():
+            # A submodule or a nested repository: its own git (or its own walk) decides its files.
+            prefix = relative.rstrip("/")
+            if rules.keeps(prefix, is_dir=True):
+                inner = select_files(path, exclude=exclude)
+                files += [f"{prefix}/{p}" for p in inner.files if rules.keeps(f"{prefix}/{p}")]
+        elif rules.keeps(relative) and rules.keeps_entry(path):
+            files.append(relative)
+    return Selection(root, tuple(sorted(set(files))), MODE_GIT, facts)
+
+
+class _Rules:
+    """The built-in exclusions, the excluded folders and `.reproboxignore`, for paths relative to root."""
+
+    def __init__(self, root: Path, exclude: tuple[Path, ...]) -> None:
+        self.spec = _ignore_spec(root)
+        base = root.resolve()
+        self.excluded = tuple(
+            e.resolve().relative_to(base).as_posix()
+            for e in exclude
+            if e.resolve() != base and e.resolve().is_relative_to(base)
+        )
+        self.own_outputs = _own_output_files()
+
+    def keeps(self, relative: str, *, is_dir: bool = False) -> bool:
+        parts = relative.split("/")
+        folders = parts if is_dir else parts[:-1]
+        if any(part in IGNORED_DIRS for part in folders):
+            return False
+        if not is_dir and (relative.endswith(IGNORED_SUFFIXES) or is_reprobox_artefact(parts[-1])):
+            return False
+        if any(relative == e or relative.startswith(e + "/") for e in self.excluded):
+            return False
+        return self.spec is None or not self.spec.match_file(relative + ("/" if is_dir else ""))
+
+    def keeps_entry(self, path: Path) -> bool:
+        """Regular files and symlinks only, and never the file this process's output goes to."""
+        try:
+            info = path.lstat()
+        except OSError:  # a tracked file deleted from disk, or one removed while listing
+            return False
+        if stat.S_ISLNK(info.st_mode):
+            return True
+        return stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in self.own_outputs
+
+
+def _walk(root: Path, rules: _Rules) -> list[str]:
+    files: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        current = Path(dirpath)
+        base = current.relative_to(root).as_posix()
+        prefix = "" if base == "." else base + "/"
+        kept_dirs = []
+        for name in sorted(dirnames):
+            relative = prefix + name
+            if (current / name).is_symlink():  # recorded as a link, like git does; never followed
+                if rules.keeps(relative):
+                    files.append(relative)
+            elif rules.keeps(relative, is_dir=True):
+                kept_dirs.append(name)
+        dirnames[:] = kept_dirs
+        files += [
+            prefix + name
+            for name in filenames
+            if rules.keeps(prefix + name) and rules.keeps_entry(current / name)
+        ]
+    return files
+
+
+def _ignore_spec(root: Path) -> pathspec.GitIgnoreSpec | None:
+    path = root / IGNORE_FILE
+    if not path.is_file():
+        return None
+    import pathspec  # the controller's dependency only: the guest never selects code
+
+    return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8").splitlines())
+
+
+def _own_output_files() -> frozenset[tuple[int, int]]:
+    """(device, inode) of the regular files this process's stdout and stderr are redirected to."""
+    found = set()
+    for fd in (1, 2):
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.add((info.st_dev, info.st_ino))
+    return frozenset(found)

@@ -1,0 +1,173 @@
+"""Enter a private mount namespace, bind a run's folders onto its stable paths, then exec the guest.
+
+`python -m reprobox.namespace_launcher SPEC.json -- python -m reprobox.guest -- COMMAND...`
+
+Runs as a tiny process of its own because unshare(CLONE_NEWUSER) needs a single-threaded caller and
+the namespace must be the job's, not the controller's. As root a mount namespace alone suffices; as
+any other user a user namespace maps the caller's uid and gid to themselves, so files the job writes
+belong to the user as before. The mounts are made before exec, so they survive the capability drop of
+exec. `--probe DIR` tries the same steps on DIR and exits 0 when the kernel allows them all.
+
+Standard library only: it runs under the job's interpreter before anything else of reprobox.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MS_RELATIME = 0x200000
+# Flags a user namespace may not clear on a mount it inherited; a read-only remount must repeat them.
+# statvfs reports them with the same bit values (ST_NOSUID == MS_NOSUID, ...).
+LOCKED_FLAGS = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME
+EXIT_SETUP_FAILED = 125  # like `env`/`unshare`: the launcher itself failed, the command never ran
+
+
+class SetupFailed(Exception):
+    """A step of the namespace set-up was refused; the message names the step and the kernel's reason."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, step: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise SetupFailed(f"{step}: {os.strerror(code)} ({errno.errorcode.get(code, code)})")
+
+
+def unshare(flags: int) -> None:
+    libc = _libc()
+    libc.unshare.argtypes = [ctypes.c_int]
+    _check(libc.unshare(flags), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    libc = _libc()
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+    def raw(text: str | None) -> bytes | None:
+        return None if text is None else os.fsencode(text)
+
+    _check(libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), f"mount {target}")
+
+
+def enter_namespace(*, user_namespace: bool | None) -> bool:
+    """Enter a new mount namespace (with a user namespace when needed); returns whether one was made.
+
+    None means: a plain mount namespace when root, falling back to a user namespace when refused.
+    """
+    uid, gid = os.geteuid(), os.getegid()
+    if user_namespace is None and uid == 0:
+        try:
+            unshare(CLONE_NEWNS)
+            return False
+        except SetupFailed:
+            pass  # root without CAP_SYS_ADMIN (a container): a user namespace may still be allowed
+    if user_namespace is False:
+        unshare(CLONE_NEWNS)
+        return False
+    unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    try:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    except OSError as exc:
+        raise SetupFailed(f"mapping uid {uid} and gid {gid} into the user namespace: {exc.strerror}") from exc
+    return True
+
+
+def bind(source: str, target: str, *, read_only: bool) -> None:
+    """Bind `source` (with the mounts under it) onto `target`; read-only binds need a second remount."""
+    mount(source, target, None, MS_BIND | MS_REC)
+    if read_only:
+        locked = os.statvfs(target).f_flag & LOCKED_FLAGS
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked)
+
+
+def set_up(spec: dict[str, Any]) -> bool:
+    """Build the layout of `spec` in a fresh namespace: a tmpfs on its root, then one bind per folder."""
+    made_user_namespace = enter_namespace(user_namespace=spec.get("user_namespace"))
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks back to the host
+    root = spec["root"]
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    for entry in spec["mounts"]:
+        target = Path(entry["target"])
+        if not target.is_relative_to(root):
+            raise SetupFailed(f"mount target {target} is outside the layout root {root}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if Path(entry["source"]).is_dir():
+            target.mkdir(exist_ok=True)
+        else:
+            target.touch(exist_ok=True)
+        bind(entry["source"], str(target), read_only=bool(entry.get("read_only")))
+    return made_user_namespace
+
+
+def probe(directory: str, *, user_namespace: bool | None = None) -> None:
+    """Try every kind of step a run needs (namespace, tmpfs, read-only bind) on `directory`."""
+    with tempfile.TemporaryDirectory(prefix="reprobox-probe-") as source:
+        spec = {
+            "root": directory,
+            "user_namespace": user_namespace,
+            "mounts": [{"source": source, "target": str(Path(directory) / "probe"), "read_only": True}],
+        }
+        set_up(spec)
+        try:
+            (Path(directory) / "probe" / "write-test").touch()
+        except OSError:
+            return  # read-only, as it should be
+        raise SetupFailed(f"a read-only bind onto {directory}/probe stayed writable")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--probe"] and len(argv) == 2:
+        try:
+            probe(argv[1])
+        except (SetupFailed, OSError) as exc:
+            sys.stderr.write(f"reprobox: no private mount namespace here: {exc}\n")
+            return 1
+        return 0
+    if len(argv) < 3 or argv[1] != "--":
+        sys.stderr.write("usage: python -m reprobox.namespace_launcher SPEC.json -- COMMAND [ARG...]\n")
+        return 2
+    command = argv[2:]
+    try:
+        spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+        set_up(spec)
+        os.chdir(spec["cwd"])
+    except (SetupFailed, OSError, ValueError, KeyError) as exc:
+        sys.stderr.write(
+            f"reprobox: cannot give the job its stable paths in a private mount namespace: {exc}; "
+            "set REPROBOX_LOCAL_ISOLATION=fixed to use fixed folders instead\n"
+        )
+        return EXIT_SETUP_FAILED
+    sys.stdout.flush()
+    try:
+        os.execvpe(command[0], command, os.environ)  # noqa: S606 - the guest, exactly as the runtime asked
+    except OSError as exc:
+        sys.stderr.write(f"reprobox: cannot start {command[0]!r}: {exc.strerror}\n")
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,82 @@
+"""The plain values of an output file, read at compare time to name and judge what differs.
+
+Manifests hold only digests of non-tensor values (values may be secrets); when two digests differ, the
+verdict needs both values: to print ``val_acc 0.912 vs 0.934``, and to tell a run-specific value (a
+duration, the run's own path) from a real difference. They are read here from the runs' output files,
+with the same safe readers hashing uses (nothing is unpickled). Values under secret-looking keys are
+shown redacted.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from reprobox.jobspec import REDACTED, SECRET_PATTERN
+
+MAX_SHOWN_CHARS = 200
+MAX_TEXT_COMPARE_BYTES = 16 << 20
+"""Opaque files up to this size are compared as text (masked line by line) when both decode as UTF-8."""
+
+
+def load_values(path: Path) -> dict[str, object] | None:
+    """Name -> value for the file's non-tensor values, or None when they cannot be read safely."""
+    from reprobox.guest.hashing._text import read_values, text_format_of
+
+    try:
+        if text_format_of(path) is not None:
+            return _unique(read_values(path))
+        from reprobox.guest.hashing import load_tensors
+
+        return dict(load_tensors(path)[1])
+    except Exception:  # noqa: BLE001 - unreadable values leave the difference unexplained, never crash
+        return None
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for name, value in pairs:
+        key, n = name, 1
+        while key in result:
+            n += 1
+            key = f"{name}#{n}"
+        result[key] = value
+    return result
+
+
+def read_text(path: Path) -> str | None:
+    """A small output file's text, or None when it is large, binary or unreadable."""
+    try:
+        if path.stat().st_size > MAX_TEXT_COMPARE_BYTES:
+            return None
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def shown(name: str, value: object) -> Any:
+    """A JSON-safe, bounded form of a value for verdicts: secrets redacted, long values cut."""
+    if SECRET_PATTERN.search(name.rsplit(".", 1)[-1]):
+        return REDACTED
+    text: object
+    if value is None or isinstance(value, bool | int | str):
+        text = value
+    elif isinstance(value, float):
+        text = value if math.isfinite(value) else repr(value)
+    else:
+        text = repr(value)
+    if isinstance(text, str) and len(text) > MAX_SHOWN_CHARS:
+        return text[: MAX_SHOWN_CHARS - 3] + "..."
+    return text
+
+
+def first_differing_line(text_a: str, text_b: str) -> tuple[int, str, str]:
+    """The first line (1-based) where two texts differ, with both lines (empty past the end)."""
+    lines_a, lines_b = text_a.splitlines(), text_b.splitlines()
+    for index in range(max(len(lines_a), len(lines_b))):
+        left = lines_a[index] if index < len(lines_a) else ""
+        right = lines_b[index] if index < len(lines_b) else ""
+        if left != right:
+            return index + 1, left, right
+    return 0, "", ""

@@ -1,0 +1,254 @@
+"""Graded verdicts on outputs shaped like real trainers' (HF Trainer, Lightning, timm, minGPT).
+
+Each test writes two runs' output files, hashes them with the guest's real hashing, and compares the
+records: run-specific values are listed and excused, every other difference is named with both values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from reprobox import compare, report
+from reprobox.guest.hashing import hash_outputs
+from reprobox.manifest import RunRecord
+from reprobox.runspecific import RunContext, classify_value, mask, reason_by_key
+
+Writer = Callable[[Path], None]
+
+
+def make_run(
+    root: Path, run_id: str, write: Writer, *, host: str = "node1", job: dict[str, Any] | None = None
+) -> RunRecord:
+    run_dir = root / "runs" / "job" / run_id
+    outputs = run_dir / "outputs"
+    outputs.mkdir(parents=True)
+    write(outputs)
+    data = {
+        "run_id": run_id,
+        "status": "succeeded",
+        "job": job or {},
+        "fingerprint": {"hardware": {"hostname": host}},
+        "checkpoints": [d.to_json() for d in hash_outputs(outputs, [])],
+    }
+    return RunRecord(run_dir.resolve(), data)
+
+
+def two_runs(tmp_path: Path, write: Callable[[Path, int], None], **kwargs: Any) -> compare.Comparison:
+    a = make_run(tmp_path, "20261123T120000Z-aaaaaa", lambda out: write(out, 0), **kwargs)
+    b = make_run(tmp_path, "20261123T120105Z-bbbbbb", lambda out: write(out, 1), **kwargs)
+    return compare.compare_runs([a, b])
+
+
+def weights() -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return {"fc.weight": torch.randn(4, 4, generator=generator), "fc.bias": torch.zeros(4)}
+
+
+def test_equal_files_are_bit_identical(tmp_path: Path) -> None:
+    result = two_runs(tmp_path, lambda out, _i: torch.save(weights(), out / "model.pt"))
+    assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.BIT_IDENTICAL)
+    assert result.sentence.startswith("bit-identical")
+
+
+def test_a_changed_metric_beside_equal_weights_is_not_reproducible(tmp_path: Path) -> None:
+    def write(out: Path, run: int) -> None:
+        torch.save({"model": weights(), "val_acc": [0.912, 0.934][run]}, out / "ckpt.pt")
+
+    result = two_runs(tmp_path, write)
+    assert (result.verdict, result.grade) == (compare.DIFFERENT, compare.NOT_REPRODUCIBLE)
+    assert result.value_differences == [{"checkpoint": "ckpt.pt", "name": "val_acc", "a": 0.912, "b": 0.934}]
+    assert "val_acc 0.912 vs 0.934 in ckpt.pt" in result.sentence
+    assert "val_acc" in report.comparison_text(result)
+
+
+def test_trainer_state_durations_are_run_specific_and_losses_are_not(tmp_path: Path) -> None:
+    def state(runtime: float, loss: float) -> dict[str, Any]:
+        return {
+            "global_step": 30,
+            "log_history": [
+                {"loss": loss, "step": 10},
+                {"train_runtime": runtime, "train_samples_per_second": 100 / runtime, "step": 30},
+            ],
+        }
+
+    same_loss = two_runs(
+        tmp_path / "same",
+        lambda out, run: (out / "trainer_state.json").write_text(json.dumps(state([3.2, 3.9][run], 2.5))),
+    )
+    assert (same_loss.verdict, same_loss.grade) == (compare.IDENTICAL, compare.REPRODUCED)
+    assert {e["name"] for e in same_loss.run_specific} == {
+        "log_history.1.train_runtime",
+        "log_history.1.train_samples_per_second",
+    }
+    assert all(e["reason"] == "a duration or throughput figure" for e in same_loss.run_specific)
+
+    other_loss = two_runs(
+        tmp_path / "other",
+        lambda out, run: (out / "trainer_state.json").write_text(json.dumps(state(3.2, [2.5, 2.6][run]))),
+    )
+    assert other_loss.grade == compare.NOT_REPRODUCIBLE
+    assert [(e["name"], e["a"], e["b"]) for e in other_loss.value_differences] == [
+        ("log_history.0.loss", 2.5, 2.6)
+    ]
+
+
+def test_saved_arguments_holding_the_runs_own_paths_reproduce(tmp_path: Path) -> None:
+    """timm's checkpoint saver pickles its argparse Namespace, output folder included."""
+
+    def write(out: Path, _run: int) -> None:
+        args = {"output": str(out), "lr": 0.1, "logging_dir": f"{out}/runs/Nov23_12-0{_run}-01_node1"}
+        torch.save({"state_dict": weights(), "args": args, "epoch": 3}, out / "checkpoint-0.pth")
+
+    result = two_runs(tmp_path, write)
+    assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.REPRODUCED)
+    reasons = {e["name"]: e["reason"] for e in result.run_specific}
+    assert reasons["args.output"] == "a path under the run's own directory"
+    assert "a wall-clock timestamp" in reasons["args.logging_dir"]
+
+
+def test_a_changed_hyperparameter_next_to_run_paths_is_still_a_difference(tmp_path: Path) -> None:
+    def write(out: Path, run: int) -> None:
+        torch.save(
+            {"state_dict": weights(), "args": {"output": str(out), "lr": [0.1, 0.2][run]}}, out / "c.pt"
+        )
+
+    result = two_runs(tmp_path, write)
+    assert result.grade == compare.NOT_REPRODUCIBLE
+    assert [e["name"] for e in result.value_differences] == ["args.lr"]
+
+
+def test_tensors_keyed_by_the_runs_own_checkpoint_paths_are_matched(tmp_path: Path) -> None:
+    """Lightning's ModelCheckpoint keeps best_k_models keyed by checkpoint path, with tensor scores."""
+
+    def write(out: Path, _run: int) -> None:
+        best = {f"{out}/epoch=1.ckpt": torch.tensor(0.25), f"{out}/epoch=0.ckpt": torch.tensor(0.5)}
+        torch.save(
+            {"state_dict": weights(), "callbacks": {"ModelCheckpoint": {"best_k_models": best}}},
+            out / "last.ckpt",
+        )
+
+    result = two_runs(tmp_path, write)
+    assert result.verdict == compare.IDENTICAL, report.comparison_text(result)
+
+
+def test_output_file_names_that_differ_are_named_even_when_contents_match(tmp_path: Path) -> None:
+    result = two_runs(
+        tmp_path, lambda out, run: torch.save(weights(), out / f"model-{['1f3a', '9c2e'][run]}.pt")
+    )
+    assert result.grade == compare.NOT_REPRODUCIBLE
+    assert result.renamed == [{"a": "model-1f3a.pt", "b": "model-9c2e.pt", "same_content": True}]
+    assert "file names differ" in result.sentence
+
+
+def test_file_names_holding_a_timestamp_are_paired(tmp_path: Path) -> None:
+    result = two_runs(
+        tmp_path,
+        lambda out, run: torch.save(weights(), out / f"model-2026-11-23_12-0{run}-00.pt"),
+    )
+    assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.REPRODUCED)
+
+
+def test_csv_metrics_are_compared_cell_by_cell(tmp_path: Path) -> None:
+    def write(out: Path, run: int) -> None:
+        (out / "metrics.csv").write_text(f"epoch,step,val_loss\n0,10,0.5\n1,20,{['0.25', '0.26'][run]}\n")
+
+    result = two_runs(tmp_path, write)
+    assert result.grade == compare.NOT_REPRODUCIBLE
+    assert [(e["name"], e["a"], e["b"]) for e in result.value_differences] == [("1.val_loss", "0.25", "0.26")]
+
+
+def test_plain_text_logs_are_masked_then_compared_by_line(tmp_path: Path) -> None:
+    stamped = two_runs(
+        tmp_path / "stamped",
+        lambda out, run: (out / "train.log").write_text(f"2026-11-23 12:00:0{run} step 1 loss 0.5\n"),
+    )
+    assert stamped.grade == compare.REPRODUCED
+    changed = two_runs(
+        tmp_path / "changed",
+        lambda out, run: (out / "train.log").write_text(f"step 1 loss {['0.5', '0.6'][run]}\n"),
+    )
+    assert changed.grade == compare.NOT_REPRODUCIBLE
+    assert changed.value_differences[0]["name"] == "line 1"
+
+
+def test_the_job_file_can_ignore_files_and_values(tmp_path: Path) -> None:
+    job = {"compare": {"ignore": [{"file": "*.log", "key": None}, {"file": "ckpt.pt", "key": "meta.*"}]}}
+
+    def write(out: Path, run: int) -> None:
+        (out / "train.log").write_text(f"loss {run}\n")
+        torch.save({"model": weights(), "meta": {"seen": run}}, out / "ckpt.pt")
+
+    result = two_runs(tmp_path, write, job=job)
+    assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.REPRODUCED)
+    assert {(e["checkpoint"], e["name"]) for e in result.ignored} == {
+        ("train.log", "<file>"),
+        ("ckpt.pt", "meta.seen"),
+    }
+
+
+def test_secret_values_are_never_shown(tmp_path: Path) -> None:
+    def write(out: Path, run: int) -> None:
+        torch.save({"model": weights(), "hub_token": f"hf_{run}Zq8Wk"}, out / "ckpt.pt")
+
+    result = two_runs(tmp_path, write)
+    assert result.value_differences[0]["a"] == "<redacted>"
+    assert "Zq8Wk" not in json.dumps(result.to_json())
+
+
+def test_sentence_and_grade_are_in_the_json(tmp_path: Path) -> None:
+    result = two_runs(tmp_path, lambda out, _r: torch.save(weights(), out / "m.pt")).to_json()
+    assert result["grade"] == "bit-identical"
+    assert result["sentence"].startswith("bit-identical")
+    for key in ("value_differences", "run_specific", "ignored", "renamed_files", "format_only"):
+        assert result[key] == []
+
+
+# -- the rules themselves ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("log_history.3.train_runtime", "a duration or throughput figure"),
+        ("eval_samples_per_second", "a duration or throughput figure"),
+        ("epoch_time", "a duration or throughput figure"),
+        ("saved_at", "a wall-clock timestamp"),
+        ("meta.timestamp", "a wall-clock timestamp"),
+        ("hostname", "the host name"),
+        ("pid", "a process id"),
+        ("val_acc", None),
+        ("max_steps", None),
+        ("global_step", None),
+        ("learning_rate", None),
+        ("total_flos", None),
+    ],
+)
+def test_names_that_mark_run_specific_scalars(name: str, expected: str | None) -> None:
+    assert reason_by_key(name) == expected
+
+
+def test_masks_are_narrow() -> None:
+    run = RunContext(paths=("/runs/j/r1/outputs", "/runs/j/r1"), run_id="r1x", hostname="gpu7")
+    assert mask("/runs/j/r1/outputs/x.pt", run)[0] == "<run>/x.pt"
+    assert mask("gpu7.cluster", run)[0] == "<host>.cluster"
+    assert mask("gpu77", run)[0] == "gpu77"  # not a word of its own
+    assert mask("lr=0.001 batch=1024", run) == ("lr=0.001 batch=1024", set())
+
+
+def test_durations_are_excused_only_as_scalars_and_never_other_keys() -> None:
+    run = RunContext(paths=(), run_id="", hostname=None)
+    assert classify_value("train_runtime", 3.1, 3.4, run, run) is not None
+    assert classify_value("train_runtime", True, False, run, run) is None
+    assert classify_value("val_acc", 0.9, 0.91, run, run) is None
+    assert (
+        classify_value("note", "done at 12:00:01", "done at 12:00:07", run, run) == "a wall-clock timestamp"
+    )
+    assert classify_value("note", "loss 0.5", "loss 0.6", run, run) is None
+    assert classify_value("args", argparse.Namespace(a=1), argparse.Namespace(a=2), run, run) is None
