@@ -18,7 +18,6 @@ import errno
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -125,18 +124,17 @@ def set_up(spec: dict[str, Any]) -> bool:
 
 def probe(directory: str, *, user_namespace: bool | None = None) -> None:
     """Try every kind of step a run needs (namespace, tmpfs, read-only bind) on `directory`."""
-    with tempfile.TemporaryDirectory(prefix="reprobox-probe-") as source:
-        spec = {
-            "root": directory,
-            "user_namespace": user_namespace,
-            "mounts": [{"source": source, "target": str(Path(directory) / "probe"), "read_only": True}],
-        }
-        set_up(spec)
-        try:
-            (Path(directory) / "probe" / "write-test").touch()
-        except OSError:
-            return  # read-only, as it should be
-        raise SetupFailed(f"a read-only bind onto {directory}/probe stayed writable")
+    spec: dict[str, Any] = {"root": directory, "user_namespace": user_namespace, "mounts": []}
+    set_up(spec)
+    source, target = Path(directory, "source"), Path(directory, "probe")
+    source.mkdir()
+    target.mkdir()
+    bind(str(source), str(target), read_only=True)
+    try:
+        (target / "write-test").touch()
+    except OSError:
+        return  # read-only, as it should be
+    raise SetupFailed(f"a read-only bind onto {target} stayed writable")
 
 
 def main(argv: list[str]) -> int:

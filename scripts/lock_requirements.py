@@ -80,7 +80,9 @@ def lock_text(installed: list[dict[str, object]], pins: dict[str, str], source: 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("requirements", type=Path, help="a requirements.in (names, optionally with versions)")
     parser.add_argument("-o", "--output", type=Path, required=True, help="the lock file to write")
     parser.add_argument("--base", type=Path, default=ROOT / "env" / "requirements-cpu.lock")
@@ -89,7 +91,11 @@ def main() -> int:
     pins = base_pins(args.base)
     installed = resolve(args.requirements, pins, args.python_version)
     source = args.requirements.as_posix()
-    base = args.base.resolve().relative_to(ROOT).as_posix() if ROOT in args.base.resolve().parents else str(args.base)
+    base = (
+        args.base.resolve().relative_to(ROOT).as_posix()
+        if ROOT in args.base.resolve().parents
+        else str(args.base)
+    )
     args.output.write_text(lock_text(installed, pins, source, base), encoding="utf-8")
     print(f"lock_requirements.py: wrote {args.output}")
     return 0

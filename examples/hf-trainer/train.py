@@ -39,7 +39,14 @@ def main() -> None:
     ids = torch.tensor([vocabulary.index(ch) for ch in text])
     split = int(len(ids) * 0.9)
     config = GPT2Config(
-        vocab_size=len(vocabulary), n_positions=BLOCK, n_embd=64, n_layer=2, n_head=4, n_inner=128
+        vocab_size=len(vocabulary),
+        n_positions=BLOCK,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_inner=128,
+        bos_token_id=0,
+        eos_token_id=0,
     )
     model = GPT2LMHeadModel(config)
     args = TrainingArguments(

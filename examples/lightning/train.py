@@ -21,7 +21,9 @@ class Regressor(L.LightningModule):
     def __init__(self, features: int = 16, hidden: int = 32, lr: float = 1e-2) -> None:
         super().__init__()
         self.save_hyperparameters()
-        self.net = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, 1))
+        self.net = nn.Sequential(
+            nn.Linear(features, hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, 1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x).squeeze(-1)

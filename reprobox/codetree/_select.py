@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprobox.codetree._git import git_listing
+from reprobox.codetree._git import git_view
 from reprobox.codetree._tree import GitFacts
 
 if TYPE_CHECKING:
@@ -61,12 +61,11 @@ class Selection:
 def select_files(root: Path, *, exclude: tuple[Path, ...] = ()) -> Selection:
     """The files that make up the code in `root`; `exclude` names folders to leave out (the runs dir)."""
     rules = _Rules(root, exclude)
-    listed = git_listing(root)
-    if listed is None:
+    view = git_view(root)
+    if view is None:
         return Selection(root, tuple(sorted(_walk(root, rules))), MODE_IGNORE_FILE)
-    paths, facts = listed
     files: list[str] = []
-    for relative in paths:
+    for relative in view.paths:
         path = root / relative.rstrip("/")
         if path.is_dir() and not path.is_symlink():
             # A submodule or a nested repository: its own git (or its own walk) decides its files.
@@ -76,7 +75,17 @@ def select_files(root: Path, *, exclude: tuple[Path, ...] = ()) -> Selection:
                 files += [f"{prefix}/{p}" for p in inner.files if rules.keeps(f"{prefix}/{p}")]
         elif rules.keeps(relative) and rules.keeps_entry(path):
             files.append(relative)
+    # Dirty means a change in the code itself: not an attestation just written, nor this process's log.
+    dirty = any(_counts(rules, root, changed) for changed in view.changed)
+    facts = GitFacts(commit=view.commit, dirty=dirty, root=view.root)
     return Selection(root, tuple(sorted(set(files))), MODE_GIT, facts)
+
+
+def _counts(rules: _Rules, root: Path, changed: str) -> bool:
+    if not rules.keeps(changed.rstrip("/"), is_dir=changed.endswith("/")):
+        return False
+    path = root / changed
+    return not path.exists() or path.is_dir() or rules.keeps_entry(path)  # a deletion counts too
 
 
 class _Rules:

@@ -46,6 +46,7 @@ def snapshot_code(source: Path, store: Path, *, exclude: tuple[Path, ...] = ()) 
     """Copy the code in `source` into `store/<tree digest>/`, or reuse the copy already there."""
     selection = select_files(source, exclude=exclude)
     tree = digest_selection(selection)
+    store = store.absolute()  # runtimes get it as the job's code folder, which is always absolute
     store.mkdir(parents=True, exist_ok=True)
     target = store / tree.digest
     if _holds(target, tree, source):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import tempfile
@@ -14,8 +15,10 @@ from reprobox.docker_runtime._settings import CONTAINER_HOME, hardened_settings
 from reprobox.engine import GPU_UNAVAILABLE, Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
 from reprobox.job import ImageSpec
+from reprobox.pipfailure import explain_pip_failure
 
 FINGERPRINT_TIMEOUT = 300.0
+BUILD_LOG_LINES = 500  # what a failed build's install step is read from
 
 Progress = Callable[[str], None]
 
@@ -54,18 +57,31 @@ def ensure_image(
         return engine.inspect_image(plan.tag)
     offline = ", offline from the wheelhouse" if plan.offline else ""
     progress(f"building image {plan.tag} from {plan.base_image} ({plan.lock}{offline}) ...")
+    log: collections.deque[str] = collections.deque(maxlen=BUILD_LOG_LINES)
+
+    def record(line: str) -> None:
+        log.append(line)
+        progress(line)
+
     with tempfile.TemporaryFile() as context:
         image_module.write_build_context(plan, context)
         context.seek(0)
-        return engine.build(
-            context,
-            plan.tag,
-            plan.buildargs,
-            plan.labels,
-            progress,
-            base_image=plan.base_image,
-            network=network,
-        )
+        try:
+            return engine.build(
+                context,
+                plan.tag,
+                plan.buildargs,
+                plan.labels,
+                record,
+                base_image=plan.base_image,
+                network=network,
+            )
+        except EnvironmentProblem as exc:
+            # pip's retries and tables say it in pip's terms; the user gets the lock line and the fix.
+            explained = explain_pip_failure(list(log), plan)
+            if explained is None:
+                raise
+            raise explained from exc
 
 
 def image_facts(image: ImageInfo) -> dict[str, Any]:

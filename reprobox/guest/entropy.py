@@ -42,8 +42,8 @@ import itertools
 import os
 import sys
 from collections.abc import Callable, Mapping
-from types import ModuleType
-from typing import Any
+from types import FrameType, ModuleType
+from typing import Any, NamedTuple
 
 from reprobox.guest import settings
 
@@ -55,12 +55,30 @@ RANDOM_BITS = 128
 TORCH_BITS = 64
 TORCH_CUDA_BITS = 53
 
+# Modules whose frames are the generator's own machinery, skipped to find the call site.
+RANDOM_INTERNALS = ("random",)
+NUMPY_INTERNALS = ("numpy",)  # and its submodules
+TORCH_INTERNALS = ("torch.random", "torch.cuda.random")
+# Call sites whose generators name things (temporary files, semaphores): they stay truly random.
+TRULY_RANDOM_SITES = frozenset({"tempfile"})
 
-def derive_seed(seed: int, rank: int, worker: int | None, kind: str, n: int, bits: int) -> int:
-    """The seed for the n-th unseeded generator of `kind`: the derivation the module docstring documents."""
+
+class Origin(NamedTuple):
+    """Where an unseeded generator is created; each origin counts its own creations."""
+
+    seed: int
+    rank: int
+    worker: int | None
+    kind: str
+    site: str
+
+
+def derive_seed(origin: Origin, n: int, bits: int) -> int:
+    """The seed for the n-th unseeded generator created at `origin`: the derivation documented above."""
     import hashlib
 
-    text = f"{SCHEME} {seed} {rank} {'-' if worker is None else worker} {kind} {n}"
+    seed, rank, worker, kind, site = origin
+    text = f"{SCHEME} {seed} {rank} {'-' if worker is None else worker} {kind} {site} {n}"
     blocks = -(-bits // 256)
     stream = b"".join(hashlib.sha256(f"{text} {block}".encode()).digest() for block in range(blocks))
     return int.from_bytes(stream, "big") >> (len(stream) * 8 - bits)
@@ -74,8 +92,20 @@ def worker_seed() -> int | None:
     return None if info is None else int(info.seed)
 
 
+def call_site(frame: FrameType | None, internals: tuple[str, ...]) -> tuple[str, str]:
+    """(module, function) of the first frame from `frame` outward that is not in `internals` or here."""
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", "?"))
+        if module != __name__ and not any(module == m or module.startswith(f"{m}.") for m in internals):
+            code = frame.f_code
+            function = getattr(code, "co_qualname", code.co_name)  # co_qualname: Python 3.11+
+            return ("__main__" if module == "__mp_main__" else module), function
+        frame = frame.f_back
+    return "-", "-"
+
+
 class Stream:
-    """Counts unseeded creations per context and hands out their derived seeds.
+    """Counts unseeded creations per context and call site and hands out their derived seeds.
 
     The environment is read at each draw (RANK may be set by the job's own launcher code); whether
     containment is on is read once, lazily, so a process that never creates an unseeded generator
@@ -84,7 +114,7 @@ class Stream:
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env = os.environ if env is None else env
-        self.counters: dict[tuple[int, int, int | None, str], itertools.count[int]] = {}
+        self.counters: dict[Origin, itertools.count[int]] = {}
         self._enabled: bool | None = None
 
     @property
@@ -92,16 +122,30 @@ class Stream:
         if self._enabled is None:
             from reprobox.guest import determinism
 
-            self._enabled = determinism.settings_from_env(self.env).seed_unseeded_generators
+            try:
+                self._enabled = determinism.settings_from_env(self.env).seed_unseeded_generators
+            except (ValueError, TypeError):  # settings unreadable: keep the default, never break user code
+                self._enabled = True
         return self._enabled
 
-    def next_seed(self, kind: str, bits: int) -> int:
-        seed = int(self.env.get(settings.SEED, "0") or 0)
-        rank = int(self.env.get("RANK", "0") or 0)
-        key = (seed, rank, worker_seed(), kind)
+    def draw(self, kind: str, bits: int, internals: tuple[str, ...] = ()) -> int | None:
+        """The next derived seed for an unseeded `kind` created by the calling code (the first frame
+        outside `internals`), or None when containment is off or that code must stay truly random."""
+        if not self.enabled:
+            return None
+        module, function = call_site(sys._getframe(1), internals)
+        if module in TRULY_RANDOM_SITES:
+            return None
+        origin = Origin(
+            seed=int(self.env.get(settings.SEED, "0") or 0),
+            rank=int(self.env.get("RANK", "0") or 0),
+            worker=worker_seed(),
+            kind=kind,
+            site=f"{module}:{function}",
+        )
         # setdefault and next() on itertools.count are atomic under the GIL: no lock to hold across fork.
-        n = next(self.counters.setdefault(key, itertools.count()))
-        return derive_seed(seed, rank, key[2], kind, n, bits)
+        n = next(self.counters.setdefault(origin, itertools.count()))
+        return derive_seed(origin, n, bits)
 
 
 STREAM = Stream()
@@ -134,8 +178,8 @@ def contain_random(random_module: ModuleType, stream: Stream = STREAM) -> None:
     if not _is_wrapped(original_method):
 
         def seed_method(self: Any, a: Any = None, version: int = 2) -> None:
-            if a is None and stream.enabled:
-                a = stream.next_seed(RANDOM_KIND, RANDOM_BITS)
+            if a is None:
+                a = stream.draw(RANDOM_KIND, RANDOM_BITS, RANDOM_INTERNALS)
             original_method(self, a, version)
 
         _mark(seed_method, original_method)
@@ -144,12 +188,12 @@ def contain_random(random_module: ModuleType, stream: Stream = STREAM) -> None:
     if not _is_wrapped(original_function):
 
         def seed_function(a: Any = None, version: int = 2) -> None:
-            if a is None and stream.enabled:
-                a = stream.next_seed(RANDOM_KIND, RANDOM_BITS)
+            if a is None:
+                a = stream.draw(RANDOM_KIND, RANDOM_BITS, RANDOM_INTERNALS)
             original_function(a, version)
 
         _mark(seed_function, original_function)
-        random_module.seed = seed_function
+        setattr(random_module, "seed", seed_function)  # noqa: B010 - mypy cannot see a module's own names
 
 
 def contain_numpy(numpy_random: ModuleType, stream: Stream = STREAM) -> None:
@@ -171,10 +215,11 @@ def contain_numpy(numpy_random: ModuleType, stream: Stream = STREAM) -> None:
         return
 
     def randbits(k: int) -> int:
-        return stream.next_seed(NUMPY_KIND, k) if stream.enabled else int(original(k))
+        value = stream.draw(NUMPY_KIND, k, NUMPY_INTERNALS)
+        return int(original(k)) if value is None else value
 
     _mark(randbits, original)
-    module.randbits = randbits  # type: ignore[attr-defined]
+    setattr(module, "randbits", randbits)  # noqa: B010 - numpy's stubs do not list it
 
 
 def contain_torch(torch: ModuleType, stream: Stream = STREAM) -> None:
@@ -193,11 +238,11 @@ def contain_torch(torch: ModuleType, stream: Stream = STREAM) -> None:
         return
 
     def seed(self: Any) -> int:
-        if not stream.enabled:
-            return int(original(self))
         device = str(self.device.type)
         bits = TORCH_CUDA_BITS if device == "cuda" else TORCH_BITS
-        value = stream.next_seed(f"{TORCH_KIND}:{device}", bits)
+        value = stream.draw(f"{TORCH_KIND}:{device}", bits, TORCH_INTERNALS)
+        if value is None:
+            return int(original(self))
         self.manual_seed(value)
         return value
 

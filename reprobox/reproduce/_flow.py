@@ -24,7 +24,7 @@ from reprobox.reproduce._model import (
 )
 from reprobox.reproduce._replay import replay_job
 from reprobox.reproduce._report import write_reports
-from reprobox.runner import RunOptions, execute
+from reprobox.runner import RunOptions, execute, prepare_inputs
 from reprobox.runtime import Runtime
 
 
@@ -139,11 +139,12 @@ def _find_published(ctx: Context) -> None:
 def _run(
     spec: JobSpec, runtime: Runtime, options: ReproduceOptions, extra_env: dict[str, str], say: Progress
 ) -> list[RunRecord]:
-    run_options = RunOptions(runs_dir=options.runs_dir, echo=options.echo, extra_env=extra_env)
+    run_options = RunOptions(runs_dir=options.runs_dir, echo=options.echo, extra_env=extra_env, progress=say)
+    inputs = prepare_inputs(spec, run_options)  # one code snapshot and one data hash for all runs
     records: list[RunRecord] = []
     for index in range(options.runs):
         say(f"run {index + 1}/{options.runs} of {spec.name} ({runtime.name})")
-        record = execute(spec, runtime, run_options)
+        record = execute(spec, runtime, run_options, inputs=inputs)
         records.append(record)
         if not record.succeeded:
             break

@@ -221,12 +221,12 @@ def test_arbitrary_pickled_objects_are_never_unpickled(tmp_path: Path) -> None:
     torch.save({"w": torch.ones(2), "payload": Payload(marker)}, out / "evil.pt")
 
     result = digest(out / "evil.pt")
-    with pytest.raises(UsageError, match="cannot be loaded safely"):
-        load_tensors(out / "evil.pt")
+    tensors, values = load_tensors(out / "evil.pt")
 
     assert not marker.exists()
-    assert result.format == "file" and result.tensors == () and result.metadata_sha256 is None
-    assert result.content_sha256 == result.file_sha256
+    assert result.format == "torch" and result.reader == "safe pickle reader"
+    assert [t.name for t in result.tensors] == ["w"] and torch.equal(tensors["w"], torch.ones(2))
+    assert values["payload.__class__"] == "posix.mkdir" and values["payload.__args__"] == [str(marker)]
     assert result.note is not None and "refused" in result.note and "mkdir" in result.note
     torch.load(out / "evil.pt", weights_only=False)  # control: the payload is live when unpickled
     assert marker.exists()
@@ -260,7 +260,9 @@ def test_torchscript_archives_are_not_run(tmp_path: Path) -> None:
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated, still written
         torch.jit.script(torch.nn.Linear(2, 2)).save(str(tmp_path / "scripted.pt"))
     result = digest(tmp_path / "scripted.pt")
-    assert result.format == "file" and result.note is not None and "TorchScript" in result.note
+    assert result.note is not None and "TorchScript" in result.note  # its code is never loaded or run
+    assert result.format == "torch" and result.reader == "safe pickle reader"
+    assert sorted(t.name for t in result.tensors) == ["bias", "weight"]
 
 
 def test_other_files_are_hashed_as_files(tmp_path: Path) -> None:

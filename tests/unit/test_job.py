@@ -110,3 +110,27 @@ def test_container_fields(tmp_path: Path) -> None:
     assert spec.resources.gpus == (0, 1) and spec.resources.memory == "8g" and spec.resources.cpus == 2.0
     assert spec.data[0].target == "/data" and spec.data[0].env == "DATA_DIR"
     assert spec.trail is not None and spec.trail.every == 10
+
+
+def test_data_env_variables_are_usable_in_the_command(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    text = (
+        "version: 1\nname: ok\n"
+        'command: [python, t.py, --data, "${DATA_DIR}/train"]\n'
+        "data: [{source: ./data, target: /data, env: DATA_DIR}]\n"
+    )
+    spec = load_job(write(tmp_path, text))
+    assert spec.command == ("python", "t.py", "--data", "${DATA_DIR}/train")
+
+
+def test_compare_ignore_accepts_globs_and_value_names(tmp_path: Path) -> None:
+    text = (
+        "version: 1\nname: ok\ncommand: [x]\n"
+        'compare:\n  ignore: ["*.log", {file: trainer_state.json, key: "log_history.*.train_runtime"}]\n'
+    )
+    spec = load_job(write(tmp_path, text))
+    assert [(r.file, r.key) for r in spec.compare.ignore] == [
+        ("*.log", None),
+        ("trainer_state.json", "log_history.*.train_runtime"),
+    ]
+    assert spec.to_json()["compare"]["ignore"][1]["key"] == "log_history.*.train_runtime"

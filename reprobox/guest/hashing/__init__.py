@@ -25,10 +25,11 @@ The contract (other modules and tools recompute it, so it must not drift):
   digest is the sha256 of their sorted digests joined by newlines.
 - ``metadata_sha256`` is the sha256 of the canonical JSON of the key -> digest mapping; it is ``None``
   for format ``"file"``.
-- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"`` or ``"numpy"`` from
-  the tensors, ``"file"`` when it is the file sha256 (other files, and checkpoints whose content could
-  not be read safely; ``note`` then says why). Pickled objects beyond tensors and plain data are never
-  unpickled.
+- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"`` or
+  ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and checkpoints
+  whose content could not be read safely; ``note`` then says why). ``reader`` names what read the
+  content. Nothing a pickle names is ever imported or run: files ``torch.load(weights_only=True)``
+  refuses are read by the safe pickle reader (``_pickle``), whose stand-in objects flatten as mappings.
 
 Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so tensors (and each file's
 own sha256, one more task) hash on all cores. Tensors are hashed straight from memory-mapped files.
@@ -171,7 +172,7 @@ class _Pending:
             raise _read_problem(self.path, exc) from exc
         if content.format == "file":
             return CheckpointDigest(
-                self.relpath, size, whole_file, whole_file, "file", (), {}, None, content.note
+                self.relpath, size, whole_file, whole_file, "file", (), {}, None, content.note, content.reader
             )
         tensors = tuple(
             sorted(
@@ -194,6 +195,7 @@ class _Pending:
             metadata=dict(sorted(content.metadata.items())),
             metadata_sha256=metadata_sha256(content.metadata),
             note=content.note,
+            reader=content.reader,
         )
 
 

@@ -45,6 +45,7 @@ class _Content:
     metadata: dict[str, str] = field(default_factory=dict)
     note: str | None = None
     keepalive: object = None  # the loaded object or mmap the buffers point into
+    reader: str = "file bytes"  # what read the content, recorded in the manifest
 
 
 def _opaque(note: str | None) -> _Content:

@@ -63,6 +63,7 @@ class CheckpointDigest:
     metadata: dict[str, str] = field(hash=False)
     metadata_sha256: str | None
     note: str | None = None
+    reader: str | None = None  # what read the content ("torch.load(weights_only=True)", ...); None: unknown
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -75,6 +76,7 @@ class CheckpointDigest:
             "metadata": dict(sorted(self.metadata.items())),
             "metadata_sha256": self.metadata_sha256,
             "note": self.note,
+            "reader": self.reader,
         }
 
     @classmethod
@@ -96,6 +98,9 @@ class CheckpointDigest:
             raise _bad_record("metadata_sha256", "a string or null")
         if note is not None and not isinstance(note, str):
             raise _bad_record("note", "a string or null")
+        reader = data.get("reader")  # absent in records written before readers were recorded
+        if reader is not None and not isinstance(reader, str):
+            raise _bad_record("reader", "a string or null")
         return cls(
             path=_expect_str(data, "path", "path"),
             size=size,
@@ -106,6 +111,7 @@ class CheckpointDigest:
             metadata=dict(metadata),
             metadata_sha256=metadata_sha256,
             note=note,
+            reader=reader,
         )
 
 
@@ -209,7 +215,12 @@ def _join(prefix: str, key: object) -> str:
 
 
 def flatten(obj: object) -> tuple[list[tuple[str, Any]], list[tuple[str, object]]]:
-    """Split a loaded checkpoint into (name, tensor) and (name, plain value) pairs, in saved order."""
+    """Split a loaded checkpoint into (name, tensor) and (name, plain value) pairs, in saved order.
+
+    Objects the safe pickle reader (``_pickle``) recorded instead of building arrive here as mappings
+    (``{"__class__": "argparse.Namespace", "output": ...}``), so their fields are named like any other
+    mapping's; files ``torch.load(weights_only=True)`` reads never contain them.
+    """
     flattener = _Flattener(_array_types())
     flattener.visit(obj, ROOT_NAME)
     return flattener.arrays, flattener.values

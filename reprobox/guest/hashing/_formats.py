@@ -1,7 +1,9 @@
-"""Reading each checkpoint format without unpickling anything: torch, safetensors and NumPy.
+"""Reading each checkpoint format without running anything from it: torch, pickle, safetensors, NumPy.
 
 A reader plans one file's hashing: the tensors to hash and the digests of its plain values, or the
-plain-file fallback with a note saying why the content could not be read safely.
+plain-file fallback with a note saying why the content could not be read safely. Torch files are read
+by ``torch.load(weights_only=True)`` first (fast, memory-mapped); what it refuses, and plain pickles,
+go to the safe pickle reader (``_pickle``), which imports and runs nothing named in the file.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from reprobox.guest.hashing._arrays import (
     _opaque,
 )
 from reprobox.guest.hashing._canonical import ROOT_NAME, _join, _metadata_digests, flatten, numpy_dtype_name
+from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, pickled_kind, read_pickle
 from reprobox.guest.hashing._text import plan_text, text_format_of
 
 if TYPE_CHECKING:
@@ -37,6 +40,7 @@ FILE_CHUNK_BYTES = 1 << 20
 """Files are streamed through sha256 in pieces of this size, never read whole."""
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
+WEIGHTS_ONLY_READER = "torch.load(weights_only=True)"
 MAX_SAFETENSORS_HEADER = 100 << 20
 
 # safetensors dtype -> (canonical dtype, bits per element as stored)
@@ -68,7 +72,10 @@ SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
 
 
 def format_of(path: Path) -> str:
-    """The format a file is read as, from its suffix."""
+    """The format a file is read as: from its suffix, else from its first bytes (``checkpoint.pth.tar``).
+
+    Only a zip file's directory is read beyond a few bytes, to find a torch archive's ``data.pkl``.
+    """
     suffix = path.suffix.lower()
     if suffix in TORCH_SUFFIXES:
         return "torch"
@@ -76,7 +83,9 @@ def format_of(path: Path) -> str:
         return "safetensors"
     if suffix in (".npy", ".npz"):
         return "numpy"
-    return "file"
+    if suffix in PICKLE_SUFFIXES:
+        return "pickle"
+    return pickled_kind(path) or "file"
 
 
 def _first_sentence(text: str) -> str:
@@ -101,11 +110,20 @@ def _refused_reason(exc: pickle.UnpicklingError) -> str:
     return _first_sentence(lines[0]) if lines else type(exc).__name__
 
 
-def _refused_note(reason: str) -> str:
+def _fallback_note(why: str) -> str:
     return (
-        f"content not hashed: torch.load(weights_only=True) refused the file ({reason}) and it is never "
-        "unpickled further; the content hash is the file sha256"
+        f"{why}; read by the safe pickle reader, which imports and runs nothing named in the file, "
+        "so objects it names are recorded as their class, arguments and state"
     )
+
+
+def _weights_only_failure(exc: Exception) -> str:
+    """Why ``torch.load(weights_only=True)`` did not read the file, in one short clause."""
+    if isinstance(exc, pickle.UnpicklingError):
+        return f"{WEIGHTS_ONLY_READER} refused the file ({_refused_reason(exc)})"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = _first_sentence(lines[0]) if lines else type(exc).__name__
+    return f"{WEIGHTS_ONLY_READER} could not read the file ({reason})"
 
 
 def _torch_load(path: Path) -> object:
@@ -121,12 +139,10 @@ def _torch_load(path: Path) -> object:
 def _plan_torch(path: Path) -> _Content:
     try:
         obj = _torch_load(path)
-    except pickle.UnpicklingError as exc:
-        return _opaque(_refused_note(_refused_reason(exc)))
     except OSError:
         raise
-    except Exception as exc:  # noqa: BLE001 - torch raises many types for a damaged or foreign file
-        return _opaque(_unreadable("torch", exc))
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a refused, damaged or foreign file
+        return _plan_pickle(path, why=_weights_only_failure(exc))
     try:
         named_arrays, values = flatten(obj)
     except (ValueError, RecursionError) as exc:
@@ -136,6 +152,29 @@ def _plan_torch(path: Path) -> _Content:
         arrays=_arrays_from(named_arrays),
         metadata=_metadata_digests(values),
         keepalive=obj,
+        reader=WEIGHTS_ONLY_READER,
+    )
+
+
+def _plan_pickle(path: Path, why: str | None = None) -> _Content:
+    """A pickled file through the safe reader; ``why`` says why torch's own loader did not read it."""
+    try:
+        read = read_pickle(path)
+        named_arrays, values = flatten(read.obj)
+    except (ValueError, RecursionError) as exc:
+        if why is None:
+            return _opaque(_unreadable("pickle", exc))
+        return _opaque(
+            f"content not hashed: {why} and the safe pickle reader could not read it either "
+            f"({_first_sentence(str(exc))}); the content hash is the file sha256"
+        )
+    return _Content(
+        format=read.container,
+        arrays=_arrays_from(named_arrays),
+        metadata=_metadata_digests(values),
+        note=_fallback_note(why) if why is not None else None,
+        keepalive=read,
+        reader=READER_NAME,
     )
 
 
@@ -222,7 +261,9 @@ def _plan_safetensors(path: Path) -> _Content:
         values = [(_join("__metadata__", k), v) for k, v in metadata.items()]
     elif metadata is not None:
         values = [("__metadata__", metadata)]
-    return _Content("safetensors", arrays, _metadata_digests(values), keepalive=mapped)
+    return _Content(
+        "safetensors", arrays, _metadata_digests(values), keepalive=mapped, reader="safetensors header"
+    )
 
 
 def _mapped_range(mapped: mmap.mmap, entry: SafetensorsEntry) -> Buffers:
@@ -238,7 +279,7 @@ def _plan_npy(path: Path) -> _Content:
         return _opaque(_unreadable("NumPy", exc))
     if not isinstance(array, np.ndarray):
         return _opaque(_unreadable("NumPy", ValueError("it holds no single array")))
-    return _Content("numpy", [_numpy_array(ROOT_NAME, array)], {}, keepalive=array)
+    return _Content("numpy", [_numpy_array(ROOT_NAME, array)], {}, keepalive=array, reader="numpy")
 
 
 _NPZ_ERRORS = (zipfile.BadZipFile, ValueError, EOFError, KeyError, NotImplementedError, RuntimeError)
@@ -281,7 +322,7 @@ def _plan_npz(path: Path) -> _Content:
                 arrays.append(_npz_member(path, info.filename, shape, fortran_order, dtype))
     except _NPZ_ERRORS as exc:
         return _opaque(_unreadable("NumPy .npz", exc))
-    return _Content("numpy", arrays, {})
+    return _Content("numpy", arrays, {}, reader="numpy")
 
 
 def _npz_member(
@@ -333,6 +374,8 @@ def _plan(path: Path) -> _Content:
     kind = format_of(path)
     if kind == "torch":
         return _plan_torch(path)
+    if kind == "pickle":
+        return _plan_pickle(path)
     if kind == "safetensors":
         return _plan_safetensors(path)
     if kind == "numpy":

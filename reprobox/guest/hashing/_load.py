@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._canonical import ROOT_NAME, _join, expand_quantized, flatten
-from reprobox.guest.hashing._formats import _refused_reason, _torch_load, format_of, read_safetensors_header
+from reprobox.guest.hashing._formats import (
+    _torch_load,
+    _weights_only_failure,
+    format_of,
+    read_safetensors_header,
+)
+from reprobox.guest.hashing._pickle import read_pickle
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,6 +30,8 @@ def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]
     kind = format_of(path)
     if kind == "torch":
         return _load_torch_tensors(path)
+    if kind == "pickle":
+        return _load_pickled_tensors(path, None)
     if kind == "safetensors":
         return _load_safetensors_tensors(path)
     if kind == "numpy":
@@ -44,15 +51,31 @@ def _unique(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _load_torch_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
-    import torch
-
     try:
         obj = _torch_load(path)
-    except pickle.UnpicklingError as exc:
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a refused, damaged or foreign file
+        return _load_pickled_tensors(path, _weights_only_failure(exc))
+    return _named(obj)
+
+
+def _load_pickled_tensors(path: Path, why: str | None) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
+    """Through the safe pickle reader; ``why`` says why ``torch.load`` did not read the file."""
+    try:
+        read = read_pickle(path)
+        return _named(read.obj)
+    except (ValueError, RecursionError) as exc:
+        before = f"{why}, and " if why else ""
         raise UsageError(
-            f"{path} cannot be loaded safely ({_refused_reason(exc)}); save plain tensors with "
+            f"{path} cannot be read safely ({before}the safe pickle reader: {exc}); save plain tensors with "
             "torch.save(model.state_dict()) or safetensors to compare it tensor by tensor"
         ) from None
+
+
+def _named(obj: object) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
+    import torch
+
     named_arrays, values = flatten(obj)
     tensors: list[tuple[str, torch.Tensor]] = []
     for name, value in named_arrays:

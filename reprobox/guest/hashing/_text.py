@@ -73,7 +73,7 @@ def plan_text(path: Path) -> _Content:
         return _opaque(f"values not read: not a readable {kind} file ({_short(exc)}); compared as bytes")
     except ImportError:
         return _opaque(f"values not read: the {kind} parser is not installed here; compared as bytes")
-    return _Content(format=kind, metadata=_metadata_digests(values))
+    return _Content(format=kind, metadata=_metadata_digests(values), reader=f"{kind} parser")
 
 
 def _short(exc: BaseException) -> str:
