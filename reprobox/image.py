@@ -300,7 +300,8 @@ def resolve_lock(lock: str | None, project: ProjectFiles, wheelhouses: Sequence[
             return candidate
     missing = [str(line) for line in _missing_wheels(lock_lines(project.root / LOCKS["cpu"]), present)]
     raise EnvironmentProblem(
-        f"{_houses(wheelhouses)} lacks wheels for every lock (for the CPU lock: {_some(missing)}); "
+        f"{_houses(wheelhouses, 'lacks', 'together lack')} wheels for every lock "
+        f"(for the CPU lock: {_some(missing)}); "
         f"fill it with scripts/fill-wheelhouse.sh --dest {wheelhouses[-1]}"
     )
 
@@ -315,7 +316,8 @@ def lock_lines(lock_file: Path) -> list[LockLine]:
             found[-1] = _with_hash(found[-1], text)
         elif text and not text.startswith("-"):
             match = _REQUIREMENT.match(text)
-            name, version = (normalize_name(match.group(1)), match.group(2)) if match else (text, None)
+            requirement = text.split(" --", 1)[0].rstrip("\\ ")
+            name, version = (normalize_name(match.group(1)), match.group(2)) if match else (requirement, None)
             found.append(_with_hash(LockLine(lock_file, number, name, version, hashed=False), text))
         continued = raw.rstrip().endswith("\\")
     return found
@@ -442,11 +444,12 @@ def missing_wheels_message(missing: Sequence[LockLine], wheelhouses: Sequence[Pa
     """One sentence: which pins no wheelhouse holds, the lock lines that want them, and how to fetch them."""
     lock = missing[0].path
     shown = _display_path(lock, root)
+    script = _display_path(root / "scripts" / "fill-wheelhouse.sh", root, under_root=False)
     dest = wheelhouses[0]
     wanted = _some([f"{line} ({_display_path(line.path, root)}:{line.line})" for line in missing])
     return (
-        f"{_houses(wheelhouses)} has no wheel for {wanted}; fetch them with "
-        f"`scripts/fill-wheelhouse.sh --lock {shown} --dest {dest}` (or `pip download --only-binary=:all: "
+        f"{_houses(wheelhouses, 'has no', 'has a')} wheel for {wanted}; fetch them with "
+        f"`{script} --lock {shown} --dest {dest}` (or `pip download --only-binary=:all: "
         f"--no-deps -d {dest} -r {shown}` on CPython 3.11, Linux x86_64)"
     )
 
@@ -473,20 +476,23 @@ def _missing_wheels(
     return [line for line in lines if line.version is not None and (line.name, line.version) not in present]
 
 
-def _houses(wheelhouses: Sequence[Path]) -> str:
+def _houses(wheelhouses: Sequence[Path], one: str, several: str) -> str:
+    """`wheelhouse A has no` for one wheelhouse, `neither wheelhouse A nor B has a` for several."""
     if len(wheelhouses) == 1:
-        return f"wheelhouse {wheelhouses[0]}"
-    return "neither wheelhouse " + " nor ".join(str(house) for house in wheelhouses) + " (searched together)"
+        return f"wheelhouse {wheelhouses[0]} {one}"
+    if several.startswith("together"):
+        return "wheelhouses " + " and ".join(str(house) for house in wheelhouses) + f" {several}"
+    return "neither wheelhouse " + " nor ".join(str(house) for house in wheelhouses) + f" {several}"
 
 
-def _display_path(path: Path, root: Path) -> str:
-    """`path` relative to the current directory or the project when it lies under one, else as is."""
-    for base in (Path.cwd(), root):
+def _display_path(path: Path, root: Path, *, under_root: bool = True) -> str:
+    """`path` relative to the current directory (or the project, if `under_root`) when under one."""
+    for base in (Path.cwd(), root) if under_root else (Path.cwd(),):
         try:
             return path.resolve().relative_to(base.resolve()).as_posix()
         except ValueError:
             continue
-    return str(path)
+    return str(path.resolve()) if not under_root else str(path)
 
 
 def _some(names: list[str], shown: int = 5) -> str:

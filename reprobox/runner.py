@@ -230,8 +230,16 @@ def build_manifest(
     scheduler_failure = (outcome.runtime.get("slurm") or {}).get("failure")
     if scheduler_failure:  # the scheduler's own account (PREEMPTED, NODE_FAIL, ...) says more than a signal
         failure = f"{failure}; {scheduler_failure}" if failure else scheduler_failure
-    if job.data and runtime_facts.get("name") == "local":
-        notes.append("the local runtime does not isolate data: the job read data sources at their host paths")
+    if job.data and (outcome.runtime.get("paths") or {}).get("mode") == "fixed":
+        notes.append(
+            "the local runtime could not make a private mount namespace here: data sources were linked at "
+            "their fixed paths, not mounted read-only"
+        )
+    if failure and _wrote_into_read_only(plan.run_dir):
+        failure += (
+            "; the job tried to write into a read-only folder (its code or data): write outputs under "
+            "$REPROBOX_OUTPUT_DIR (e.g. Lightning's default_root_dir, HF's output_dir, a work_dir flag)"
+        )
     status = STATUS_INTERRUPTED if outcome.interrupted else STATUS_FAILED if failure else STATUS_SUCCEEDED
     if outcome.cancelled:
         status = STATUS_CANCELLED
@@ -266,6 +274,18 @@ def build_manifest(
         "reference_run": str(plan.reference_run) if plan.reference_run else None,
         "notes": notes,
     }
+
+
+def _wrote_into_read_only(run_dir: Path) -> bool:
+    """Whether the job's log ends in a write refused by the read-only code or data mounts."""
+    try:
+        with (run_dir / STDOUT_LOG).open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 16384))
+            tail = log.read()
+    except OSError:
+        return False
+    return b"Read-only file system" in tail
 
 
 def _prefix_check(guest: dict[str, Any] | None, options: RunOptions) -> dict[str, Any] | None:

@@ -79,7 +79,9 @@ def _inputs_text(inputs: RunInputs) -> str:
         else ""
     )
     data = f"; {len(inputs.data)} data source(s) hashed" if inputs.data else ""
-    return f"code {tree.digest[:12]} ({len(tree.files)} files{where}) snapshot in {inputs.code.path}{data}"
+    return (
+        f"code {tree.digest[:12]} ({len(tree.files)} files{where}): every run runs {inputs.code.path}{data}"
+    )
 
 
 def _verify_together(

@@ -4,9 +4,10 @@
 #   1. a Docker engine (Debian's docker.io, docker-compose, debootstrap; dockerd started if none answers),
 #      and Debian's chromium for the browser test of the HTML report
 #   2. a one-node Slurm cluster (Debian's slurm-wlm), for --runtime slurm and its tests
-#   3. .venv with reprobox, torch (2.13.0, the CPU build), and the test tools
-#   4. the offline base image (debootstrap, docker import) and a wheelhouse, for machines that cannot
-#      pull images; .venv/bin/activate exports REPROBOX_BASE_IMAGE and REPROBOX_WHEELHOUSE for them
+#   3. .venv with reprobox, torch (2.13.0, the CPU build), the examples' frameworks, and the test tools
+#   4. the offline base image (debootstrap, docker import) and a wheelhouse (the image's lock and the
+#      examples' extra locks), for machines that cannot pull images; .venv/bin/activate exports
+#      REPROBOX_BASE_IMAGE and REPROBOX_WHEELHOUSE for them
 #   5. the reprobox image, built by `reprobox build`
 #   6. `reprobox verify examples/tiny-mlp/job.yaml --runs 2` in containers
 #
@@ -46,6 +47,17 @@ python3 -m venv .venv
 # fetch a multi-GB CUDA build.
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
 .venv/bin/python -m pip install --quiet -e ".[torch,report,dev]"
+# The examples' frameworks (examples/hf-trainer, examples/lightning) at exactly the versions their image
+# locks pin, so `--runtime local` runs them on the same packages; --no-deps leaves torch as installed.
+example_locks=()
+for lock in examples/*/requirements.lock; do example_locks+=(--requirement "${lock}"); done
+.venv/bin/python -m pip install --quiet --require-hashes --no-deps "${example_locks[@]}"
+.venv/bin/python -m pip check
+torch_version="$(.venv/bin/python -c 'import torch; print(torch.__version__)')"
+if [[ ${torch_version} != 2.13.0* ]]; then
+    echo "setup.sh: .venv has torch ${torch_version}, not 2.13.0; reinstall it with pip install torch==2.13.0" >&2
+    exit 1
+fi
 
 step "Offline base image and wheelhouse"
 export REPROBOX_CACHE="${REPROBOX_CACHE:-${HOME}/.cache/reprobox}"

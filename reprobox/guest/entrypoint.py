@@ -81,7 +81,13 @@ def _make_boot_dir() -> Path:
     Putting only this folder on PYTHONPATH reaches the job's interpreter even when it is another
     environment, without exposing any other package of ours to it.
     """
-    boot_dir = Path(tempfile.mkdtemp(prefix="reprobox-boot-"))
+    # A fixed name in the run's own fresh TMPDIR, so PYTHONPATH reads the same in every run (jobs save
+    # their environment); a random one only where that name is taken (a TMPDIR shared with others).
+    boot_dir = Path(tempfile.gettempdir()) / "reprobox-boot"
+    try:
+        boot_dir.mkdir(mode=0o700)
+    except OSError:
+        boot_dir = Path(tempfile.mkdtemp(prefix="reprobox-boot-"))
     package_dir = Path(__file__).resolve().parent.parent
     shutil.copyfile(Path(__file__).with_name("_boot") / "sitecustomize.py", boot_dir / "sitecustomize.py")
     (boot_dir / "reprobox").symlink_to(package_dir, target_is_directory=True)

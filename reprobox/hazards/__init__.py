@@ -13,8 +13,11 @@ as DL`); a tensor method such as `x.index_add_(...)` matches on any receiver exc
 from another library (`np.bincount` is not flagged); anything not understood is left alone. Two rules
 are heuristics, described where they are implemented in `_scanner`: reading a `torch.empty` result
 before filling it (`_Scanner._check_empty_reads`) and building an ordered thing from a set
-(`_Scanner._check_set_*`, `_builds_sequence`). A finding is silenced by a `# reprobox: ignore` comment
-on its line, or by `# reprobox: ignore[rule-a, rule-b]`.
+(`_Scanner._check_set_*`, `_builds_sequence`). Assignments to torch settings (`cudnn.benchmark = ...`)
+are judged once the whole file is read: a later assignment of the safe value wins over an earlier unsafe
+one (`_Scanner._report_settings`). Calls whose options hide in `**kwargs` are reported as unchecked, not
+as missing. A finding is silenced by a `# reprobox: ignore` comment on its line, or by
+`# reprobox: ignore[rule-a, rule-b]`.
 """
 
 from __future__ import annotations

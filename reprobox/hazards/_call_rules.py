@@ -83,20 +83,53 @@ def _bilinear(_call: ast.Call, callee: _Callee) -> str | None:
     return f"{callee.last} (bilinear)"
 
 
-def _dataloader_workers(call: ast.Call, _callee: _Callee) -> str | None:
-    if _has_splat(call):
-        return None  # options come from elsewhere; stay quiet
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
+#            drop_last, timeout, worker_init_fn, multiprocessing_context, generator, ...)
+_SEEDING_OPTIONS = (("generator", 12), ("worker_init_fn", 10))
+
+
+def _dataloader_seeding(call: ast.Call) -> tuple[ast.expr | None, list[str], list[str]]:
+    """(num_workers, seeding options passed as None or left out, options `**kwargs` may hold)."""
+    splat = _has_splat(call)
     workers = _arg(call, "num_workers", 5)
-    if workers is None or _is_const(workers, 0):
-        return None
-    missing = [
-        f"{name}="
-        for name, position in (("generator", 12), ("worker_init_fn", 10))
-        if _arg(call, name, position) is None or _is_const(_arg(call, name, position), None)
-    ]
-    if not missing:
+    missing: list[str] = []
+    unknown: list[str] = []
+    for name, position in _SEEDING_OPTIONS:
+        value = _arg(call, name, position)
+        if _is_const(value, None) or (value is None and not splat):
+            missing.append(f"{name}=")
+        elif value is None:
+            unknown.append(f"{name}=")
+    return workers, missing, unknown
+
+
+def _dataloader_workers(call: ast.Call, _callee: _Callee) -> str | None:
+    workers, missing, _unknown = _dataloader_seeding(call)
+    if workers is None or _is_const(workers, 0) or not missing:
         return None
     return f"num_workers={_short(workers)} but no {' and no '.join(missing)}"
+
+
+def _dataloader_unchecked(call: ast.Call, _callee: _Callee) -> str | None:
+    # Only when options hidden in *args/**kwargs decide it, and _dataloader_workers has not spoken.
+    workers, missing, unknown = _dataloader_seeding(call)
+    if not unknown or _is_const(workers, 0) or (workers is not None and missing):
+        return None
+    splats = [f"*{_short(a.value)}" for a in call.args if isinstance(a, ast.Starred)]
+    splats += [f"**{_short(kw.value)}" for kw in call.keywords if kw.arg is None]
+    return " and ".join(splats)
+
+
+def _random_split_unseeded(call: ast.Call, _callee: _Callee) -> str | None:
+    # random_split(dataset, lengths, generator=default_generator)
+    generator = _arg(call, "generator", 2)
+    if generator is None:
+        return None if _has_splat(call) else "without generator="
+    if _is_const(generator, None) or (
+        isinstance(generator, ast.Attribute) and generator.attr == "default_generator"
+    ):
+        return f"with generator={_short(generator)}"
+    return None
 
 
 _AUTOTUNE_MODES = _names("max-autotune max-autotune-no-cudagraphs")
@@ -196,6 +229,8 @@ CALL_RULES: tuple[CallRule, ...] = (
     ),
     CallRule("grid-sample", _names("grid_sample"), "torch"),
     CallRule("dataloader-unseeded-workers", _names("DataLoader"), "torch", _dataloader_workers),
+    CallRule("dataloader-unchecked", _names("DataLoader"), "torch", _dataloader_unchecked),
+    CallRule("random-split-unseeded", _names("random_split"), "torch", _random_split_unseeded),
     CallRule("compile-autotune", _names("compile"), "torch", _compile_autotune),
     CallRule("compile", _names("compile"), "torch", _compile_plain),
     CallRule(
@@ -222,16 +257,17 @@ CALL_RULES: tuple[CallRule, ...] = (
         "deterministic-algorithms-off", _names("set_deterministic_debug_mode"), "torch", _debug_mode_off
     ),
     CallRule(
-        "seed-from-entropy",
+        "unseeded-generator",
         _names(
             "random.seed random.Random numpy.random.seed numpy.random.default_rng "
-            "numpy.random.RandomState numpy.random.SeedSequence"
+            "numpy.random.RandomState numpy.random.SeedSequence numpy.random.PCG64 numpy.random.PCG64DXSM "
+            "numpy.random.Philox numpy.random.SFC64 numpy.random.MT19937"
         ),
         "exact",
         _no_seed,
     ),
     CallRule(
-        "seed-from-entropy",
+        "unseeded-generator",
         _names("torch.seed torch.random.seed torch.cuda.seed torch.cuda.seed_all"),
         "exact",
         _torch_reseed,

@@ -55,6 +55,12 @@ COVERED_BY_REPROBOX: dict[str, str] = {
     "on the same Python",
     "dataloader-unseeded-workers": "reprobox seeds torch's global RNG before the job starts, so the "
     "shuffle order and the worker seeds repeat under reprobox",
+    "dataloader-unchecked": "reprobox seeds torch's global RNG before the job starts, so the shuffle "
+    "order and the worker seeds repeat under reprobox",
+    "random-split-unseeded": "reprobox seeds torch's global RNG before the job starts, so the split "
+    "repeats under reprobox as long as nothing before it draws a different count of random numbers",
+    "unseeded-generator": "reprobox gives every generator created without a seed one derived from the "
+    "job seed (unless determinism.seed_unseeded_generators is false), so it repeats under reprobox",
 }
 
 RULES: dict[str, Rule] = {
@@ -156,6 +162,28 @@ RULES: dict[str, Rule] = {
             "both ready-made).",
         ),
         Rule(
+            "dataloader-unchecked",
+            "DataLoader options come from {detail}, so the audit could not check whether worker "
+            "processes get a seeded generator= and worker_init_fn=.",
+            "If these options can set num_workers above 0, have them include generator=g (a "
+            "torch.Generator seeded once) and worker_init_fn=seed_worker (reprobox.generator() and "
+            "reprobox.seed_worker are ready-made); passing those two by name lets the audit check them.",
+            INFO,
+        ),
+        Rule(
+            "random-split-unseeded",
+            "random_split {detail} draws the split from the global torch RNG, so which samples land in "
+            "which subset changes whenever anything draws random numbers before it.",
+            "Pass generator=torch.Generator().manual_seed(seed) (reprobox.generator() is ready-made) so "
+            "the split depends on its own seed alone.",
+        ),
+        Rule(
+            "unseeded-generator",
+            "{detail}, so the numbers drawn from it differ on every run.",
+            "Pass an explicit seed from the job's configuration (np.random.default_rng(seed), "
+            "random.Random(seed), g.manual_seed(seed) instead of g.seed() or torch.seed()).",
+        ),
+        Rule(
             "seed-from-clock",
             "The seed is derived from the clock ({detail}), so it changes on every run.",
             "Use a fixed seed from the job's configuration (reprobox seeds random, numpy and torch "
@@ -200,14 +228,15 @@ RULES: dict[str, Rule] = {
             "cudnn-benchmark",
             "torch.backends.cudnn.benchmark enabled: cuDNN times several convolution algorithms and "
             "keeps the fastest, which can differ between runs and machines.",
-            "Remove the assignment or set it to False; reprobox sets cudnn.benchmark = False before your "
-            "code runs.",
+            "Remove the assignment or set it to False: it runs after reprobox sets cudnn.benchmark = False "
+            "(the job file's determinism.cudnn_benchmark), so it overrides that setting.",
         ),
         Rule(
             "cudnn-deterministic-off",
             "torch.backends.cudnn.deterministic turned off lets cuDNN pick nondeterministic convolution "
             "algorithms.",
-            "Remove the assignment; reprobox sets cudnn.deterministic = True before your code runs.",
+            "Remove the assignment: it runs after reprobox sets cudnn.deterministic = True, so it turns "
+            "that setting off again.",
         ),
         Rule(
             "deterministic-algorithms-off",

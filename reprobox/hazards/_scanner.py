@@ -16,6 +16,7 @@ from reprobox.hazards._call_rules import (
     _SEED_CALLS,
     ASSIGN_RULES,
     CALL_RULES,
+    AssignRule,
     _always,
     _autotune,
 )
@@ -75,6 +76,7 @@ class _Scanner(ast.NodeVisitor):
         self.findings: list[Finding] = []
         self._set_names: list[frozenset[str]] = []
         self._math_attention_depth = 0
+        self._settings: list[tuple[ast.expr, AssignRule, bool]] = []  # (target, rule, literally safe)
 
     # -- reporting ----------------------------------------------------------------------------------
 
@@ -122,6 +124,7 @@ class _Scanner(ast.NodeVisitor):
         self._enter_scope(node)
         self.generic_visit(node)
         self._set_names.pop()
+        self._report_settings()
 
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         for decorator in node.decorator_list:
@@ -191,11 +194,23 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(target, ast.Attribute):
             qualname = self.resolve(target).qualname
             for entry in ASSIGN_RULES:
-                if qualname == entry.target and not _is_const(value, entry.safe):
-                    self.report(target, entry.rule, entry.detail)
+                if qualname == entry.target:
+                    self._settings.append((target, entry, _is_const(value, entry.safe)))
         name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
         if "seed" in name.lower():
             self._check_seed_value(value)
+
+    def _report_settings(self) -> None:
+        """Assignments to torch settings, decided once the whole file is read: a later assignment
+        wins, so an unsafe value that a later line of the file sets back to the safe one (`benchmark =
+        True`, then `benchmark = False` further down) is not reported; any other unsafe one is."""
+        ordered = sorted(self._settings, key=lambda item: _position(item[0]))
+        for index, (target, entry, safe) in enumerate(ordered):
+            reset_later = any(
+                later_safe and later_entry == entry for _, later_entry, later_safe in ordered[index + 1 :]
+            )
+            if not safe and not reset_later:
+                self.report(target, entry.rule, entry.detail)
 
     # -- seeds --------------------------------------------------------------------------------------
 

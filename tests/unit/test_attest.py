@@ -73,7 +73,7 @@ def make_run(
             {
                 "path": "model.pt",
                 "format": "torch",
-                "file_sha256": FILE_SHA,
+                "file_sha256": FILE_SHA if content == CONTENT else content,  # other weights, other bytes
                 "content_sha256": content,
                 "tensors": [{"name": "w", "dtype": "float32", "shape": [2], "sha256": content}],
             }

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reprobox.errors import UsageError
-from reprobox.hazards import RULES, Finding, scan_source, scan_tree
+from reprobox.hazards import COVERED_BY_REPROBOX, RULES, Finding, scan_source, scan_tree
 
 JOBS = Path(__file__).resolve().parents[1] / "jobs"
 HAZARD_COMMENT = re.compile(r"#\s*hazard:\s*(?P<rules>[\w\s,-]+)$")
@@ -172,12 +172,64 @@ F.upsample_bilinear(x, scale_factor=2)
         ("DataLoader(ds, num_workers=0)", False),
         ("DataLoader(ds, shuffle=True)", False),
         ("DataLoader(ds, **options)", False),
+        ("DataLoader(ds, num_workers=2, generator=None, **options)", True),
         ("DataLoader(ds, 8, True, None, None, 4, None, False, False, 0, f, None, g)", False),
     ],
 )
 def test_dataloader_workers(call: str, flagged: bool) -> None:
     source = f"from torch.utils.data import DataLoader\nloader = {call}\n"
-    assert bool(rules_in(source)) is flagged
+    assert ((2, "dataloader-unseeded-workers") in rules_in(source)) is flagged
+
+
+@pytest.mark.parametrize(
+    ("call", "unchecked"),
+    [
+        ("DataLoader(ds, **options)", True),
+        ("DataLoader(ds, num_workers=4, generator=g, **options)", True),
+        ("DataLoader(*args, shuffle=True)", True),
+        ("DataLoader(ds, num_workers=0, **options)", False),
+        ("DataLoader(ds, generator=g, worker_init_fn=f, **options)", False),
+        ("DataLoader(ds, num_workers=2, generator=None, **options)", False),  # known missing: a warning
+        ("DataLoader(ds, num_workers=2)", False),
+    ],
+)
+def test_dataloader_options_from_kwargs_are_reported_as_unchecked(call: str, unchecked: bool) -> None:
+    source = f"from torch.utils.data import DataLoader\nloader = {call}\n"
+    assert ((2, "dataloader-unchecked") in rules_in(source)) is unchecked
+
+
+def test_dataloader_unchecked_says_it_could_not_check() -> None:
+    (finding,) = scan_source(
+        "import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=4, **loader_kwargs)\n", "t.py"
+    )
+    assert finding.severity == "info"
+    assert finding.message.startswith("DataLoader options come from **loader_kwargs, so the audit could not")
+    assert "no generator" not in finding.message and "missing" not in finding.message
+    assert "worker_init_fn=seed_worker" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("line", "flagged"),
+    [
+        ("train, val = random_split(ds, [0.8, 0.2])", True),
+        ("train, val = torch.utils.data.random_split(ds, [8, 2], None)", True),
+        ("parts = random_split(ds, [8, 2], generator=torch.default_generator)", True),
+        ("parts = random_split(ds, [8, 2], generator=torch.Generator().manual_seed(42))", False),
+        ("parts = random_split(ds, [8, 2], g)", False),
+        ("parts = random_split(ds, [8, 2], **split_options)", False),
+        ("parts = sklearn_like.random_split(ds, [8, 2])", False),
+    ],
+)
+def test_random_split_without_a_generator(line: str, flagged: bool) -> None:
+    source = f"import torch\nfrom torch.utils.data import random_split\n{line}\n"
+    assert ((3, "random-split-unseeded") in rules_in(source)) is flagged
+
+
+def test_random_split_is_neutralised_under_reprobox_and_says_the_fix() -> None:
+    (finding,) = scan_source("from torch.utils.data import random_split\nrandom_split(d, [1, 1])\n", "t.py")
+    assert "without generator=" in finding.message
+    assert "generator=torch.Generator().manual_seed(seed)" in finding.fix
+    assert finding.rule in COVERED_BY_REPROBOX
 
 
 def test_dataloader_message_names_what_is_missing() -> None:
@@ -209,15 +261,31 @@ def test_seeds_from_the_clock(line: str) -> None:
         "random.seed(int.from_bytes(os.urandom(4), 'big'))",
         "np.random.seed(secrets.randbelow(2**32))",
         "seed = uuid.uuid4().int",
-        "random.seed()",
-        "rng = np.random.default_rng()",
-        "rng = np.random.default_rng(None)",
-        "torch.cuda.seed_all()",
     ],
 )
 def test_seeds_from_entropy(line: str) -> None:
     source = f"import os, random, secrets, uuid\nimport numpy as np\nimport torch\n{line}\n"
     assert rules_in(source) == [(4, "seed-from-entropy")]
+    assert "seed-from-entropy" not in COVERED_BY_REPROBOX  # true entropy: reprobox cannot repeat it
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "random.seed()",
+        "rng = random.Random()",
+        "rng = np.random.default_rng()",
+        "rng = np.random.default_rng(None)",
+        "bits = np.random.PCG64()",
+        "legacy = np.random.RandomState()",
+        "torch.seed()",
+        "torch.cuda.seed_all()",
+    ],
+)
+def test_unseeded_generators(line: str) -> None:
+    source = f"import random\nimport numpy as np\nimport torch\n{line}\n"
+    assert rules_in(source) == [(4, "unseeded-generator")]
+    assert "seed_unseeded_generators" in COVERED_BY_REPROBOX["unseeded-generator"]
 
 
 def test_fixed_seeds_and_unrelated_clock_reads_are_fine() -> None:
@@ -370,6 +438,32 @@ torch.backends.cudnn.benchmark = args.benchmark
 torch.set_deterministic_debug_mode(0)
 """
     assert rules_in(source) == [(8, "cudnn-benchmark"), (9, "deterministic-algorithms-off")]
+
+
+def test_a_later_assignment_of_a_torch_setting_wins() -> None:
+    source = """
+import torch
+from torch.backends import cudnn
+torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.deterministic = False
+def main():
+    cudnn.benchmark = False
+    cudnn.deterministic = True
+torch.backends.cudnn.benchmark = args.fast
+cudnn.benchmark = True
+"""
+    assert rules_in(source) == [(9, "cudnn-benchmark"), (10, "cudnn-benchmark")]
+
+
+def test_a_setting_turned_unsafe_after_a_safe_one_is_reported() -> None:
+    source = """
+import torch
+torch.backends.cudnn.benchmark = False
+torch._inductor.config.max_autotune = True
+torch._inductor.config.max_autotune = False
+torch.backends.cudnn.benchmark = True
+"""
+    assert rules_in(source) == [(6, "cudnn-benchmark")]
 
 
 def test_ignore_comments() -> None:

@@ -196,7 +196,8 @@ def test_a_different_gpu_in_the_authors_fingerprint_is_named(small, tmp_path: Pa
             {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "sm_count": 132}
         ]
         checkpoint = predicate["checkpoints"][0]
-        checkpoint["content_sha256"] = "0" * 64  # the H100 gave other weights
+        checkpoint["content_sha256"] = "0" * 64  # the H100 gave other weights, so other file bytes
+        checkpoint["file_sha256"] = "1" * 64
         checkpoint["tensors"][0]["sha256"] = "0" * 64
 
     edit_attestation(attestation, on_an_h100)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -348,3 +350,43 @@ def test_a_failing_job_in_fixed_folders_keeps_its_log_and_guest_record(
     assert (run / "outputs" / "partial.txt").read_text() == str(layout.code)
     assert read_record(run).data["runtime"]["paths"]["mode"] == "fixed"
     assert not layout.run.exists()
+
+
+def test_ctrl_c_in_fixed_folders_still_moves_what_the_run_wrote_home(tmp_path: Path) -> None:
+    job, runs_dir = tmp_path / "job", tmp_path / "runs"
+    job.mkdir()
+    (job / "job.yaml").write_text(
+        "version: 1\nname: interrupted-in-fixed\n"
+        "command: [python, -c, \"import os, time; open(os.environ['REPROBOX_OUTPUT_DIR'] + '/early.pt', 'w')"
+        ".write('saved'); print('saved', flush=True); time.sleep(300)\"]\n"
+    )
+    controller = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reprobox",
+            "run",
+            str(job),
+            "--runtime",
+            "local",
+            "--runs-dir",
+            str(runs_dir),
+            "-q",
+        ],
+        env={**os.environ, "REPROBOX_LOCAL_ISOLATION": "fixed"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    logs: list[Path] = []
+    while time.monotonic() < deadline and not any("saved" in log.read_text() for log in logs):
+        logs = list(runs_dir.glob("interrupted-in-fixed/*/stdout.log"))
+        time.sleep(0.1)
+    assert logs, "the job never started"
+    controller.send_signal(signal.SIGINT)
+    _, err = controller.communicate(timeout=30)
+    assert controller.returncode == 130, err
+    run = logs[0].parent
+    assert read_record(run).status == "interrupted"
+    assert (run / "outputs" / "early.pt").read_text() == "saved"
+    assert not layout_for(load_job(job), uid=os.getuid()).run.exists()

@@ -32,7 +32,7 @@ def vocabularies(words: list[str]) -> list[object]:
 
 def generators() -> list[object]:
     entropy_seed = int.from_bytes(os.urandom(4), "little")  # hazard: seed-from-entropy
-    rng = np.random.default_rng()  # hazard: seed-from-entropy
+    rng = np.random.default_rng()  # hazard: unseeded-generator
     fixed = np.random.default_rng(1234)
     token_rng = np.random.default_rng(secrets.randbits(32))  # hazard: seed-from-entropy
     run_seed = uuid.uuid4().int % 2**32  # hazard: seed-from-entropy

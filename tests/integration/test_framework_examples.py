@@ -1,0 +1,179 @@
+"""The Hugging Face Trainer and Lightning examples: their images build offline from the base plus each
+example's extra lock, and `verify --runs 2` reproduces them in containers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprobox import cli, image
+from reprobox.docker_runtime import ensure_image
+from reprobox.engine import Engine
+from reprobox.errors import EnvironmentProblem
+from reprobox.job import ImageSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+EXAMPLES = {
+    "hf-trainer": ("transformers", ["checkpoint-15/model.safetensors", "checkpoint-30/trainer_state.json"]),
+    "lightning": ("lightning", ["logs/version_0/metrics.csv", "logs/version_0/hparams.yaml"]),
+}
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def extra_lock(example: str) -> Path:
+    return ROOT / "examples" / example / "requirements.lock"
+
+
+@pytest.fixture(scope="session")
+def framework_wheelhouse(wheelhouse: Path) -> Path:
+    """The shared wheelhouse with the examples' wheels too (scripts/fill-wheelhouse.sh puts them there)."""
+    for example in EXAMPLES:
+        spec = ImageSpec(requirements=extra_lock(example))
+        try:
+            image.plan_build(spec, lock="cpu", wheelhouse=wheelhouse, environ={})
+        except EnvironmentProblem:
+            subprocess.run(
+                [
+                    "bash",
+                    str(SCRIPTS / "fill-wheelhouse.sh"),
+                    "--lock",
+                    str(extra_lock(example)),
+                    "--dest",
+                    str(wheelhouse),
+                ],
+                check=True,
+            )
+    return wheelhouse
+
+
+@pytest.fixture
+def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, framework_wheelhouse: Path) -> None:
+    monkeypatch.setenv("REPROBOX_BASE_IMAGE", offline_base)
+    monkeypatch.setenv("REPROBOX_WHEELHOUSE", str(framework_wheelhouse))
+    monkeypatch.delenv("REPROBOX_LOCK", raising=False)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def in_image(tag: str, code: str) -> str:
+    """stdout of `python -c code` in the image, with no network, as the job user."""
+    done = subprocess.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "/opt/venv/bin/python",
+            tag,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_example_image_builds_offline_with_its_extra_lock(
+    example: str,
+    engine: Engine,
+    offline_base: str,
+    framework_wheelhouse: Path,
+    project: image.ProjectFiles,
+    created: Any,
+) -> None:
+    spec = ImageSpec(requirements=extra_lock(example))
+    options = {"base_image": offline_base, "wheelhouse": framework_wheelhouse, "lock": "cpu"}
+    plan = image.plan_build(spec, project=project, environ={}, **options)  # type: ignore[arg-type]
+    info = ensure_image(spec, engine=engine, network=False, project=project, **options)  # type: ignore[arg-type]
+    created.images.append(plan.tag)
+    assert plan.tag in info.tags
+    assert info.labels["io.reprobox.offline"] == "true"
+    assert (
+        info.labels["io.reprobox.extra-requirements-digest"]
+        == plan.labels["io.reprobox.extra-requirements-digest"]
+    )
+    package, _ = EXAMPLES[example]
+    versions = json.loads(
+        in_image(
+            plan.tag,
+            f"import json, torch, {package}; print(json.dumps([torch.__version__, {package}.__version__]))",
+        )
+    )
+    assert versions == ["2.13.0+cpu", image.locked_pins(extra_lock(example))[package]]
+
+
+def test_a_jobs_own_wheelhouse_adds_to_the_shared_one(
+    tmp_path: Path, offline_base: str, framework_wheelhouse: Path, project: image.ProjectFiles
+) -> None:
+    """Base wheels in the shared wheelhouse, the job's in its own: the same image as one full wheelhouse."""
+    shared, own = tmp_path / "shared", tmp_path / "wheels"
+    shared.mkdir()
+    own.mkdir()
+    base_pins = set(image.locked_pins(project.env_dir / "requirements-cpu.lock").items())
+    job_pins = set(image.locked_pins(extra_lock("hf-trainer")).items())
+    for wheel in framework_wheelhouse.glob("*.whl"):
+        pin = image.wheel_pin(wheel.name)
+        for pins, house in ((base_pins, shared), (job_pins, own)):
+            if pin in pins:
+                link_or_copy(wheel, house / wheel.name)
+    split = image.plan_build(
+        ImageSpec(requirements=extra_lock("hf-trainer"), wheelhouse=own),
+        base_image=offline_base,
+        wheelhouse=shared,
+        project=project,
+        environ={},
+    )
+    whole = image.plan_build(
+        ImageSpec(requirements=extra_lock("hf-trainer")),
+        base_image=offline_base,
+        wheelhouse=framework_wheelhouse,
+        project=project,
+        environ={},
+    )
+    assert split.lock == whole.lock == "env/requirements-cpu.lock"
+    assert [w.name for w in split.wheels] == [w.name for w in whole.wheels]
+    assert split.tag == whole.tag
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_example_verifies_in_containers(example: str, offline_env: None, tmp_path: Path, capsys) -> None:
+    code = cli.main(
+        [
+            "verify",
+            str(ROOT / "examples" / example / "job.yaml"),
+            "--runs",
+            "2",
+            "--runtime",
+            "docker",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--attestation",
+            str(tmp_path / "reprobox.attestation.json"),
+            "--json",
+            "-q",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert (code, data["verdict"]) == (0, "identical"), data.get("notes")
+    _, outputs = EXAMPLES[example]
+    assert set(outputs) <= {checkpoint["path"] for checkpoint in data["checkpoints"]}
