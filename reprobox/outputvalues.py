@@ -22,6 +22,7 @@ MAX_TEXT_COMPARE_BYTES = 16 << 20
 
 def load_values(path: Path) -> dict[str, object] | None:
     """Name -> value for the file's non-tensor values, or None when they cannot be read safely."""
+    from reprobox.guest.hashing._load import _unique
     from reprobox.guest.hashing._text import read_values, text_format_of
 
     try:
@@ -32,17 +33,6 @@ def load_values(path: Path) -> dict[str, object] | None:
         return dict(load_tensors(path)[1])
     except Exception:  # noqa: BLE001 - unreadable values leave the difference unexplained, never crash
         return None
-
-
-def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    result: dict[str, object] = {}
-    for name, value in pairs:
-        key, n = name, 1
-        while key in result:
-            n += 1
-            key = f"{name}#{n}"
-        result[key] = value
-    return result
 
 
 def read_text(path: Path) -> str | None:

@@ -117,9 +117,11 @@ def hash_command(args: argparse.Namespace, out: Output) -> int:
     digests = [hash_checkpoint(path, relative_to=path.parent) for path in args.files]
     lines = []
     for path, digest in zip(args.files, digests, strict=True):
+        values = f", {len(digest.metadata)} values" if digest.metadata else ""
         lines.append(
             f"{path}\n  file     {digest.file_sha256}\n"
-            f"  content  {digest.content_sha256}  ({len(digest.tensors)} tensors)"
+            f"  content  {digest.content_sha256}  ({len(digest.tensors)} tensors{values})\n"
+            f"  read by  {digest.reader}" + (f"\n  note     {digest.note}" if digest.note else "")
         )
     out.result(
         {"files": {str(p): d.to_json() for p, d in zip(args.files, digests, strict=True)}}, "\n".join(lines)

@@ -55,9 +55,9 @@ def test_markdown_report(diverged_runs: list[Path], tmp_path: Path, capsys) -> N
     assert cli.main(["report", *map(str, diverged_runs), "--markdown", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["verdict"] == "different"
     text = out.read_text()
-    assert "**Verdict: checkpoints differ between runs.**" in text
+    assert "**Verdict: not reproducible: 4 tensors differ (first: body.bias in model.pt).**" in text
     assert "same stack, different result: a real nondeterminism" in text
-    assert "First divergence at optimizer step 20 in: head.weight." in text
+    assert "First divergence after optimizer step 18 (equal), by step 20 (differs) in: head.weight." in text
     assert "| model.pt | head.weight | float32 | 128 of 128 |" in text
     png = out.with_suffix(".png")
     assert png.read_bytes().startswith(b"\x89PNG")
@@ -80,7 +80,7 @@ def test_html_report_renders_in_a_real_browser(diverged_runs: list[Path], tmp_pa
     dom = subprocess.run(
         [*common, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
     ).stdout
-    assert "checkpoints differ between runs" in dom
+    assert "not reproducible: 4 tensors differ" in dom
     assert 'id="tensors"' in dom and "head.weight" in dom
     assert "<svg" in dom and "first divergence: step 20" in dom
     shot = tmp_path / "review.png"

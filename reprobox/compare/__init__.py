@@ -1,0 +1,255 @@
+"""Two run records -> a graded verdict, with every tensor and value that differs, and why.
+
+Grades, one sentence first:
+
+- ``bit-identical``: every compared output file's bytes are equal;
+- ``reproduced``: every tensor and every value is equal, except values recognised as run-specific (the
+  run's own paths, timestamps, durations, host name: see ``runspecific``) and outputs the job file lists
+  under ``compare: {ignore: [...]}``, each listed; also when only a container format's bytes differ;
+- ``not reproducible``: any tensor or any other value differs, named with both values.
+
+Hashes find what differs; the values themselves (read from both runs' files at compare time, never
+unpickled) say whether it is run-specific and what it was. The JSON ``verdict`` stays ``identical`` /
+``different`` / ``failed`` for scripts; ``grade`` and ``sentence`` carry the finer answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from reprobox import codetree, explain, trails
+from reprobox.compare._model import (
+    BIT_IDENTICAL,
+    DIFFERENT,
+    EXPLAINED_FIELDS_LIMIT,
+    FAILED,
+    IDENTICAL,
+    NO_VERDICT,
+    NOT_REPRODUCIBLE,
+    REPRODUCED,
+    TENSOR_DETAIL_LIMIT,
+    WHOLE_FILE,
+    Comparison,
+)
+from reprobox.compare._outputs import compare_pair, differing_tensor_names
+from reprobox.manifest import STATUS_CANCELLED, RunRecord
+
+__all__ = [
+    "BIT_IDENTICAL",
+    "DIFFERENT",
+    "FAILED",
+    "IDENTICAL",
+    "NOT_REPRODUCIBLE",
+    "NO_VERDICT",
+    "REPRODUCED",
+    "TENSOR_DETAIL_LIMIT",
+    "WHOLE_FILE",
+    "Comparison",
+    "checkpoint_table",
+    "closeness",
+    "compare_runs",
+    "differing_tensor_names",
+    "explain_difference",
+    "grade_of",
+    "input_differences",
+]
+
+
+def compare_runs(records: Sequence[RunRecord], *, tensor_details: bool = True) -> Comparison:
+    """Compare every run against the first; the verdict is `identical` only if all match it."""
+    comparison = _compare(records, tensor_details)
+    comparison.grade, comparison.sentence = grade_of(comparison)
+    return comparison
+
+
+def _compare(records: Sequence[RunRecord], tensor_details: bool) -> Comparison:
+    runs = [str(r.run_dir) for r in records]
+    failed = [r for r in records if not r.succeeded and r.status != STATUS_CANCELLED]
+    if failed:
+        notes = [f"run {r.run_dir} {r.status}: {r.failure or 'no reason recorded'}" for r in failed]
+        return Comparison(FAILED, runs, notes=notes, checkpoints=checkpoint_table(records))
+    comparison = Comparison(IDENTICAL, runs, checkpoints=checkpoint_table(records))
+    if any(_judged_by_trail(r) for r in records):
+        _compare_trails(records, comparison)
+        return comparison
+    reference = records[0]
+    if not reference.checkpoints:
+        comparison.verdict = FAILED
+        comparison.notes.append(
+            "the job wrote no checkpoints matching its 'checkpoints' patterns, so there is nothing "
+            "to compare; "
+            "write them to $REPROBOX_OUTPUT_DIR"
+        )
+        return comparison
+    for other in records[1:]:
+        before = comparison.verdict
+        compare_pair(reference, other, comparison, tensor_details)
+        if before == IDENTICAL and comparison.verdict == DIFFERENT:
+            comparison.first_divergence = _trail_divergence(reference, other)
+            comparison.explanation = explain_difference(reference, other, closeness(comparison))
+    return comparison
+
+
+def closeness(comparison: Comparison) -> str | None:
+    """ "max abs difference X over Y tensors", from the tensor statistics, for the stack sentence."""
+    values = [d["max_abs"] for d in comparison.differences if d.get("max_abs") is not None]
+    if not values:
+        return None
+    return f"max abs difference {max(values):.3g} over {comparison.differing_tensor_total} tensors"
+
+
+def explain_difference(a: RunRecord, b: RunRecord, closeness_text: str | None) -> dict[str, Any]:
+    """Why two runs differ: different inputs (seed, code, job settings), a different stack (so bitwise
+    equality was never expected), or neither (a real nondeterminism)."""
+    diffs = explain.diff_fingerprints(a.fingerprint, b.fingerprint)
+    numerics = [d for d in diffs if d.affects_numerics]
+    inputs = input_differences(a, b)
+    sentence = explain.stack_verdict(diffs, closeness=closeness_text)
+    if inputs:
+        suffix = f" ({closeness_text})" if closeness_text else ""
+        sentence = f"different inputs: {'; '.join(inputs)}; the runs were not expected to match{suffix}"
+    return {
+        "same_stack": not numerics,
+        "same_inputs": not inputs,
+        "inputs": inputs,
+        "sentence": sentence,
+        "fields": [
+            {"field": d.field, "label": d.label, "a": d.a, "b": d.b, "affects_numerics": d.affects_numerics}
+            for d in diffs[:EXPLAINED_FIELDS_LIMIT]
+        ],
+    }
+
+
+def input_differences(a: RunRecord, b: RunRecord) -> list[str]:
+    """What the user changed between the runs, as short phrases: seed, code, job settings, image."""
+    found = []
+    if a.data.get("seed") != b.data.get("seed"):
+        found.append(f"seed {a.data.get('seed')} vs {b.data.get('seed')}")
+    code_a, code_b = a.data.get("code") or {}, b.data.get("code") or {}
+    if code_a.get("sha256") != code_b.get("sha256"):
+        changes = codetree.changed_files(code_a.get("files") or {}, code_b.get("files") or {})
+        named = [*changes["changed"], *changes["added"], *changes["removed"]]
+        found.append(
+            "code "
+            + (", ".join(named[:5]) if named else "tree")
+            + (" differ" if len(named) != 1 else " differs")
+        )
+    # Determinism flags and thread counts are left to the fingerprint: they are part of the stack.
+    for key in ("env", "command", "launcher"):
+        if (a.data.get("job") or {}).get(key) != (b.data.get("job") or {}).get(key):
+            found.append(f"job {key}")
+    image_a = ((a.data.get("runtime") or {}).get("image") or {}).get("id")
+    image_b = ((b.data.get("runtime") or {}).get("image") or {}).get("id")
+    if image_a != image_b:
+        found.append("image" if image_a and image_b else "runtime (container vs local)")
+    return found
+
+
+def _judged_by_trail(record: RunRecord) -> bool:
+    """Prefix checks and runs stopped at a divergence have no final checkpoints: their trails decide."""
+    return (
+        bool(record.data.get("prefix_check") or record.data.get("stopped_early"))
+        or record.status == STATUS_CANCELLED
+    )
+
+
+def _compare_trails(records: Sequence[RunRecord], out: Comparison) -> None:
+    reference = trails.trail_of(records[0])
+    if reference is None:
+        out.verdict = FAILED
+        out.notes.append("the runs stopped early but the reference has no trail to compare")
+        return
+    for other in records[1:]:
+        trail = trails.trail_of(other)
+        if trail is None:
+            out.verdict = FAILED
+            out.notes.append(f"run {other.run_dir} has no trail to compare")
+            continue
+        divergence = trails.first_divergence(reference, trail)
+        if divergence is not None:
+            if out.first_divergence is None:
+                out.first_divergence = divergence
+                out.explanation = explain_difference(records[0], other, None)
+            out.verdict = DIFFERENT
+            continue
+        same, _last = trails.common_prefix_identical(reference, trail)
+        if not same and out.verdict == IDENTICAL:
+            out.verdict = FAILED
+            out.notes.append(f"run {other.run_dir} recorded no optimizer step in common with the reference")
+    prefix = records[0].data.get("prefix_check")
+    if prefix and out.verdict == IDENTICAL:
+        out.notes.append(f"prefix check: the first {prefix['max_steps']} optimizer steps are bit-identical")
+
+
+def _trail_divergence(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
+    ta, tb = trails.trail_of(a), trails.trail_of(b)
+    if ta is None or tb is None:
+        return None
+    return trails.first_divergence(ta, tb)
+
+
+def checkpoint_table(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
+    """Per checkpoint file: its file sha256 and content hash in each run (None where it is missing)."""
+    paths = sorted({c["path"] for r in records for c in r.checkpoints})
+    table = []
+    for path in paths:
+        per_run = []
+        for record in records:
+            entry = record.checkpoint(path)
+            per_run.append(
+                {
+                    "run": str(record.run_dir),
+                    "file_sha256": entry.get("file_sha256") if entry else None,
+                    "content_sha256": entry.get("content_sha256") if entry else None,
+                }
+            )
+        contents = {item["content_sha256"] for item in per_run}
+        table.append(
+            {"path": path, "identical": len(contents) == 1 and None not in contents, "runs": per_run}
+        )
+    return table
+
+
+def grade_of(comparison: Comparison) -> tuple[str, str]:
+    """The grade and the one sentence that leads the verdict."""
+    n = len(comparison.runs)
+    if comparison.verdict == FAILED:
+        return NO_VERDICT, "no verdict: " + (comparison.notes[0] if comparison.notes else "a run failed")
+    if comparison.verdict == IDENTICAL:
+        excused = comparison.run_specific or comparison.ignored or comparison.format_only
+        if not excused:
+            return (
+                BIT_IDENTICAL,
+                f"bit-identical: every output file is byte for byte the same across {n} runs",
+            )
+        parts = []
+        if comparison.run_specific:
+            parts.append(f"{len(comparison.run_specific)} run-specific values (listed)")
+        if comparison.ignored:
+            parts.append(f"{len(comparison.ignored)} values or files the job file ignores")
+        if comparison.format_only:
+            parts.append(f"the container bytes of {len(comparison.format_only)} files")
+        return REPRODUCED, (
+            f"reproduced: every tensor and value is equal across {n} runs, except {', '.join(parts)}"
+        )
+    return NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison)
+
+
+def _first_difference(comparison: Comparison) -> str:
+    if comparison.value_differences:
+        d = comparison.value_differences[0]
+        more = len(comparison.value_differences) - 1
+        tail = f" (and {more} more values)" if more else ""
+        return f"{d['name']} {d['a']!r} vs {d['b']!r} in {d['checkpoint']}{tail}"
+    tensors = [d for d in comparison.differences if d.get("name") != WHOLE_FILE]
+    if tensors:
+        first = tensors[0]
+        count = comparison.differing_tensor_total
+        return f"{count} tensors differ (first: {first['name']} in {first['checkpoint']})"
+    if comparison.renamed:
+        names = "; ".join(f"{r['a']} vs {r['b']}" for r in comparison.renamed[:3])
+        return f"the output file names differ ({names}); their contents are equal"
+    if comparison.differences:
+        return f"{comparison.differences[0]['checkpoint']} differs byte for byte"
+    return comparison.notes[0] if comparison.notes else "the runs differ"

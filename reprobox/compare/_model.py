@@ -1,0 +1,60 @@
+"""What a comparison says: the verdict names, the grades, and the Comparison shaped like --json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+IDENTICAL = "identical"
+DIFFERENT = "different"
+FAILED = "failed"
+BIT_IDENTICAL = "bit-identical"
+REPRODUCED = "reproduced"
+NOT_REPRODUCIBLE = "not reproducible"
+NO_VERDICT = "no verdict"
+TENSOR_DETAIL_LIMIT = 20
+EXPLAINED_FIELDS_LIMIT = 30
+WHOLE_FILE = "<file>"
+
+
+@dataclass
+class Comparison:
+    """The answer to "are these runs the same?", shaped like the CLI's --json output."""
+
+    verdict: str
+    runs: list[str]
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    differences: list[dict[str, Any]] = field(default_factory=list)
+    differing_tensor_total: int = 0
+    notes: list[str] = field(default_factory=list)
+    first_divergence: dict[str, Any] | None = None
+    explanation: dict[str, Any] | None = None
+    grade: str = ""
+    sentence: str = ""
+    value_differences: list[dict[str, Any]] = field(default_factory=list)  # real: name, a, b
+    run_specific: list[dict[str, Any]] = field(default_factory=list)  # excused, each with its reason
+    ignored: list[dict[str, Any]] = field(default_factory=list)  # left out by the job's compare.ignore
+    renamed: list[dict[str, Any]] = field(default_factory=list)  # same content under other file names
+    format_only: list[str] = field(default_factory=list)  # same tensors and values, other file bytes
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "verdict": self.verdict,
+            "grade": self.grade,
+            "sentence": self.sentence,
+            "runs": self.runs,
+            "checkpoints": self.checkpoints,
+            "differences": self.differences,
+            "differing_tensors": self.differing_tensor_total,
+            "value_differences": self.value_differences,
+            "run_specific": self.run_specific,
+            "ignored": self.ignored,
+            "renamed_files": self.renamed,
+            "format_only": self.format_only,
+            "notes": self.notes,
+        }
+        if self.first_divergence is not None:
+            data["first_divergence"] = self.first_divergence
+        if self.explanation is not None:
+            data["explanation"] = self.explanation
+        return data
