@@ -37,6 +37,7 @@ PROBE_TIMEOUT = 30.0
 ISOLATION_VARIABLE = "REPROBOX_LOCAL_ISOLATION"
 ISOLATION_AUTO = "auto"  # a private mount namespace where the kernel allows one, else fixed folders
 ISOLATIONS = (ISOLATION_AUTO, MODE_NAMESPACE, MODE_FIXED)
+SHARED_STABLE_DIR = ".stable"  # under runs/<job>/: the stable root of jobs that span Slurm nodes
 
 
 class LocalRuntime:
@@ -57,6 +58,10 @@ class LocalRuntime:
         return {"name": self.name, "python": self.python, "host": platform.node()}
 
     def layout(self, plan: RunPlan) -> StableLayout:
+        """The job's stable paths: under /tmp, or for a job spread over nodes (srun starts its tasks
+        outside any namespace of ours) on the shared file system that holds its runs."""
+        if _spans_nodes(plan):
+            return layout_for(plan.job, os.getuid(), base=plan.run_dir.parent / SHARED_STABLE_DIR)
         return layout_for(plan.job, os.getuid())
 
     def environment(self, plan: RunPlan, layout: StableLayout | None = None) -> dict[str, str]:
@@ -68,9 +73,12 @@ class LocalRuntime:
             env[settings.REFERENCE_TRAIL] = str(plan.reference_run / settings.TRAIL_FILE)
         return env
 
-    def mode(self, layout: StableLayout) -> str:
-        """namespace or fixed: what this machine allows, probed once per interpreter, or what was asked."""
-        if self.isolation == MODE_FIXED:
+    def mode(self, layout: StableLayout, plan: RunPlan | None = None) -> str:
+        """namespace or fixed: what this machine allows, probed once per interpreter, or what was asked.
+
+        A job spread over nodes is always fixed: its other nodes' tasks cannot enter our namespace.
+        """
+        if self.isolation == MODE_FIXED or (plan is not None and _spans_nodes(plan)):
             return MODE_FIXED
         with self._probe_lock:
             if self.python not in self._probed:
@@ -89,7 +97,7 @@ class LocalRuntime:
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         layout = self.layout(plan)
         ensure_root(layout, os.getuid())
-        mode = self.mode(layout)
+        mode = self.mode(layout, plan)
         outcome.runtime["paths"] = layout.to_json(mode)
         env = self.environment(plan, layout)
         guest = [self.python, "-m", "reprobox.guest", "--", *plan.command]
@@ -164,6 +172,10 @@ class LocalRuntime:
             outcome.exit_code = None
         elif process.returncode is not None and process.returncode < 0:
             outcome.exit_code, outcome.signal = None, -process.returncode
+
+
+def _spans_nodes(plan: RunPlan) -> bool:
+    return plan.job.launcher.nnodes > 1
 
 
 def _namespace_spec(layout: StableLayout, plan: RunPlan, scratch: Path) -> dict[str, Any]:

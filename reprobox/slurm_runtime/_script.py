@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import UsageError
-from reprobox.job import DataMount, JobSpec, Resources
+from reprobox.job import DataMount, JobSpec, Launcher, Resources
 from reprobox.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
 from reprobox.runtime import RunPlan
 from reprobox.slurm_runtime._model import NODE_PLAN_SCHEMA, PLAN_FILE, SlurmOptions, state_dir
@@ -100,6 +100,7 @@ def node_plan(plan: RunPlan, options: SlurmOptions, image: Mapping[str, Any] | N
             ],
             "network": job.network,
             "resources": asdict(job.resources),
+            "launcher": asdict(job.launcher),  # a job over several nodes gets shared stable paths
         },
         "run_id": plan.run_id,
         "run_dir": str(plan.run_dir),
@@ -125,6 +126,7 @@ def plan_from_node_plan(data: Mapping[str, Any]) -> RunPlan:
         data=tuple(DataMount(Path(d["source"]), d["target"], d["env"]) for d in spec["data"]),
         network=bool(spec["network"]),
         resources=Resources(**resources),
+        launcher=Launcher(**spec.get("launcher", {})),
     )
     reference = data.get("reference_run")
     return RunPlan(

@@ -198,6 +198,8 @@ def test_a_different_gpu_in_the_authors_fingerprint_is_named(small, tmp_path: Pa
         checkpoint = predicate["checkpoints"][0]
         checkpoint["content_sha256"] = "0" * 64  # the H100 gave other weights, so other file bytes
         checkpoint["file_sha256"] = "1" * 64
+        subject = next(s for s in statement["subject"] if s["name"] == checkpoint["path"])
+        subject["digest"]["sha256"] = "1" * 64
         checkpoint["tensors"][0]["sha256"] = "0" * 64
 
     edit_attestation(attestation, on_an_h100)
