@@ -7,11 +7,12 @@ Imports are lazy so that `import reprobox` (which every job process does at star
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from reprobox._version import __version__
 
+TYPE_CHECKING = False  # not typing's: every job process imports this package, and typing costs ~4 ms
 if TYPE_CHECKING:
+    from typing import Any
+
     from reprobox.guest import trail
     from reprobox.guest.seeding import generator, seed_everything, seed_worker
 

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from reprobox._version import __version__
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 from reprobox.job import ImageSpec
 
 IMAGE_REPOSITORY = "reprobox/env"

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from reprobox import namespace_launcher
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.fixed_paths import StagingStopped, ensure_root, staged_run
 from reprobox.guest import settings
@@ -109,10 +110,15 @@ class LocalRuntime:
                 with _scratch(plan.job.name) as scratch:
                     spec = scratch / "namespace.json"
                     spec.write_text(json.dumps(_namespace_spec(layout, plan, scratch)), encoding="utf-8")
-                    launcher = [self.python, "-m", "reprobox.namespace_launcher", str(spec), "--", *guest]
+                    launcher = [*_launcher(self.python), str(spec), "--", *guest]
                     self._supervise(
                         launcher, plan.run_dir, env, plan=plan, sink=sink, stop=stop, outcome=outcome
                     )
+                if (
+                    outcome.exit_code == namespace_launcher.EXIT_SETUP_FAILED
+                ):  # refused after all: probe again
+                    forget_namespace_probe(layout.root)
+                    self._probed.pop(self.python, None)
         except StagingStopped:
             outcome.cancelled = True
         except KeyboardInterrupt:  # while waiting for the job's folder or moving the results home
@@ -174,6 +180,12 @@ class LocalRuntime:
             outcome.exit_code, outcome.signal = None, -process.returncode
 
 
+def _launcher(python: str) -> list[str]:
+    """The namespace launcher as a plain script in isolated mode without `site` (it needs only the
+    standard library): a full interpreter start with site-packages would add tens of ms to every run."""
+    return [python, "-I", "-S", str(Path(namespace_launcher.__file__))]
+
+
 def _spans_nodes(plan: RunPlan) -> bool:
     return plan.job.launcher.nnodes > 1
 
@@ -205,11 +217,44 @@ def _scratch(job_name: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+PROBE_CACHE = ".namespace-works"  # in the user's stable root: "<boot id> <python>" lines that passed
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _namespace_works(python: str, root: Path) -> bool:
-    """Whether `python` can enter a private mount namespace and bind folders there (a short trial run)."""
+    """Whether `python` can enter a private mount namespace and bind folders there.
+
+    A short trial run, remembered until the machine reboots (a probe is a process start every command
+    would otherwise pay); `forget_namespace_probe` drops the memory when a launch is refused after all.
+    """
+    cache = root.parent / PROBE_CACHE
+    key = f"{_boot_id()} {python}"
+    try:
+        if _boot_id() and key in cache.read_text(encoding="utf-8").splitlines():
+            return True
+    except OSError:
+        pass
+    if not _probe(python, root):
+        return False
+    with contextlib.suppress(OSError), cache.open("a", encoding="utf-8") as remembered:
+        remembered.write(key + "\n")
+    return True
+
+
+def forget_namespace_probe(root: Path) -> None:
+    (root.parent / PROBE_CACHE).unlink(missing_ok=True)
+
+
+def _probe(python: str, root: Path) -> bool:
     try:
         probe = subprocess.run(
-            [python, "-m", "reprobox.namespace_launcher", "--probe", str(root)],
+            [*_launcher(python), "--probe", str(root)],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT,

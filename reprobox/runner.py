@@ -20,7 +20,7 @@ from reprobox import codetree
 from reprobox._version import __version__
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 from reprobox.job import JobSpec, redact_env
 from reprobox.launcher import launch_command
 from reprobox.manifest import (

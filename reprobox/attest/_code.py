@@ -8,7 +8,7 @@ from pathlib import Path
 from reprobox import codetree
 from reprobox.attest._model import Attestation
 from reprobox.errors import UsageError
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 
 
 def attested_tree(tree: codetree.CodeTree) -> codetree.CodeTree:

@@ -20,7 +20,7 @@ from reprobox.attest._code import attested_tree
 from reprobox.attest._model import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_TYPE
 from reprobox.compare import IDENTICAL, compare_runs
 from reprobox.errors import UsageError
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 from reprobox.manifest import RunRecord
 
 

@@ -15,7 +15,7 @@ from reprobox import attest
 from reprobox.bundle._model import PUBLISHED, TRAIL_NAME, TREE
 from reprobox.bundle._published import check_published
 from reprobox.errors import UsageError
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from reprobox.bundle._model import (
 )
 from reprobox.bundle._streams import HashingReader, HashingWriter
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 from reprobox.manifest import write_text_atomic
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from reprobox import attest
 from reprobox.bundle._model import TRAIL_NAME, refused
 from reprobox.errors import ReproboxError, UsageError
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 from reprobox.manifest import MANIFEST_NAME
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 
 CODE_TREE_SCHEMA = "reprobox.codetree/1"
 

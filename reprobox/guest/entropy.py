@@ -41,11 +41,14 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Callable, Mapping
-from types import FrameType, ModuleType
-from typing import Any, NamedTuple
 
 from reprobox.guest import settings
+
+TYPE_CHECKING = False  # imported in every process of the job at start-up: typing costs more than all this
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from types import FrameType, ModuleType
+    from typing import Any
 
 SCHEME = "reprobox-unseeded/1"
 RANDOM_KIND = "random.Random"
@@ -63,14 +66,14 @@ TORCH_INTERNALS = ("torch.random", "torch.cuda.random")
 TRULY_RANDOM_SITES = frozenset({"tempfile"})
 
 
-class Origin(NamedTuple):
-    """Where an unseeded generator is created; each origin counts its own creations."""
+class Origin(tuple[int, int, "int | None", str, str]):
+    """Where an unseeded generator is created (seed, rank, worker, kind, site); each counts its own
+    creations. A plain tuple, so it hashes and unpacks as one."""
 
-    seed: int
-    rank: int
-    worker: int | None
-    kind: str
-    site: str
+    __slots__ = ()
+
+    def __new__(cls, seed: int, rank: int, worker: int | None, kind: str, site: str) -> Origin:
+        return super().__new__(cls, (seed, rank, worker, kind, site))
 
 
 def derive_seed(origin: Origin, n: int, bits: int) -> int:

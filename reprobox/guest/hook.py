@@ -8,20 +8,23 @@ Generators each library creates without a seed are given one derived from the jo
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
 import sys
-from collections.abc import Callable, Sequence
-from types import ModuleType
 
 from reprobox.guest import settings
 
-PostImport = Callable[[ModuleType], None]
+TYPE_CHECKING = False  # typing and importlib.abc cost more than the rest of the hook together
+if TYPE_CHECKING:
+    import importlib.machinery
+    from collections.abc import Callable, Sequence
+    from types import ModuleType
+
+if TYPE_CHECKING:
+    PostImport = Callable[[ModuleType], None]
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Runs a callback right after a watched module has finished executing."""
+class _PostImportFinder:
+    """Runs a callback right after a watched module has finished executing (a meta path finder)."""
 
     def __init__(self, callbacks: dict[str, PostImport]) -> None:
         self.callbacks = callbacks

@@ -8,7 +8,7 @@ from typing import Any
 
 from reprobox import attest, bundle
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, UsageError
-from reprobox.guest.hashing import file_sha256
+from reprobox.guest.filehash import file_sha256
 from reprobox.job import JobSpec
 from reprobox.manifest import RunRecord
 from reprobox.reproduce._classify import classify

@@ -37,7 +37,7 @@ def test_derive_seed_follows_the_documented_formula() -> None:
     assert entropy.derive_seed(origin, 3, 256) == int.from_bytes(digest, "big")
     wide = digest + hashlib.sha256(f"{text} 1".encode()).digest()
     assert entropy.derive_seed(origin, 3, 512) == int.from_bytes(wide, "big")
-    in_worker = origin._replace(worker=42)
+    in_worker = entropy.Origin(seed=7, rank=1, worker=42, kind="random.Random", site="__main__:<module>")
     assert entropy.derive_seed(in_worker, 3, 128) != entropy.derive_seed(origin, 3, 128)
 
 

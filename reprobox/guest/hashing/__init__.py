@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.guest.filehash import FILE_CHUNK_BYTES, file_sha256
 from reprobox.guest.hashing._arrays import (
     Buffers,
     _Array,
@@ -72,7 +73,6 @@ from reprobox.guest.hashing._canonical import (
     torch_dtype_name,
 )
 from reprobox.guest.hashing._formats import (
-    FILE_CHUNK_BYTES,
     MAX_SAFETENSORS_HEADER,
     SAFETENSORS_DTYPES,
     TORCH_SUFFIXES,
@@ -129,17 +129,6 @@ def default_workers() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return os.cpu_count() or 1
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes, streamed through one reused buffer."""
-    digest = hashlib.sha256()
-    buffer = bytearray(FILE_CHUNK_BYTES)
-    view = memoryview(buffer)
-    with path.open("rb", buffering=0) as f:
-        while count := f.readinto(buffer):
-            digest.update(view[:count])
-    return digest.hexdigest()
 
 
 def _sha256_array(array: _Array) -> str:

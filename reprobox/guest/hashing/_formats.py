@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing._arrays import (
     Buffers,
     _Array,
@@ -36,8 +37,6 @@ from reprobox.guest.hashing._text import plan_text, text_format_of
 if TYPE_CHECKING:
     import numpy as np
 
-FILE_CHUNK_BYTES = 1 << 20
-"""Files are streamed through sha256 in pieces of this size, never read whole."""
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
 WEIGHTS_ONLY_READER = "torch.load(weights_only=True)"
@@ -371,6 +370,8 @@ def _npz_loaded(path: Path, member: str, budget: int) -> Iterator[memoryview]:
 
 
 def _plan(path: Path) -> _Content:
+    if text_format_of(path) is not None:  # by suffix alone: a JSON file is never sniffed as a pickle
+        return plan_text(path)
     kind = format_of(path)
     if kind == "torch":
         return _plan_torch(path)
@@ -380,6 +381,4 @@ def _plan(path: Path) -> _Content:
         return _plan_safetensors(path)
     if kind == "numpy":
         return _plan_npz(path) if path.suffix.lower() == ".npz" else _plan_npy(path)
-    if text_format_of(path) is not None:
-        return plan_text(path)
     return _opaque(None)
