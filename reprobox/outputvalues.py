@@ -10,6 +10,8 @@ shown redacted.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,32 @@ from reprobox.jobspec import REDACTED, SECRET_PATTERN
 MAX_SHOWN_CHARS = 200
 MAX_TEXT_COMPARE_BYTES = 16 << 20
 """Opaque files up to this size are compared as text (masked line by line) when both decode as UTF-8."""
+
+
+def output_file(output_dir: Path, relative: str) -> Path | None:
+    """The output file a record names, or None unless it is a regular file inside ``output_dir``.
+
+    Records come from what the job wrote, so the name is untrusted: no absolute paths, no ``..``, no
+    symbolic link anywhere on the way, no FIFO or device to block on.
+    """
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        return None
+    current = output_dir
+    try:
+        for index, part in enumerate(parts):
+            current = current / part
+            mode = os.lstat(current).st_mode
+            last = index == len(parts) - 1
+            if (
+                stat.S_ISLNK(mode)
+                or (last and not stat.S_ISREG(mode))
+                or (not last and not stat.S_ISDIR(mode))
+            ):
+                return None
+    except OSError:
+        return None
+    return current
 
 
 def load_values(path: Path) -> dict[str, object] | None:

@@ -178,8 +178,8 @@ class _Pair:
         keys = sorted(k for k in set(ma) | set(mb) if ma.get(k) != mb.get(k))
         if not keys:
             return
-        values_a = outputvalues.load_values(a.record.output_dir / path_a)
-        values_b = outputvalues.load_values(b.record.output_dir / path_b)
+        values_a = _values(a.record, path_a)
+        values_b = _values(b.record, path_b)
         for key in keys:
             if key not in ma or key not in mb:
                 if not self.ignore_value(path_a, key, None, None):
@@ -231,8 +231,8 @@ class _Pair:
     def compare_opaque(self, path_a: str, path_b: str) -> None:
         """Files read as bytes: equal once run-specific text is masked, or a real difference by line."""
         a, b, out = self.a, self.b, self.out
-        text_a = outputvalues.read_text(a.record.output_dir / path_a)
-        text_b = outputvalues.read_text(b.record.output_dir / path_b)
+        text_a = _text(a.record, path_a)
+        text_b = _text(b.record, path_b)
         if text_a is not None and text_b is not None:
             masked_a, reasons_a = mask(text_a, a.context)
             masked_b, reasons_b = mask(text_b, b.context)
@@ -258,6 +258,16 @@ class _Pair:
         out.notes.append(
             f"checkpoint {path_a}: the file bytes differ and its content cannot be compared ({why})"
         )
+
+
+def _values(record: RunRecord, path: str) -> dict[str, object] | None:
+    found = outputvalues.output_file(record.output_dir, path)
+    return None if found is None else outputvalues.load_values(found)
+
+
+def _text(record: RunRecord, path: str) -> str | None:
+    found = outputvalues.output_file(record.output_dir, path)
+    return None if found is None else outputvalues.read_text(found)
 
 
 def _content_of(record: RunRecord, path: str) -> str:
@@ -296,9 +306,12 @@ def _tensor_differences(
     plain = [{"checkpoint": path, "name": name} for name in names]
     if not names or not tensor_details or names == ["<file>"]:
         return plain
-    file_a, file_b = a.output_dir / path, b.output_dir / path
-    if not (file_a.exists() and file_b.exists()):
-        notes.append(f"checkpoint {path}: files not present in both run dirs; tensor statistics skipped")
+    file_a = outputvalues.output_file(a.output_dir, path)
+    file_b = outputvalues.output_file(b.output_dir, path)
+    if file_a is None or file_b is None:
+        notes.append(
+            f"checkpoint {path}: not a regular file inside both runs' outputs; tensor statistics skipped"
+        )
         return plain
     from reprobox import tensordiff
 

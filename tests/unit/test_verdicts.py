@@ -252,3 +252,59 @@ def test_durations_are_excused_only_as_scalars_and_never_other_keys() -> None:
     )
     assert classify_value("note", "loss 0.5", "loss 0.6", run, run) is None
     assert classify_value("args", argparse.Namespace(a=1), argparse.Namespace(a=2), run, run) is None
+
+
+def test_a_yaml_alias_bomb_is_compared_as_bytes_not_expanded(tmp_path: Path) -> None:
+    from reprobox.guest.hashing._text import plan_text
+
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]  # 10**10 values
+    bomb = tmp_path / "hparams.yaml"
+    bomb.write_text("\n".join(lines) + "\n")
+    content = plan_text(bomb)
+    assert content.format == "file"
+    assert "expands to more than" in (content.note or "")
+
+
+def test_output_names_from_records_never_leave_the_outputs_folder(tmp_path: Path) -> None:
+    import os
+
+    from reprobox.outputvalues import output_file
+
+    outputs = tmp_path / "outputs"
+    (outputs / "sub").mkdir(parents=True)
+    (outputs / "sub" / "ok.json").write_text("{}")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password")
+    (outputs / "link.txt").symlink_to(secret)
+    (outputs / "dirlink").symlink_to(tmp_path, target_is_directory=True)
+    os.mkfifo(outputs / "pipe.txt")
+    assert output_file(outputs, "sub/ok.json") == outputs / "sub" / "ok.json"
+    for name in (
+        "../secret.txt",
+        str(secret),
+        "link.txt",
+        "dirlink/secret.txt",
+        "pipe.txt",
+        "sub",
+        "",
+        "gone",
+    ):
+        assert output_file(outputs, name) is None, name
+
+
+def test_a_record_naming_a_file_outside_the_outputs_shows_nothing_of_it(tmp_path: Path) -> None:
+    """A job controls its guest record; the controller must not read what that record points at."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:topsecret\n")
+
+    def write(out: Path, run: int) -> None:
+        (out / "log.txt").write_text(f"line {run}\n")
+
+    a = make_run(tmp_path / "a", "20261123T120000Z-aaaaaa", lambda out: write(out, 0))
+    b = make_run(tmp_path / "b", "20261123T120105Z-bbbbbb", lambda out: write(out, 1))
+    for record in (a, b):
+        record.data["checkpoints"][0]["path"] = "../../../../../secret.txt"
+    result = compare.compare_runs([a, b])
+    assert result.grade == compare.NOT_REPRODUCIBLE
+    assert "topsecret" not in json.dumps(result.to_json())
