@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reprobox import errors
+from reprobox import crash, errors, signals
 from reprobox._version import __version__
 
 MAIN_EPILOG = """\
@@ -20,7 +21,9 @@ examples:
   reprobox verify job.yaml --json | jq .verdict       machine-readable output
 
 exit codes: 0 reproduced/succeeded, 1 not reproducible, 2 bad input,
-            3 the job failed (non-zero exit, killed, timed out), 4 environment problem
+            3 the job failed (non-zero exit, killed, timed out), 4 environment problem,
+            70 internal error (a bug in reprobox; the traceback is saved to a file),
+            130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (the run is recorded as interrupted)
 """
 
 
@@ -120,15 +123,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return errors.EXIT_BAD_INPUT
     out = Output(getattr(args, "json", False), getattr(args, "quiet", False))
+    with signals.interrupting() as caught:
+        return _dispatch(args, out, caught, list(argv) if argv is not None else None)
+
+
+def _dispatch(args: argparse.Namespace, out: Output, caught: signals.Caught, argv: list[str] | None) -> int:
+    """Run the command's handler and turn how it ended into output and an exit code."""
     try:
         return int(args.handler(args, out))
+    except errors.Interrupted as exc:
+        return report_error(_with_signal(exc, caught.first), out)
     except errors.ReproboxError as exc:
         return report_error(exc, out)
     except KeyboardInterrupt:
-        return report_error(errors.Interrupted(), out)
+        return report_error(_with_signal(errors.Interrupted(), caught.first), out)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug: say so once, keep the traceback
+        return report_internal_error(exc, out, argv)
+
+
+def _with_signal(exc: errors.Interrupted, signum: int | None) -> errors.Interrupted:
+    """The interruption with the exit code of the signal that caused it (SIGINT when none was caught)."""
+    if signum is None or signum == signal.SIGINT or exc.signal_number is not None:
+        return exc
+    return errors.Interrupted(exc.run_dir, signal_number=signum)
+
+
+def report_internal_error(exc: Exception, out: Output, argv: list[str] | None) -> int:
+    """One line on stderr: a bug, and where its traceback is; the traceback itself goes to a file."""
+    saved = crash.save_crash(exc, argv)
+    where = f"the full traceback is in {saved}" if saved else "no traceback file could be written"
+    print(
+        f"error: internal error in reprobox (a bug, not your input): {crash.summary(exc)}; {where}; "
+        "please report it with that file",
+        file=sys.stderr,
+    )
+    if out.as_json:
+        payload = {"error": {"message": crash.summary(exc), "exit_code": errors.EXIT_INTERNAL}}
+        payload["error"]["crash_report"] = str(saved) if saved else None
+        print(json.dumps(payload, indent=2, sort_keys=True))
+    return errors.EXIT_INTERNAL
 
 
 def report_error(exc: errors.ReproboxError, out: Output) -> int:

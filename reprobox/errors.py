@@ -13,6 +13,8 @@ EXIT_NOT_REPRODUCIBLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_JOB_FAILED = 3
 EXIT_ENVIRONMENT = 4
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in reprobox, never confused with a verdict or bad input
+EXIT_INTERRUPTED = 130  # 128 + the signal: 130 SIGINT (Ctrl-C), 143 SIGTERM, 129 SIGHUP
 
 
 class ReproboxError(Exception):
@@ -75,10 +77,17 @@ class EnvironmentProblem(ReproboxError):
 
 
 class Interrupted(ReproboxError):
-    """The user pressed Ctrl-C; the run was stopped and recorded as interrupted."""
+    """Ctrl-C or a termination signal; the run was stopped and recorded as interrupted.
 
-    exit_code = 130
+    The exit code is 128 plus the signal's number, as a shell reports a process the signal ended.
+    """
 
-    def __init__(self, run_dir: Path | None = None) -> None:
-        super().__init__("interrupted; the job's processes were stopped and the run recorded as interrupted")
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, run_dir: Path | None = None, *, signal_number: int | None = None) -> None:
+        what = "interrupted" if signal_number is None else f"interrupted by signal {signal_number}"
+        super().__init__(f"{what}; the job's processes were stopped and the run recorded as interrupted")
         self.run_dir = run_dir
+        self.signal_number = signal_number
+        if signal_number is not None:
+            self.exit_code = 128 + signal_number

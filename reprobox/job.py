@@ -8,13 +8,18 @@ Load = parse (with line numbers) -> validate every field, collecting every probl
 from __future__ import annotations
 
 import difflib
+import math
 import os
+import posixpath
 import re
 import shlex
+import stat
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+import yaml
 
 from reprobox.errors import Problem, SpecError
 from reprobox.guest.determinism import Determinism
@@ -43,6 +48,21 @@ from reprobox.jobspec import (
 )
 from reprobox.yamlsource import Located, load_yaml
 
+MAX_NAME_LENGTH = 128  # the name goes into directory, container and Slurm job names
+MAX_PATH_COMPONENT_BYTES = 255  # NAME_MAX on Linux, macOS and Windows file systems
+MAX_PATH_BYTES = 4095  # PATH_MAX minus the terminating NUL
+MAX_TIMEOUT = 366 * 24 * 3600.0  # a year: longer is a typo, and timers overflow far beyond
+MIN_CPUS, MAX_CPUS = 0.01, 4096.0  # Docker refuses fewer than 0.01 CPUs
+MIN_MEMORY = 6 * 1024**2  # Docker refuses a memory limit below 6 MiB
+MAX_SIZE = 1024**5  # 1 PiB: more is a typo, and overflows what engines accept
+MAX_PIDS = 4_194_304  # the kernel's PID_MAX_LIMIT
+MAX_PROCESSES = 1024  # launcher.nproc_per_node and launcher.nnodes
+MAX_THREADS = 4096  # determinism.threads
+MAX_ARG_BYTES = 128 * 1024 - 1  # Linux's MAX_ARG_STRLEN: execve refuses a longer argument or KEY=value
+RESERVED_TARGETS = ("/reprobox", "/proc", "/sys", "/dev")  # reprobox's own mounts and the kernel's
+RESERVED_ENV = ("PYTHONHASHSEED",)  # plus every REPROBOX_* name
+SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
 __all__ = [
     "ALWAYS_SET",
     "MAX_SEED",
@@ -63,11 +83,40 @@ __all__ = [
 def load_job(path: Path | str, *, host_env: Mapping[str, str] | None = None) -> JobSpec:
     """Read and validate a job file; raises SpecError listing every problem found."""
     job_path = Path(path)
-    if job_path.is_dir():
-        job_path = job_path / "job.yaml"
+    try:
+        if job_path.is_dir():
+            job_path = job_path / "job.yaml"
+    except OSError:
+        pass  # an unusable path: reading it below says why, as a SpecError
     job_path = job_path.absolute()
-    located = load_yaml(job_path)
+    _check_file_type(job_path)
+    try:
+        located = load_yaml(job_path)
+    except yaml.YAMLError as exc:  # one the loader let through (a character YAML does not allow)
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(
+            [Problem(job_path, None, "", f"is not valid YAML ({reason}); fix the syntax")]
+        ) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a tagged scalar that does not convert
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problem = Problem(job_path, None, "", f"holds a value YAML cannot convert ({reason}); fix the value")
+        raise SpecError([problem]) from None
     return _Validator(located, os.environ if host_env is None else host_env).spec()
+
+
+def _check_file_type(path: Path) -> None:
+    """Refuse a directory, pipe or device before it is opened: reading a FIFO would block forever."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # missing or unreadable: load_yaml says which
+    if stat.S_ISDIR(mode):
+        message = "is a directory, not a job file; pass the job file or the folder that holds job.yaml"
+    elif not stat.S_ISREG(mode):
+        message = "is not a regular file (a pipe or a device); pass the job file itself"
+    else:
+        return
+    raise SpecError([Problem(path, None, "", message)])
 
 
 class _Validator:
@@ -92,6 +141,10 @@ class _Validator:
             raise SpecError(self.problems)
         for dotted, line in self.doc.duplicates:
             self.problems.append(Problem(self.doc.path, line, dotted, "appears twice; keep one"))
+        self.check_nul_bytes(raw)
+        if self.problems:
+            raise SpecError(sorted(self.problems, key=lambda p: p.line or 0))
+        self.secrets: list[str] = []
         self.check_keys(raw, TOP_LEVEL_KEYS, "")
         self.check_version(raw)
         name = self.check_name(raw)
@@ -116,6 +169,7 @@ class _Validator:
             trail=self.check_trail(raw.get("trail")),
             launcher=self.check_launcher(raw.get("launcher")),
             compare=self.check_compare(raw.get("compare")),
+            secrets=tuple(sorted(set(self.secrets))),
         )
         if self.problems:
             raise SpecError(sorted(self.problems, key=lambda p: p.line or 0))
@@ -131,6 +185,39 @@ class _Validator:
             close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
             hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(allowed)}"
             self.fail(dotted, f"unknown key '{key}'; {hint}")
+
+    def check_nul_bytes(self, raw: Any) -> None:
+        """A NUL byte (a "\\0" escape) in any key or value would be cut short by the OS; refuse it first."""
+        stack: list[tuple[str, Any]] = [("", raw)]
+        while stack:  # no recursion: depth is bounded by the YAML loader, not the stack
+            dotted, value = stack.pop()
+            if isinstance(value, str) and "\0" in value:
+                self.fail(dotted, "contains a NUL byte (\\0); remove it")
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    child = f"{dotted}.{key}" if dotted else str(key)
+                    if isinstance(key, str) and "\0" in key:
+                        self.fail(child, "has a NUL byte (\\0) in its key; remove it")
+                        continue
+                    stack.append((child, item))
+            elif isinstance(value, list):
+                stack.extend((f"{dotted}.{i}" if dotted else str(i), item) for i, item in enumerate(value))
+
+    def check_path_length(self, value: str, dotted: str) -> bool:
+        """Whether every component of `value` fits the file system; reports the problem if not."""
+        encoded = os.fsencode(value)
+        if len(encoded) > MAX_PATH_BYTES:
+            self.fail(dotted, f"is {len(encoded)} bytes long, more than {MAX_PATH_BYTES}; shorten the path")
+            return False
+        for part in encoded.split(b"/"):
+            if len(part) > MAX_PATH_COMPONENT_BYTES:
+                self.fail(
+                    dotted,
+                    f"has a name of {len(part)} bytes, more than the {MAX_PATH_COMPONENT_BYTES} a file "
+                    "system allows; shorten it",
+                )
+                return False
+        return True
 
     def mapping(self, value: Any, dotted: str) -> dict[str, Any] | None:
         if value is None:
@@ -150,13 +237,21 @@ class _Validator:
         if not isinstance(value, str) or not value:
             self.fail(dotted, f"must be a path (a string), not {_describe(value)}")
             return None
-        resolved = (self.base_dir / Path(value).expanduser()).resolve()
-        if must_be_dir and not resolved.is_dir():
+        if not self.check_path_length(value, dotted):
+            return None
+        try:
+            resolved = (self.base_dir / Path(value).expanduser()).resolve()
+            is_dir, exists = resolved.is_dir(), resolved.exists()
+        except (OSError, RuntimeError) as exc:  # too long once resolved, a link loop, no such user
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            self.fail(dotted, f"'{value}' cannot be resolved ({reason}); fix the path")
+            return None
+        if must_be_dir and not is_dir:
             self.fail(
                 dotted,
                 f"directory '{value}' does not exist (resolved to {resolved}); create it or fix the path",
             )
-        elif not must_be_dir and not resolved.exists():
+        elif not must_be_dir and not exists:
             self.fail(dotted, f"'{value}' does not exist (resolved to {resolved}); fix the path")
         return resolved
 
@@ -179,9 +274,12 @@ class _Validator:
         if not isinstance(name, str) or not NAME_PATTERN.match(name):
             self.fail(
                 "name",
-                f"{name!r} is not a valid name; use lowercase letters, digits, '.', '_' or '-', "
+                f"{_shorten(name)!r} is not a valid name; use lowercase letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit",
             )
+            return ""
+        if len(name) > MAX_NAME_LENGTH:
+            self.fail("name", f"is {len(name)} characters long; use at most {MAX_NAME_LENGTH}")
             return ""
         return name
 
@@ -206,6 +304,13 @@ class _Validator:
         if not parts:
             self.fail("command", "is empty; give the program to run, e.g. [python, train.py]")
             return ()
+        for index, part in enumerate(parts):
+            if len(os.fsencode(part)) > MAX_ARG_BYTES:
+                dotted = f"command.{index}" if isinstance(command, list) else "command"
+                self.fail(
+                    dotted, f"has an argument longer than {MAX_ARG_BYTES} bytes; pass long values in a file"
+                )
+                return ()
         data_env = {mount.env for mount in data if mount.env}
         known = set(env) | set(ALWAYS_SET) | data_env
         for index, part in enumerate(parts):
@@ -243,17 +348,31 @@ class _Validator:
             if not isinstance(target, str) or not target.startswith("/"):
                 self.fail(f"{dotted}.target", "must be an absolute path inside the container, e.g. /data")
                 continue
-            normalized = str(PurePosixPath(target))
+            if not self.check_path_length(target, f"{dotted}.target"):
+                continue
+            normalized = "/" + posixpath.normpath(target).lstrip("/")  # '/data/../x' is '/x'
             if normalized in targets:
                 self.fail(f"{dotted}.target", f"'{target}' is used by two data entries; give each its own")
-            if normalized == "/" or normalized.startswith("/reprobox"):
-                self.fail(f"{dotted}.target", f"'{target}' is reserved; choose another path such as /data")
+            if normalized == "/" or any(
+                normalized == reserved or normalized.startswith(reserved + "/")
+                for reserved in RESERVED_TARGETS
+            ):
+                self.fail(
+                    f"{dotted}.target",
+                    f"'{target}' is {normalized}, which reprobox or the kernel uses; choose another path "
+                    "such as /data",
+                )
             targets.add(normalized)
             env_name = entry.get("env")
             if env_name is not None and (
                 not isinstance(env_name, str) or not ENV_NAME_PATTERN.match(env_name)
             ):
-                self.fail(f"{dotted}.env", f"{env_name!r} is not a valid environment variable name")
+                self.fail(f"{dotted}.env", f"{_shorten(env_name)!r} is not a valid environment variable name")
+                env_name = None
+            elif env_name is not None and (env_name.startswith("REPROBOX_") or env_name in RESERVED_ENV):
+                self.fail(
+                    f"{dotted}.env", f"'{env_name}' is set by reprobox; choose another name such as DATA_DIR"
+                )
                 env_name = None
             if source is not None:
                 mounts.append(DataMount(source=source, target=normalized, env=env_name))
@@ -305,8 +424,14 @@ class _Validator:
                     self.fail(dotted, f"{item!r} is not allowed; use 'Ring' (default), '^NVLS' or 'Tree'")
                     continue
             elif key == "threads":
-                if item is not None and (isinstance(item, bool) or not isinstance(item, int) or item < 1):
-                    self.fail(dotted, f"must be a positive integer or null, not {_describe(item)}")
+                if item is not None and (
+                    isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= MAX_THREADS
+                ):
+                    self.fail(
+                        dotted,
+                        f"must be a positive integer or null, not {_describe(item)}; "
+                        f"use at most {MAX_THREADS}",
+                    )
                     continue
             else:
                 self.check_bool(item, dotted)
@@ -339,13 +464,35 @@ class _Validator:
                 env[key] = expand_variables(text, self.host_env)
             except KeyError as exc:
                 self.fail(dotted, f"uses ${{{exc.args[0]}}}, which is not set in your environment; export it")
+                continue
+            if len(os.fsencode(f"{key}={env[key]}")) > MAX_ARG_BYTES:
+                self.fail(
+                    dotted, f"is longer than the {MAX_ARG_BYTES} bytes a process can be given; shorten it"
+                )
+                continue
+            # A secret stays one under any name: redacted by value wherever it lands.
+            self.secrets += [
+                self.host_env[name]
+                for name in referenced_variables(text)
+                if SECRET_PATTERN.search(name) and self.host_env.get(name)
+            ]
+            if SECRET_PATTERN.search(key) and env[key]:
+                self.secrets.append(env[key])
         return env
 
     def check_timeout(self, value: Any) -> float | None:
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            self.fail("timeout", f"must be a positive number of seconds, not {_describe(value)}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value <= MAX_TIMEOUT  # also refuses .nan
+        ):
+            self.fail(
+                "timeout",
+                f"must be a positive number of seconds, not {_describe(value)}; "
+                f"use at most {MAX_TIMEOUT:.0f} (a year)",
+            )
             return None
         return float(value)
 
@@ -379,15 +526,20 @@ class _Validator:
             return Resources()
         self.check_keys(entry, tuple(Resources.__dataclass_fields__), "resources")
         gpus = self.check_gpus(entry.get("gpus"))
-        memory = self.check_size(entry.get("memory"), "resources.memory")
-        shm_size = self.check_size(entry.get("shm_size"), "resources.shm_size")
+        memory = self.check_size(entry.get("memory"), "resources.memory", minimum=MIN_MEMORY)
+        shm_size = self.check_size(entry.get("shm_size"), "resources.shm_size", minimum=1)
         cpus = entry.get("cpus")
-        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0):
-            self.fail("resources.cpus", f"must be a positive number of CPUs, not {_describe(cpus)}")
+        if cpus is not None and (
+            isinstance(cpus, bool) or not isinstance(cpus, int | float) or not MIN_CPUS <= cpus <= MAX_CPUS
+        ):
+            self.fail(
+                "resources.cpus",
+                f"must be a number of CPUs from {MIN_CPUS:g} to {MAX_CPUS:g}, not {_describe(cpus)}",
+            )
             cpus = None
         pids = entry.get("pids", Resources.pids)
-        if isinstance(pids, bool) or not isinstance(pids, int) or pids < 16:
-            self.fail("resources.pids", f"must be an integer of at least 16, not {_describe(pids)}")
+        if isinstance(pids, bool) or not isinstance(pids, int) or not 16 <= pids <= MAX_PIDS:
+            self.fail("resources.pids", f"must be an integer from 16 to {MAX_PIDS}, not {_describe(pids)}")
             pids = Resources.pids
         return Resources(
             gpus=gpus,
@@ -411,12 +563,20 @@ class _Validator:
         )
         return None
 
-    def check_size(self, value: Any, dotted: str) -> str | None:
+    def check_size(self, value: Any, dotted: str, *, minimum: int) -> str | None:
         if value is None:
             return None
-        text = str(value).strip().lower()
-        if isinstance(value, bool) or not re.fullmatch(r"\d+(\.\d+)?[bkmg]?", text):
-            self.fail(dotted, f"{value!r} is not a size; use e.g. '512m' or '8g'")
+        text = str(value).strip().lower() if isinstance(value, str | int | float) else ""
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([bkmg]?)", text)
+        if isinstance(value, bool) or match is None:
+            self.fail(dotted, f"{_shorten(value)!r} is not a size; use e.g. '512m' or '8g'")
+            return None
+        size = float(match.group(1)) * SIZE_UNITS[match.group(2)]
+        if not minimum <= size <= MAX_SIZE:
+            self.fail(
+                dotted,
+                f"{text} is outside {_size_text(minimum)} to {_size_text(MAX_SIZE)}; use e.g. '512m' or '8g'",
+            )
             return None
         return text
 
@@ -483,8 +643,11 @@ class _Validator:
         counts = {}
         for key in ("nproc_per_node", "nnodes"):
             number = entry.get(key, 1)
-            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-                self.fail(f"launcher.{key}", f"must be a positive integer, not {_describe(number)}")
+            if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_PROCESSES:
+                self.fail(
+                    f"launcher.{key}",
+                    f"must be an integer from 1 to {MAX_PROCESSES}, not {_describe(number)}",
+                )
                 number = 1
             counts[key] = number
         return Launcher(type=kind, **counts)
@@ -496,7 +659,30 @@ def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return f"the string {value!r}"
+        return f"the string {_shorten(value)!r}"
     if isinstance(value, int | float):
-        return repr(value)
+        return _number(value)
     return f"a {type(value).__name__}"
+
+
+def _number(value: float) -> str:
+    """A number as YAML spells it; a huge integer by its length, not its thousands of digits."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}[repr(value)]
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return repr(value)
+
+
+def _shorten(value: Any, limit: int = 80) -> Any:
+    """Long strings are cut in messages: an error names the field, it does not echo a whole file."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + "..."
+    return value
+
+
+def _size_text(size: int) -> str:
+    for unit in ("g", "m", "k"):
+        if size >= SIZE_UNITS[unit] and size % SIZE_UNITS[unit] == 0:
+            return f"{size // SIZE_UNITS[unit]}{unit}"
+    return f"{size}b"

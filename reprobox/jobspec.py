@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ LAUNCHER_TYPES = ("none", "torchrun")
 SECRET_PATTERN = re.compile(r"SECRET|TOKEN|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 REDACTED = "<redacted>"
 MAX_SEED = 2**32 - 1  # NumPy's legacy global RNG takes seeds below 2**32
+MIN_SECRET_LENGTH = 4  # shorter secret values are redacted only where a whole value equals them
 
 # Set by reprobox for every run; usable as ${...} in `command`, not settable in `env`.
 ALWAYS_SET = ("REPROBOX_OUTPUT_DIR", "REPROBOX_SEED", "REPROBOX_RUN_ID")
@@ -121,7 +122,7 @@ class JobSpec:
     checkpoints: tuple[str, ...] = ()
     seed: int = 0
     determinism: Determinism = field(default_factory=Determinism)
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets: see to_json
     timeout: float | None = None
     image: ImageSpec = field(default_factory=ImageSpec)
     network: bool = False
@@ -129,12 +130,16 @@ class JobSpec:
     trail: Trail | None = None
     launcher: Launcher = field(default_factory=Launcher)
     compare: CompareSpec = field(default_factory=CompareSpec)
+    # Values that must never be written anywhere: host variables with secret-looking names expanded into
+    # `env`, and the values of secret-looking `env` keys. Kept out of to_json and repr.
+    secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        """The resolved spec for the manifest; secret-looking env values are redacted."""
+        """The resolved spec for the manifest; secret values are redacted by key and by value."""
         data = asdict(self)
-        data["env"] = redact_env(self.env)
-        resolved: dict[str, Any] = _jsonable(data)
+        del data["secrets"]
+        data["env"] = redact_env(self.env, self.secrets)
+        resolved: dict[str, Any] = redact_values(_jsonable(data), self.secrets)
         return resolved
 
     def with_overrides(self, **changes: Any) -> JobSpec:
@@ -144,9 +149,41 @@ class JobSpec:
         return JobSpec(**values)
 
 
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Secrets never land in manifests: values of secret-looking keys are replaced."""
-    return {key: (REDACTED if SECRET_PATTERN.search(key) else value) for key, value in env.items()}
+def redact_env(env: Mapping[str, str], secrets: Sequence[str] = ()) -> dict[str, str]:
+    """Secrets never land in manifests: values of secret-looking keys and known secret values are replaced."""
+    return {
+        key: (REDACTED if SECRET_PATTERN.search(key) else redact_text(value, secrets))
+        for key, value in env.items()
+    }
+
+
+def redact_text(text: str, secrets: Sequence[str]) -> str:
+    """`text` with every known secret value replaced: whole values always, substrings when long enough.
+
+    A secret may be copied under an innocent name (`DB_URL: ${AWS_SECRET_ACCESS_KEY}`) or spliced
+    into a longer value or a command argument, so redaction goes by value, not only by key.
+    """
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if not secret:
+            continue
+        if text == secret:
+            return REDACTED
+        if len(secret) >= MIN_SECRET_LENGTH and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def redact_values(value: Any, secrets: Sequence[str]) -> Any:
+    """A copy of a JSON-like structure with every string (keys included) passed through redact_text."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {redact_values(k, secrets): redact_values(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_values(v, secrets) for v in value]
+    return value
 
 
 def _jsonable(value: Any) -> Any:

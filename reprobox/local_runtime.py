@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from reprobox import namespace_launcher
+from reprobox import controller, jobprocs, namespace_launcher
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.fixed_paths import StagingStopped, ensure_root, staged_run
 from reprobox.guest import settings
@@ -142,6 +142,8 @@ class LocalRuntime:
         outcome: RunOutcome,
     ) -> None:
         """Start the guest in its own process group, stream its output, and record how it ended."""
+        run_id = env.get(settings.RUN_ID)
+        env = {**env, controller.CONTROLLER_VARIABLE: controller.current().encode()}  # for `reprobox clean`
         try:
             process = subprocess.Popen(
                 argv,
@@ -162,15 +164,15 @@ class LocalRuntime:
             outcome.exit_code = _wait(process, plan.timeout, stop)
         except subprocess.TimeoutExpired:
             outcome.timed_out = True
-            _stop_group(process)
+            _stop_group(process, run_id)
         except _Cancelled:
             outcome.cancelled = True
-            _stop_group(process)
+            _stop_group(process, run_id)
         except KeyboardInterrupt:
             outcome.interrupted = True
-            _stop_group(process)
+            _stop_group(process, run_id)
         finally:
-            _kill_group(process.pid)  # nothing of the job outlives the run
+            _kill_group(process.pid, run_id)  # nothing of the job outlives the run
             pump.join(timeout=5)
             if not pump.is_alive():
                 process.stdout.close()
@@ -286,30 +288,45 @@ def _wait(process: subprocess.Popen[bytes], timeout: float | None, stop: threadi
 
 
 def _pump(stream: IO[bytes], sink: OutputSink) -> None:
+    """Drain the job's output into the sink until the pipe closes, whatever the sink does: a sink that
+    fails (a full disk under the log) must not stop the draining, or the job blocks on a full pipe."""
     fd = stream.fileno()
-    while chunk := os.read(fd, 65536):
-        sink.write(chunk)
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the pipe was closed under us: nothing more will come
+            return
+        if not chunk:
+            return
+        with contextlib.suppress(Exception):  # the sink records its own failure (runner._TeeSink.lost)
+            sink.write(chunk)
 
 
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the job's process group, then SIGKILL whatever is left after a grace period."""
-    try:
+def _stop_group(process: subprocess.Popen[bytes], run_id: str | None) -> None:
+    """SIGTERM every process of the job, then SIGKILL whatever is left after a grace period.
+
+    The job's processes are looked up before the first signal: one that called setsid is found as a
+    descendant of the guest while its parent still lives, later by the run id in its environment.
+    """
+    members = jobprocs.job_processes(process.pid, run_id)
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+    jobprocs.signal_all(members, signal.SIGTERM)
     deadline = time.monotonic() + GRACE_SECONDS
     while time.monotonic() < deadline:
         try:
             process.wait(timeout=0.05)
-            break
+            if not jobprocs.job_processes(process.pid, run_id):
+                break
+            time.sleep(0.05)
         except subprocess.TimeoutExpired:
             continue
         except KeyboardInterrupt:
             break  # a second Ctrl-C: stop waiting politely
-    _kill_group(process.pid)
+    _kill_group(process.pid, run_id)
     process.wait()
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+def _kill_group(pgid: int, run_id: str | None = None) -> None:
+    """SIGKILL the job's process group and every other process of the job (see jobprocs)."""
+    jobprocs.kill_job(pgid, run_id)

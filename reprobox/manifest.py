@@ -1,18 +1,22 @@
 """The run record (`manifest.json`, schema reprobox.run/1): what ran, where, and what it produced.
 
 Records are plain JSON written atomically; readers accept a run directory or a manifest path.
+The run directory is writable by the job: anything the job put at `manifest.json` is moved aside
+(`move_aside_planted`) before the record is written, and the run is failed for it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reprobox.errors import Problem, SpecError
+from reprobox.errors import EnvironmentProblem, Problem, SpecError
+from reprobox.saferead import kind_of
 
 RUN_SCHEMA = "reprobox.run/1"
 MANIFEST_NAME = "manifest.json"
@@ -87,10 +91,48 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def move_aside_planted(run_dir: Path) -> str | None:
+    """Move whatever the job left at manifest.json (a folder, a FIFO, a file) to a `.planted-` name.
+
+    Called after the job ended and before reprobox writes the record, so anything found there is the
+    job's doing; returns the sentence the manifest's failure carries, or None when nothing was there.
+    """
+    path = run_dir / MANIFEST_NAME
+    try:
+        found = kind_of(path.lstat().st_mode)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    aside = path.with_name(f"{MANIFEST_NAME}.planted-{secrets.token_hex(3)}")
+    try:
+        path.rename(aside)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    return (
+        f"the job created {found} at {MANIFEST_NAME}, where reprobox writes its record; "
+        f"it was moved aside to {aside.name}"
+    )
+
+
 def write_record(run_dir: Path, data: dict[str, Any]) -> RunRecord:
+    """Write manifest.json atomically; a full disk is an EnvironmentProblem, no half-written record."""
     data = {"schema": RUN_SCHEMA, **data}
-    write_json_atomic(run_dir / MANIFEST_NAME, data)
+    path = run_dir / MANIFEST_NAME
+    try:
+        if path.is_dir() and not path.is_symlink():  # a rename cannot replace a folder
+            move_aside_planted(run_dir)
+        write_json_atomic(path, data)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
     return RunRecord(run_dir, data)
+
+
+def _cannot_write(path: Path, exc: OSError) -> EnvironmentProblem:
+    return EnvironmentProblem(
+        f"cannot write the run record {path} ({exc.strerror or exc}); free space on the runs folder "
+        "(--runs-dir) or fix its permissions, then run again"
+    )
 
 
 def read_record(location: Path | str) -> RunRecord:

@@ -6,6 +6,7 @@ Whatever happens to the job, a manifest is written, and a run is only `succeeded
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -16,12 +17,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from reprobox import codetree
+from reprobox import codetree, controller, saferead
 from reprobox._version import __version__
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
+from reprobox.guestresult import GuestResult, read_guest_result
 from reprobox.job import JobSpec, redact_env
+from reprobox.jobspec import redact_values
 from reprobox.launcher import launch_command
 from reprobox.manifest import (
     STATUS_CANCELLED,
@@ -30,6 +33,8 @@ from reprobox.manifest import (
     STATUS_SUCCEEDED,
     STDOUT_LOG,
     RunRecord,
+    move_aside_planted,
+    write_json_atomic,
     write_record,
 )
 from reprobox.runtime import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime
@@ -49,17 +54,29 @@ class RunOptions:
 
 
 class _TeeSink:
-    """Writes the job's output to stdout.log and, live, to the terminal."""
+    """Writes the job's output to stdout.log and, live, to the terminal.
+
+    It never raises: a log that cannot be written (a full disk) is given up and `lost` says why, and
+    the output keeps flowing, so that the runtime keeps draining the job's pipe and the job never blocks.
+    """
 
     def __init__(self, log: IO[bytes], echo: Callable[[bytes], None] | None) -> None:
         self.log = log
         self.echo = echo
+        self.lost: str | None = None
 
     def write(self, chunk: bytes) -> None:
-        self.log.write(chunk)
-        self.log.flush()
+        if self.lost is None:
+            try:
+                self.log.write(chunk)
+                self.log.flush()
+            except OSError as exc:
+                self.lost = exc.strerror or str(exc)
         if self.echo is not None:
-            self.echo(chunk)
+            try:
+                self.echo(chunk)
+            except OSError:  # the terminal went away (a closed pipe): the log still has the output
+                self.echo = None
 
 
 def new_run_id() -> str:
@@ -79,6 +96,7 @@ def make_run_dir(runs_dir: Path, job_name: str) -> tuple[str, Path]:
         except FileExistsError:
             continue
         (run_dir / OUTPUTS_SUBDIR).mkdir()
+        controller.claim(run_dir)  # whose run it is, for `reprobox clean`
         return run_id, run_dir.resolve()
 
 
@@ -186,16 +204,36 @@ def finish(
     """Run a prepared run to its end and record it, whatever the end was."""
     plan = prepared.plan
     with (plan.run_dir / STDOUT_LOG).open("wb") as log:
-        outcome = runtime.run(plan, _TeeSink(log, options.echo), stop)
+        sink = _TeeSink(log, options.echo)
+        outcome = runtime.run(plan, sink, stop)
     guest = _read_guest_result(plan.run_dir)
+    if guest.data is not None and plan.job.secrets:  # it holds the expanded command: no secret stays in it
+        _redact_guest_record(plan.run_dir, guest.data, plan.job.secrets)
+    problems = [p for p in (guest.problem, move_aside_planted(plan.run_dir)) if p]
+    if sink.lost is not None:
+        problems.append(f"{STDOUT_LOG} could not be written ({sink.lost}) and is incomplete")
     data = build_manifest(
-        prepared, runtime_facts=runtime.describe(), outcome=outcome, guest=guest, options=options
+        prepared,
+        runtime_facts=runtime.describe(),
+        outcome=outcome,
+        guest=guest.data,
+        options=options,
+        problems=problems,
     )
     record = write_record(plan.run_dir, data)
     point_latest(plan.run_dir)
     if outcome.interrupted:
         raise Interrupted(plan.run_dir)
     return record
+
+
+def _redact_guest_record(run_dir: Path, data: dict[str, Any], hidden: tuple[str, ...]) -> None:
+    """Rewrite the guest's record with secret values replaced, so a published run dir holds none."""
+    path = run_dir / settings.GUEST_STATE / settings.GUEST_RESULT
+    redacted = redact_values(data, hidden)
+    if redacted != data:
+        with contextlib.suppress(OSError):
+            write_json_atomic(path, redacted)
 
 
 def build_manifest(
@@ -205,8 +243,13 @@ def build_manifest(
     outcome: RunOutcome,
     guest: dict[str, Any] | None,
     options: RunOptions,
+    problems: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The manifest's fields; the guest's own account of the exit wins over what the runtime saw."""
+    """The manifest's fields; the guest's own account of the exit wins over what the runtime saw.
+
+    `problems` are faults found around the run (a record the job tampered with, a log the full disk
+    cut short): each one fails the run.
+    """
     plan, inputs, job = prepared.plan, prepared.inputs, prepared.job
     exit_code, signal_number = outcome.exit_code, outcome.signal
     if guest is not None and not (outcome.timed_out or outcome.interrupted or outcome.oom_killed):
@@ -221,6 +264,8 @@ def build_manifest(
     )
     failure = ended.failure_reason()
     notes: list[str] = []
+    if problems:
+        failure = "; ".join([*([failure] if failure else []), *problems])
     if failure is None and guest is None:
         failure = "the guest left no result (guest.json); the run cannot be trusted"
     if failure is None and guest is not None and guest.get("hash_error"):
@@ -244,8 +289,8 @@ def build_manifest(
     if outcome.cancelled:
         status = STATUS_CANCELLED
     guest = guest or {}
-    environment = {**redact_env(plan.guest_env), **guest.get("environment", {})}
-    return {
+    environment = {**redact_env(plan.guest_env, job.secrets), **guest.get("environment", {})}
+    manifest = {
         "run_id": plan.run_id,
         "job_name": job.name,
         "status": status,
@@ -274,16 +319,15 @@ def build_manifest(
         "reference_run": str(plan.reference_run) if plan.reference_run else None,
         "notes": notes,
     }
+    redacted: dict[str, Any] = redact_values(manifest, job.secrets)  # the command, paths, notes: anywhere
+    return redacted
 
 
 def _wrote_into_read_only(run_dir: Path) -> bool:
     """Whether the job's log ends in a write refused by the read-only code or data mounts."""
     try:
-        with (run_dir / STDOUT_LOG).open("rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - 16384))
-            tail = log.read()
-    except OSError:
+        tail = saferead.read_tail(run_dir / STDOUT_LOG, 16384, root=run_dir)
+    except (OSError, saferead.UnsafeFile):  # gone, or replaced by the job with something else
         return False
     return b"Read-only file system" in tail
 
@@ -296,13 +340,9 @@ def _prefix_check(guest: dict[str, Any] | None, options: RunOptions) -> dict[str
     return {"max_steps": options.max_steps, "reached": stopped.get("reason") == "max_steps"}
 
 
-def _read_guest_result(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / settings.GUEST_STATE / settings.GUEST_RESULT
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def _read_guest_result(run_dir: Path) -> GuestResult:
+    """The guest's record, read as a file the job could have replaced (see reprobox.guestresult)."""
+    return read_guest_result(run_dir)
 
 
 def runs_dir_default() -> Path:

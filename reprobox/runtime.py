@@ -75,7 +75,7 @@ class RunOutcome:
     def failure_reason(self) -> str | None:  # noqa: PLR0911 - one return per way a run can end
         """One phrase saying why the run failed, or None when it succeeded."""
         if self.interrupted:
-            return "interrupted by the user (Ctrl-C)"
+            return "interrupted (Ctrl-C, or a termination signal sent to reprobox)"
         if self.cancelled:
             return "stopped by reprobox once the verdict was known"
         if self.timed_out:

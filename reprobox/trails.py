@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
+from reprobox import saferead
 from reprobox.guest import settings
 from reprobox.manifest import RunRecord
 
 LOSS_WINDOW = 5  # trail records shown on each side of the first divergence
+TRAIL_LIMIT = saferead.GIB  # the job writes the trail: reading it is bounded like any of its files
+LINE_LIMIT = 64 * saferead.MIB
 
 
 @dataclass
@@ -20,40 +23,85 @@ class Trail:
     steps: dict[int, dict[str, Any]] = field(default_factory=dict)
     scalars: dict[int, dict[str, float]] = field(default_factory=dict)
     every: int | None = None
+    skipped: int = 0  # lines that were not a trail record (torn, too long, or of the wrong shape)
 
     def digests(self, step: int) -> dict[str, str]:
         return {name: value[0] for name, value in self.steps[step].get("params", {}).items()}
 
 
-def read_trail(path: Path) -> Trail:
-    """Parse trail.jsonl; a torn last line (the run was killed mid-write) is ignored."""
+def read_trail(path: Path, *, root: Path | None = None) -> Trail:
+    """Parse trail.jsonl, streamed; a line that is not a record (a torn last line when the run was
+    killed mid-write, or anything the job wrote there) is skipped and counted in `skipped`.
+
+    A trail that is not a regular file, or is over TRAIL_LIMIT bytes, raises saferead.UnsafeFile.
+    """
     trail = Trail()
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        for line in saferead.iter_lines(path, limit=TRAIL_LIMIT, line_limit=LINE_LIMIT, root=root):
+            if line is not None and not line.strip():
+                continue
+            if line is None or not _add(trail, line):
+                trail.skipped += 1
     except FileNotFoundError:
-        return trail
-    for line in lines:
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if "schema" in item:
-            trail.every = item.get("every", trail.every)
-        elif "params" in item:
-            step = int(item["step"])
-            trail.steps[step] = item
-            if item.get("scalars"):
-                trail.scalars.setdefault(step, {}).update(item["scalars"])
-        elif "step_scalars" in item:
-            trail.scalars.setdefault(int(item["step_scalars"]), {}).update(item.get("scalars", {}))
+        pass
     return trail
+
+
+def _add(trail: Trail, line: bytes) -> bool:
+    """Add one line's record to `trail`; False when the line is not a record of the expected shape."""
+    try:
+        item = json.loads(line)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    if not isinstance(item, dict):
+        return False
+    if "schema" in item:
+        every = item.get("every", trail.every)
+        trail.every = every if _is_int(every) else trail.every
+        return every is None or _is_int(every)
+    if "params" in item:
+        step, scalars = item.get("step"), item.get("scalars") or {}
+        if not (_is_int(step) and _params_ok(item["params"]) and _scalars_ok(scalars)):
+            return False
+        trail.steps[step] = item
+    else:
+        step, scalars = item.get("step_scalars"), item.get("scalars", {})
+        if not (_is_int(step) and _scalars_ok(scalars)):
+            return False
+    if scalars:
+        trail.scalars.setdefault(step, {}).update(scalars)
+    return True
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _params_ok(params: Any) -> bool:
+    """{name: [digest, norm, ...]}: what digests() and divergence_series() index into."""
+    return isinstance(params, dict) and all(
+        isinstance(value, list)
+        and len(value) >= 3
+        and isinstance(value[0], str)
+        and _is_number(value[1])
+        and _is_number(value[2])
+        for value in params.values()
+    )
+
+
+def _scalars_ok(scalars: Any) -> bool:
+    return isinstance(scalars, dict) and all(_is_number(v) for v in scalars.values())
 
 
 def trail_of(record: RunRecord) -> Trail | None:
     name = record.data.get("trail")
     if not name:
         return None
-    return read_trail(record.run_dir / str(name or settings.TRAIL_FILE))
+    return read_trail(record.run_dir / str(name or settings.TRAIL_FILE), root=record.run_dir)
 
 
 def first_divergence(a: Trail, b: Trail) -> dict[str, Any] | None:

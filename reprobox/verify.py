@@ -18,13 +18,15 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 from reprobox.compare import DIFFERENT, FAILED, Comparison, compare_runs
-from reprobox.errors import Interrupted
+from reprobox.errors import Interrupted, UsageError
 from reprobox.job import JobSpec, Trail
 from reprobox.manifest import RunRecord
 from reprobox.runner import RunInputs, RunOptions, execute, finish, prepare, prepare_inputs
 from reprobox.runtime import Runtime
 
 Progress = Callable[[str], None]
+
+MAX_RUNS = 100  # each run is a full training job and a run directory; more is a typo, not a plan
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ def verify(
     options: VerifyOptions,
     progress: Progress | None = None,
 ) -> tuple[Comparison, list[RunRecord]]:
+    check_counts(options)
     say = progress or (lambda _message: None)
     inputs = prepare_inputs(job, replace(run_options, progress=run_options.progress or progress))
     say(_inputs_text(inputs))
@@ -67,6 +70,14 @@ def verify(
     if comparison is None:
         comparison = compare_runs(records, tensor_details=options.tensor_details)
     return comparison, records
+
+
+def check_counts(options: VerifyOptions) -> None:
+    """Refuse run counts that compare nothing or would fill the disk, before anything is made."""
+    if not 2 <= options.runs <= MAX_RUNS:
+        raise UsageError(f"--runs must be from 2 to {MAX_RUNS}, not {options.runs}; e.g. --runs 3")
+    if options.parallel < 1:
+        raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
 
 
 def _inputs_text(inputs: RunInputs) -> str:
@@ -100,36 +111,56 @@ def _verify_together(
     quiet = replace(
         run_options, echo=None
     )  # interleaved output of parallel runs helps nobody: see stdout.log
-    reference = prepare(job, quiet, inputs)
+    reference = prepare(job, quiet, inputs)  # first: reruns compare against its directory
     rerun_options = replace(quiet, reference_run=reference.plan.run_dir) if live else quiet
-    prepared = [reference, *(prepare(job, rerun_options, inputs) for _ in range(options.runs - 1))]
     workers = options.runs if live else max(1, min(options.parallel, options.runs))
     how = "each checked step by step against the first" if live else f"{workers} at a time"
     say(f"{options.runs} runs of {job.name} side by side ({runtime.name}), {how}")
     stop = threading.Event()
+
+    def start(index: int) -> RunRecord | None:
+        """A rerun's directory is made when it starts, and not at all once the verdict is known."""
+        if index == 0:
+            record = finish(reference, runtime, quiet, stop=stop)
+        elif stop.is_set():
+            return None
+        else:
+            record = finish(prepare(job, rerun_options, inputs), runtime, quiet, stop=stop)
+        if _ends_verification(record):
+            stop.set()  # here, not when the main thread hears of it: no further run may start
+        return record
+
     records: dict[int, RunRecord] = {}
     interrupted = False
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {
-            pool.submit(finish, run, runtime, quiet, stop=stop): index for index, run in enumerate(prepared)
-        }
+        futures = {pool.submit(start, index): index for index in range(options.runs)}
         try:
             for future in as_completed(futures):
                 record = future.result()
+                if record is None:
+                    continue
                 records[futures[future]] = record
                 stopped = record.data.get("stopped_early") or {}
                 say(f"run {futures[future] + 1}/{options.runs}: {record.status}" + _stop_text(stopped))
-                if stopped.get("reason") == "diverged" or not record.succeeded:
+                if _ends_verification(record):
                     stop.set()  # the verdict is known: stop the others
         except KeyboardInterrupt:
             interrupted = True
             stop.set()
             for future, index in futures.items():
-                records.setdefault(index, future.result())
+                late = future.result()
+                if late is not None:
+                    records.setdefault(index, late)
     if interrupted:
         raise Interrupted(reference.plan.run_dir)
     ordered = [records[i] for i in sorted(records)]
     return compare_runs(ordered, tensor_details=options.tensor_details), ordered
+
+
+def _ends_verification(record: RunRecord) -> bool:
+    """A failed or diverged run decides the verdict; the runs still to come would change nothing."""
+    stopped = record.data.get("stopped_early") or {}
+    return stopped.get("reason") == "diverged" or not record.succeeded
 
 
 def _stop_text(stopped: dict[str, object]) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from reprobox.attest._model import ATTESTATION_NAME, MAX_ATTESTATION_BYTES, Attestation
 from reprobox.attest._signing import open_envelope, signed_envelope, verify_envelope
 from reprobox.attest._validate import validate_statement
+from reprobox.boundedjson import JsonTooDeep, loads_bounded
 from reprobox.errors import Problem, SpecError
 from reprobox.manifest import write_text_atomic
 
@@ -41,8 +42,8 @@ def read_attestation(path: Path, *, verify_signature: Path | None = None) -> Att
             verify_envelope(document, payload, signatures, verify_signature, path)
             verified = True
         try:
-            document = json.loads(payload.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            document = loads_bounded(payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
             raise SpecError([Problem(path, None, "payload", f"is not a JSON Statement ({exc})")]) from None
     elif verify_signature is not None:
         raise SpecError(
@@ -74,12 +75,23 @@ def _load_json(path: Path) -> Any:
     if size > MAX_ATTESTATION_BYTES:
         raise SpecError([Problem(path, None, "", f"is {size} bytes, too large for an attestation")])
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_bounded(path.read_text(encoding="utf-8"))
+    except JsonTooDeep as exc:
+        raise SpecError(
+            [
+                Problem(
+                    path,
+                    None,
+                    "",
+                    f"{exc}, far deeper than an attestation; get the file again from the author",
+                )
+            ]
+        ) from None
     except IsADirectoryError:
         raise SpecError(
             [Problem(path, None, "", f"is a directory; pass the {ATTESTATION_NAME} file in it")]
         ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise SpecError(
             [
                 Problem(

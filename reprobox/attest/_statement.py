@@ -21,6 +21,7 @@ from reprobox.attest._model import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_T
 from reprobox.compare import IDENTICAL, compare_runs
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import file_sha256
+from reprobox.jobspec import redact_env
 from reprobox.manifest import RunRecord
 
 
@@ -197,7 +198,7 @@ def _execution(data: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> dict[
         "threads": software.get("threads") or {},
         "world_size": world_size,
         "launcher": launcher,
-        "env": job.get("env") or {},
+        "env": redact_env(job.get("env") or {}),  # again: manifests older than value redaction
         "trail_every": (job.get("trail") or {}).get("every"),
     }
 

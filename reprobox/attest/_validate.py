@@ -11,6 +11,7 @@ from typing import Any
 
 from reprobox import codetree
 from reprobox._version import __version__
+from reprobox.attest._execution import check_execution, declared_env
 from reprobox.attest._model import (
     PREDICATE_SCHEMA,
     PREDICATE_SCHEMA_PREFIX,
@@ -104,9 +105,7 @@ class _Checker:
         self.check_image(predicate.get("image"))
         execution = self.get(predicate, "execution", dict, "predicate.execution")
         if execution is not None:
-            self.get(execution, "seed", int, "predicate.execution.seed")
-            for key in ("determinism", "threads", "env"):
-                self.get(execution, key, dict, f"predicate.execution.{key}")
+            check_execution(self, execution, declared_env(predicate.get("job"), self.path))
         self.get(predicate, "fingerprint", dict, "predicate.fingerprint")
         runs = self.get(predicate, "runs", dict, "predicate.runs")
         if runs is not None:

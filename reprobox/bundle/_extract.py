@@ -4,6 +4,11 @@ Every member's name is checked (no absolute paths, no ``..``, no links leaving t
 hard links), its size and sha256 against the index, that no member is missing (a truncated bundle),
 and the whole file against its recorded digest. Members go to a private staging folder that is
 removed on any failure, so a bad bundle leaves nothing behind.
+
+A bundle may come from anyone, so before the first member is written the index is held to the caps
+below (member count, each member's size, the total) and to the free space where it unpacks; sparse
+members (which declare terabytes in a few blocks), oversized header extensions, and a member that
+would also be a folder of another (a file/link/folder collision) are refused as they are met.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ from typing import Any
 from reprobox.bundle._index import read_index
 from reprobox.bundle._model import CHUNK, Bundle, Progress, digest_file_for, quiet, refused
 from reprobox.bundle._streams import HashingReader
-from reprobox.errors import UsageError
+from reprobox.bundle._tarsafe import CheckedTarInfo, Unsafe, is_sparse
+from reprobox.errors import EnvironmentProblem, UsageError
+
+MAX_MEMBERS = 200_000  # code trees and data folders; far more files than any job ships
+MAX_MEMBER_BYTES = 64 << 30  # one member: an image archive is the largest, a few GiB to tens
+MAX_TOTAL_BYTES = 256 << 30  # everything a bundle may unpack to
+FREE_SPACE_MARGIN = 64 << 20  # left free beyond what the index declares
 
 
 def open_bundle(
@@ -68,7 +79,8 @@ def _expected_digest(path: Path, given: str | None) -> tuple[str | None, str]:
     recorded = digest_file_for(path)
     if not recorded.is_file():
         return None, "none"
-    words = recorded.read_text(encoding="utf-8", errors="replace").split()
+    with recorded.open("rb") as handle:  # a sha256sum line; never the whole of a planted giant file
+        words = handle.read(4096).decode("utf-8", errors="replace").split()
     if not words or len(words[0]) != 64:
         raise refused(recorded, "", "is not a sha256sum line; make it with `reprobox pack`")
     return words[0].lower(), "recorded"
@@ -86,13 +98,16 @@ def _unpack_checked(path: Path, staging: Path) -> tuple[str, dict[str, Any]]:
     with path.open("rb") as raw:
         reader = HashingReader(raw)
         try:
-            with tarfile.open(fileobj=reader, mode="r|") as archive:
+            with tarfile.open(fileobj=reader, mode="r|", tarinfo=CheckedTarInfo) as archive:
                 for member in archive:
                     if index is None:
                         index = read_index(path, archive, member)
+                        _check_declared(path, index, staging)
                         continue
                     name = _safe_name(path, member.name)
                     entry = _entry_for(path, index, name, seen)
+                    if is_sparse(member):
+                        raise refused(path, name, "is a sparse file; bundles hold regular files only")
                     if member.issym():
                         _check_link(path, name, member.linkname, entry)
                         links.append((name, member.linkname))
@@ -107,8 +122,11 @@ def _unpack_checked(path: Path, staging: Path) -> tuple[str, dict[str, Any]]:
                     seen.add(name)
             while reader.read(CHUNK):
                 pass
-        except (tarfile.TarError, EOFError, zlib.error) as exc:
-            raise refused(path, "", f"is truncated or not a bundle ({exc}); download it again") from None
+        except Unsafe as exc:
+            raise refused(path, exc.name, f"{exc.message}: refused") from None
+        except (tarfile.TarError, EOFError, zlib.error, ValueError, OverflowError, RecursionError) as exc:
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise refused(path, "", f"is truncated or not a bundle ({reason}); download it again") from None
     if index is None:
         raise refused(path, "", "is empty; it is not a bundle made by `reprobox pack`")
     missing = sorted(set(index["members"]) - seen)
@@ -121,6 +139,40 @@ def _unpack_checked(path: Path, staging: Path) -> tuple[str, dict[str, Any]]:
         )
     _make_links(path, staging, links)
     return reader.hexdigest(), index
+
+
+def _check_declared(path: Path, index: dict[str, Any], staging: Path) -> None:
+    """The index, before any member is written: names, types, sizes, collisions and free space."""
+    members: dict[str, Any] = index["members"]
+    if len(members) > MAX_MEMBERS:
+        raise refused(path, "", f"lists {len(members)} members, over the {MAX_MEMBERS} allowed: refused")
+    total = 0
+    for name, entry in members.items():
+        _safe_name(path, name)
+        kind, size = entry.get("type"), entry.get("size")
+        if kind == "symlink" and isinstance(entry.get("target"), str):
+            _check_link(path, name, entry["target"], entry)
+            continue
+        if kind != "file" or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise refused(path, name, "has no valid type and size in the bundle's index: it was altered")
+        if size > MAX_MEMBER_BYTES:
+            raise refused(path, name, f"declares {size} bytes, over the {MAX_MEMBER_BYTES} allowed: refused")
+        total += size
+    if total > MAX_TOTAL_BYTES:
+        raise refused(path, "", f"declares {total} bytes in all, over the {MAX_TOTAL_BYTES} allowed: refused")
+    for name in members:
+        parts = name.split("/")
+        for cut in range(1, len(parts)):
+            if "/".join(parts[:cut]) in members:
+                raise refused(
+                    path, name, f"lies under {'/'.join(parts[:cut])!r}, which is itself a member: refused"
+                )
+    free = shutil.disk_usage(staging).free
+    if free < total + FREE_SPACE_MARGIN:
+        raise EnvironmentProblem(
+            f"bundle {path} unpacks to {total} bytes but {staging.parent} has {free} bytes free; "
+            "free some space or unpack it elsewhere"
+        )
 
 
 def _safe_name(path: Path, name: str) -> str:
@@ -171,11 +223,16 @@ def _extract_file(
     digest = hashlib.sha256()
     mode = 0o755 if entry.get("executable") else 0o644
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    with os.fdopen(os.open(target, flags, mode), "wb") as out:
-        while chunk := source.read(CHUNK):
-            digest.update(chunk)
-            out.write(chunk)
-    os.chmod(target, mode)  # noqa: PTH101 - the mode the index says, whatever the umask
+    try:
+        with os.fdopen(os.open(target, flags, mode), "wb") as out:
+            while chunk := source.read(CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+        os.chmod(target, mode)  # noqa: PTH101 - the mode the index says, whatever the umask
+    except FileExistsError:
+        raise refused(path, name, "collides with another member: refused") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot unpack {name} of bundle {path} ({exc.strerror})") from None
     if digest.hexdigest() != entry.get("sha256"):
         raise refused(path, name, "does not match its sha256 in the bundle's index: it was altered")
 
@@ -198,7 +255,10 @@ def _make_links(path: Path, staging: Path, links: list[tuple[str, str]]) -> None
     root = staging.resolve()
     for name, target in links:
         link = _prepare_target(path, staging, name)
-        link.symlink_to(target)
+        try:
+            link.symlink_to(target)
+        except FileExistsError:
+            raise refused(path, name, "collides with another member: refused") from None
     for name, _target in links:
         resolved = Path(os.path.realpath(staging / name))
         if resolved != root and root not in resolved.parents:

@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-import json
 import tarfile
 from pathlib import Path
 from typing import Any
 
 from reprobox import attest
 from reprobox._version import __version__
+from reprobox.boundedjson import loads_bounded
 from reprobox.bundle._members import Member, tree_path
 from reprobox.bundle._model import (
     ATTESTATION_MEMBER,
@@ -77,8 +77,8 @@ def read_index(path: Path, archive: tarfile.TarFile, member: tarfile.TarInfo) ->
     handle = archive.extractfile(member)
     assert handle is not None
     try:
-        index = json.loads(handle.read())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        index = loads_bounded(handle.read())
+    except ValueError as exc:  # not JSON, not UTF-8, or nested absurdly deep
         raise refused(path, INDEX_NAME, f"is not JSON ({exc})") from None
     if not isinstance(index, dict) or index.get("schema") != BUNDLE_SCHEMA:
         found = index.get("schema") if isinstance(index, dict) else None
@@ -97,6 +97,10 @@ def _index_problems(path: Path, index: dict[str, Any]) -> list[Problem]:
     members = index.get("members")
     if not isinstance(members, dict) or not all(isinstance(v, dict) for v in members.values()):
         return [Problem(path, None, f"{INDEX_NAME} members", "must map each member to its type and digest")]
+    shapes = {"attestation": dict, "image": dict, "code": str, "published": str, "job_file": str}
+    for key, kind in shapes.items():
+        if index.get(key) is not None and not isinstance(index[key], kind):
+            return [Problem(path, None, f"{INDEX_NAME} {key}", f"must be {kind.__name__}; pack it again")]
     problems = []
     pointers = {
         "attestation.file": (index.get("attestation") or {}).get("file"),

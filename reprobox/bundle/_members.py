@@ -9,13 +9,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from reprobox import attest
 from reprobox.bundle._model import PUBLISHED, TRAIL_NAME, TREE
 from reprobox.bundle._published import check_published
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import file_sha256
+from reprobox.yamlsource import parse_yaml
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,9 @@ def tree_members(attestation: attest.Attestation, code_dir: Path, root: Path) ->
 
 def find_data_sources(attestation: attest.Attestation, job_file: Path) -> list[Path]:
     """The job's data sources as written in the job file; only relative ones can travel in a bundle."""
-    raw = yaml.safe_load(attestation.job["text"]) or {}
+    raw = parse_yaml(attestation.job["text"], attestation.path).data or {}
+    if not isinstance(raw, dict):
+        return []
     sources = []
     for index, item in enumerate(raw.get("data") or []):
         written = str((item or {}).get("source", ""))

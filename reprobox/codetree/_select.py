@@ -4,10 +4,14 @@ In both modes some files are never code: version control folders, bytecode and t
 environments, reprobox's runs and attestations, and the files this very process writes its stdout or
 stderr to (`reprobox verify job.yaml > verify.log` inside the code folder must not change the code).
 A `.reproboxignore` (gitignore syntax) in the code folder is honoured in both modes.
+
+A FIFO, socket or device node, or a symlink loop, that would be part of the code is refused with a
+UsageError naming it: it is never opened (a FIFO would block the read forever) nor silently left out.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -16,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from reprobox.codetree._git import git_view
 from reprobox.codetree._tree import GitFacts
+from reprobox.errors import UsageError
+from reprobox.saferead import kind_of
 
 if TYPE_CHECKING:
     import pathspec
@@ -73,7 +79,7 @@ def select_files(root: Path, *, exclude: tuple[Path, ...] = ()) -> Selection:
             if rules.keeps(prefix, is_dir=True):
                 inner = select_files(path, exclude=exclude)
                 files += [f"{prefix}/{p}" for p in inner.files if rules.keeps(f"{prefix}/{p}")]
-        elif rules.keeps(relative) and rules.keeps_entry(path):
+        elif rules.keeps(relative) and rules.keeps_entry(path, refuse_special=True):
             files.append(relative)
     # Dirty means a change in the code itself: not an attestation just written, nor this process's log.
     dirty = any(_counts(rules, root, changed) for changed in view.changed)
@@ -112,15 +118,39 @@ class _Rules:
             return False
         return self.spec is None or not self.spec.match_file(relative + ("/" if is_dir else ""))
 
-    def keeps_entry(self, path: Path) -> bool:
-        """Regular files and symlinks only, and never the file this process's output goes to."""
+    def keeps_entry(self, path: Path, *, refuse_special: bool = False) -> bool:
+        """Regular files and symlinks only, and never the file this process's output goes to.
+
+        With `refuse_special`, any other kind of file, or a symlink loop, raises a UsageError.
+        """
         try:
             info = path.lstat()
         except OSError:  # a tracked file deleted from disk, or one removed while listing
             return False
+        if (info.st_dev, info.st_ino) in self.own_outputs:
+            return False
         if stat.S_ISLNK(info.st_mode):
+            if refuse_special:
+                _refuse_loop(path)
             return True
-        return stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) not in self.own_outputs
+        if refuse_special and not stat.S_ISREG(info.st_mode):
+            raise UsageError(
+                f"{path} is {kind_of(info.st_mode)}, which cannot be part of the code; remove it, or list "
+                f"it in {IGNORE_FILE} (or .gitignore) if it is not code"
+            )
+        return stat.S_ISREG(info.st_mode)
+
+
+def _refuse_loop(path: Path) -> None:
+    """A symlink that can never be resolved (it leads back to itself) is refused, not recorded."""
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(
+                f"{path} is a symlink loop (it leads back to itself); remove it, or list it in "
+                f"{IGNORE_FILE} (or .gitignore) if it is not code"
+            ) from None
 
 
 def _walk(root: Path, rules: _Rules) -> list[str]:
@@ -133,7 +163,7 @@ def _walk(root: Path, rules: _Rules) -> list[str]:
         for name in sorted(dirnames):
             relative = prefix + name
             if (current / name).is_symlink():  # recorded as a link, like git does; never followed
-                if rules.keeps(relative):
+                if rules.keeps(relative) and rules.keeps_entry(current / name, refuse_special=True):
                     files.append(relative)
             elif rules.keeps(relative, is_dir=True):
                 kept_dirs.append(name)
@@ -141,7 +171,7 @@ def _walk(root: Path, rules: _Rules) -> list[str]:
         files += [
             prefix + name
             for name in filenames
-            if rules.keeps(prefix + name) and rules.keeps_entry(current / name)
+            if rules.keeps(prefix + name) and rules.keeps_entry(current / name, refuse_special=True)
         ]
     return files
 
@@ -163,6 +193,6 @@ def _own_output_files() -> frozenset[tuple[int, int]]:
             info = os.fstat(fd)
         except OSError:
             continue
-        if stat.S_ISREG(info.st_mode):
+        if not stat.S_ISCHR(info.st_mode):  # a file or a FIFO in the code folder; not the terminal
             found.add((info.st_dev, info.st_ino))
     return frozenset(found)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from reprobox import saferead
 from reprobox.codetree._digest import digest_selection
 from reprobox.codetree._select import IGNORED_DIRS, IGNORED_SUFFIXES, select_files
 from reprobox.codetree._tree import CodeTree, executable_mark, tree_digest
@@ -91,8 +92,16 @@ def _copy(source: Path, destination: Path, tree: CodeTree) -> dict[str, str]:
 
 
 def _copy_file(origin: Path, copy: Path) -> str:
+    """Copy one regular file; one replaced by a FIFO or a device since it was selected is refused."""
     digest = hashlib.sha256()
-    with origin.open("rb") as reader, copy.open("xb") as writer:
+    try:
+        fd = saferead.open_regular(origin)
+    except saferead.UnsafeFile as exc:
+        raise UsageError(
+            f"{exc.message} (it changed while the code was being copied); remove it or list it in "
+            ".reproboxignore, then run again"
+        ) from None
+    with os.fdopen(fd, "rb") as reader, copy.open("xb") as writer:
         while chunk := reader.read(_CHUNK):
             digest.update(chunk)
             writer.write(chunk)

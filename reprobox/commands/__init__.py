@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
-from reprobox.commands import audit, images, inspect, jobs, publish
+from reprobox.commands import audit, clean, images, inspect, jobs, publish
 
-REGISTRY = [jobs.register, images.register, audit.register, inspect.register, publish.register]
+REGISTRY = [
+    jobs.register,
+    images.register,
+    audit.register,
+    inspect.register,
+    publish.register,
+    clean.register,
+]

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import probe
-from reprobox.commands.common import RUNTIME_CHOICES, add_command, add_image_flags, add_output_flags
+from reprobox.commands.common import (
+    RUNTIME_CHOICES,
+    add_command,
+    add_image_flags,
+    add_output_flags,
+    check_output_file,
+)
 from reprobox.errors import EXIT_OK, UsageError
 from reprobox.manifest import read_record
 
@@ -92,6 +98,9 @@ def report_command(args: argparse.Namespace, out: Output) -> int:
         raise UsageError("say where to write the report: --html FILE or --markdown FILE (or both)")
     from reprobox import reportdoc
 
+    for path, flag in ((args.html, "--html"), (args.markdown, "--markdown")):
+        if path is not None:
+            check_output_file(path, flag)  # before reading runs: a bad path costs nothing
     records = [read_record(path) for path in args.runs]
     data = reportdoc.write_report(records, html_path=args.html, markdown_path=args.markdown)
     written = [str(p) for p in (args.html, args.markdown) if p is not None]

@@ -7,8 +7,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import compare, report, runner, runtimes, verify
-from reprobox.commands.common import add_command, add_output_flags, add_run_flags, load_job_with_flags
-from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
+from reprobox.commands.common import (
+    add_command,
+    add_output_flags,
+    add_run_flags,
+    check_output_file,
+    check_runs_dir,
+    load_job_with_flags,
+)
+from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.manifest import read_record
 
 if TYPE_CHECKING:
@@ -68,7 +75,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_run_flags(ver)
     ver.add_argument(
-        "--runs", type=int, default=2, metavar="N", help="number of runs, at least 2 (default: 2)"
+        "--runs",
+        type=int,
+        default=2,
+        metavar="N",
+        help=f"number of runs, from 2 to {verify.MAX_RUNS} (default: 2)",
     )
     ver.add_argument("--keep-going", action="store_true", help="finish all runs even after a difference")
     ver.add_argument(
@@ -115,6 +126,7 @@ def _run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
 
 def run_command(args: argparse.Namespace, out: Output) -> int:
     spec = load_job_with_flags(args)
+    check_runs_dir(args.runs_dir)
     runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
     record = runner.execute(spec, runtime, _run_options(args, out))
     data = {
@@ -129,18 +141,17 @@ def run_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def verify_command(args: argparse.Namespace, out: Output) -> int:
-    if args.runs < 2:
-        raise UsageError(f"--runs must be at least 2 to compare runs, not {args.runs}")
-    if args.parallel < 1:
-        raise UsageError(f"--parallel must be at least 1, not {args.parallel}")
-    spec = load_job_with_flags(args)
-    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
     settings = verify.VerifyOptions(
         runs=args.runs,
         keep_going=args.keep_going,
         stop_on_divergence=args.stop_on_divergence,
         parallel=args.parallel,
     )
+    verify.check_counts(settings)
+    spec = load_job_with_flags(args)
+    check_runs_dir(args.runs_dir)
+    _check_attestation_target(args, spec.job_file)
+    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
     comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings, out.progress)
     data = comparison.to_json()
     if comparison.verdict == compare.IDENTICAL and args.max_steps is None and not args.no_attestation:
@@ -152,6 +163,17 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target}")
     out.result(data, report.comparison_text(comparison))
     return exit_code(comparison.verdict)
+
+
+def _check_attestation_target(args: argparse.Namespace, job_file: Path) -> None:
+    """A bad --sign key or an unwritable attestation path is refused before the first run."""
+    if args.no_attestation or args.max_steps is not None:
+        return
+    from reprobox import attest
+
+    if args.sign is not None:
+        attest.load_private_key(args.sign)  # raises UsageError naming the key and the fix
+    check_output_file(args.attestation or attest.attestation_path_for(job_file), "--attestation")
 
 
 def compare_command(args: argparse.Namespace, out: Output) -> int:

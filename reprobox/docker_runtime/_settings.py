@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from reprobox import controller
 from reprobox.engine import ImageInfo
 from reprobox.guest import settings
 from reprobox.image import MANAGED_LABEL
@@ -116,7 +117,12 @@ def container_settings(
             "network_mode": "bridge" if job.network else "none",
             "mounts": mounts,
             "environment": environment,
-            "labels": {**created["labels"], RUN_ID_LABEL: plan.run_id, JOB_LABEL: job.name},
+            "labels": {
+                **created["labels"],
+                RUN_ID_LABEL: plan.run_id,
+                JOB_LABEL: job.name,
+                **controller.current().labels(),  # so `reprobox clean` knows when its controller is gone
+            },
             **_resource_settings(job.resources),
         }
     )

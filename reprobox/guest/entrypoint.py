@@ -22,11 +22,15 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from reprobox import saferead
 from reprobox.guest import determinism, settings
 from reprobox.timestamps import utc_now
 
 GUEST_SCHEMA = "reprobox.guest/1"
 GRACE_SECONDS = 5.0
+FINGERPRINT_LIMIT = 16 * saferead.MIB
+STOP_FILE_LIMIT = saferead.MIB
+MAX_RANK_FILES = 4096
 
 
 def main(argv: list[str]) -> int:
@@ -203,9 +207,14 @@ def _record_outputs(result: dict[str, Any], run_dir: Path, output_dir: Path) -> 
 def _fingerprint(run_dir: Path) -> dict[str, Any]:
     """The job's own fingerprint (taken in its process at exit) when it used torch, else our own."""
     state = run_dir / settings.GUEST_STATE
-    ranks = sorted(state.glob("fingerprint-rank*.json"))
-    if ranks:
-        per_rank = {p.stem.removeprefix("fingerprint-rank"): json.loads(p.read_text()) for p in ranks}
+    ranks = sorted(state.glob("fingerprint-rank*.json"))[:MAX_RANK_FILES]
+    per_rank: dict[str, dict[str, Any]] = {}
+    for path in ranks:  # written by the job's processes: a planted FIFO or garbage is skipped, not fatal
+        with contextlib.suppress(OSError, saferead.UnsafeFile):
+            data = saferead.read_json(path, FINGERPRINT_LIMIT, root=run_dir)
+            if isinstance(data, dict):
+                per_rank[path.stem.removeprefix("fingerprint-rank")] = data
+    if per_rank:
         first = per_rank.get("0") or next(iter(per_rank.values()))
         if len(per_rank) > 1:
             first = {**first, "ranks": per_rank}
@@ -219,9 +228,9 @@ def _stopped_early(run_dir: Path) -> dict[str, Any] | None:
     """Why the step hook ended the job early (a prefix check, or divergence from the reference), if it did."""
     from reprobox.guest.trail import STOP_FILE
 
-    try:
-        data = json.loads((run_dir / settings.GUEST_STATE / STOP_FILE).read_text())
-    except (OSError, ValueError):
+    try:  # the job's processes write it: never follow a link, block on a FIFO or read without bound
+        data = saferead.read_json(run_dir / settings.GUEST_STATE / STOP_FILE, STOP_FILE_LIMIT, root=run_dir)
+    except (OSError, saferead.UnsafeFile):
         return None
     return data if isinstance(data, dict) else None
 

@@ -110,7 +110,7 @@ def test_elsewhere_reproboxignore_and_the_built_in_defaults_decide(tmp_path: Pat
         (code / relative).write_text(relative)
     (code / "link.py").symlink_to("train.py")
     (code / "pkg-link").symlink_to("pkg", target_is_directory=True)
-    os.mkfifo(code / "a-fifo")  # reading it would hang: it is not code
+    os.mkfifo(code / "data" / "a-fifo")  # ignored, so never opened (an unignored one is refused)
     (code / "run.sh").write_text("#!/bin/sh\n")
     (code / "run.sh").chmod(0o755)
 

@@ -9,6 +9,7 @@ import pytest
 from docker.models.containers import _create_container_args
 from docker.types import HostConfig
 
+from reprobox import controller
 from reprobox.docker_runtime import (
     GUEST_USER,
     apply_exit_status,
@@ -184,6 +185,7 @@ def test_labels_and_name_identify_the_run(tmp_path: Path) -> None:
         "io.reprobox.managed": "true",
         "io.reprobox.run-id": plan.run_id,
         "io.reprobox.job": "tiny",
+        **controller.current().labels(),
     }
     assert created["name"] == "reprobox-tiny-20260101-000000-abcd"
     odd = RunPlan(**{**plan.__dict__, "run_id": "a b/c"})

@@ -296,12 +296,40 @@ def _read_npy_header(stream: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype
     return None
 
 
+# An .npz member may expand at most this many times its compressed size (deflate itself tops out near
+# 1032:1, so no file numpy writes is refused), and all members together at most this many times the
+# file: overlapping members ("zip bombs") and other compressors reach millions. Small members are free.
+MAX_NPZ_RATIO = 1100
+NPZ_RATIO_FLOOR = 1 << 20
+
+
+def _npz_bomb(path: Path, infos: list[zipfile.ZipInfo]) -> str | None:
+    """Why the archive would expand too far (a note for the plain-file fallback), judged from its
+    directory alone, before anything is decompressed; None when it is within the caps."""
+    for info in infos:
+        if info.file_size > max(MAX_NPZ_RATIO * info.compress_size, NPZ_RATIO_FLOOR):
+            return (
+                f"content not hashed: member '{info.filename}' would expand {info.file_size} bytes from "
+                f"{info.compress_size}, over {MAX_NPZ_RATIO} times; the content hash is the file sha256"
+            )
+    total = sum(info.file_size for info in infos)
+    if total > max(MAX_NPZ_RATIO * path.stat().st_size, NPZ_RATIO_FLOOR):
+        return (
+            f"content not hashed: its members would expand to {total} bytes, over {MAX_NPZ_RATIO} times "
+            "the file; the content hash is the file sha256"
+        )
+    return None
+
+
 def _plan_npz(path: Path) -> _Content:
     import numpy as np
 
     arrays: list[_Array] = []
     try:
         with zipfile.ZipFile(path) as archive:
+            bomb = _npz_bomb(path, archive.infolist())
+            if bomb is not None:
+                return _opaque(bomb)
             for info in archive.infolist():
                 if info.is_dir():
                     continue
@@ -318,6 +346,10 @@ def _plan_npz(path: Path) -> _Content:
                         f"content not hashed: member '{info.filename}' holds Python objects, which are never "
                         "unpickled; the content hash is the file sha256"
                     )
+                if _npz_nbytes(shape, dtype) > info.file_size:
+                    return _opaque(
+                        _unreadable("NumPy .npz", ValueError(f"member '{info.filename}' is truncated"))
+                    )
                 arrays.append(_npz_member(path, info.filename, shape, fortran_order, dtype))
     except _NPZ_ERRORS as exc:
         return _opaque(_unreadable("NumPy .npz", exc))
@@ -327,10 +359,7 @@ def _plan_npz(path: Path) -> _Content:
 def _npz_member(
     path: Path, member: str, shape: tuple[int, ...], fortran_order: bool, dtype: np.dtype[Any]
 ) -> _Array:
-    count = 1
-    for d in shape:
-        count *= d
-    nbytes = count * dtype.itemsize
+    nbytes = _npz_nbytes(shape, dtype)
     streamable = not fortran_order and dtype == dtype.newbyteorder("<")
     return _Array(
         name=member.removesuffix(".npy"),
@@ -341,6 +370,13 @@ def _npz_member(
         if streamable
         else (lambda budget: _npz_loaded(path, member, budget)),
     )
+
+
+def _npz_nbytes(shape: tuple[int, ...], dtype: np.dtype[Any]) -> int:
+    count = 1
+    for d in shape:
+        count *= d
+    return count * dtype.itemsize
 
 
 def _npz_stream(path: Path, member: str, nbytes: int) -> Iterator[bytes]:

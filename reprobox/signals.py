@@ -1,0 +1,58 @@
+"""Termination signals to the controller take the Ctrl-C path: the job is stopped and recorded.
+
+Every runtime already stops its job and records the run as interrupted on KeyboardInterrupt; SIGTERM
+and SIGHUP (a batch system ending us, a closed terminal) raise `SignalInterrupt`, a KeyboardInterrupt
+that names its signal, so they take that same path and the exit code can say which signal it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class SignalInterrupt(KeyboardInterrupt):
+    """A termination signal arrived; caught wherever KeyboardInterrupt is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class Caught:
+    """The first termination signal received while `interrupting` was active, if any."""
+
+    def __init__(self) -> None:
+        self.first: int | None = None
+
+    def handle(self, signum: int, _frame: FrameType | None) -> None:
+        """Raise on the first signal; later ones raise only for SIGINT (an impatient second Ctrl-C), so
+        a supervisor repeating SIGTERM cannot break the clean-up the first one started."""
+        if self.first is None:
+            self.first = signum
+            raise SignalInterrupt(signum)
+        if signum == signal.SIGINT:
+            raise SignalInterrupt(signum)
+
+    def exit_code(self) -> int:
+        return 128 + (self.first or signal.SIGINT)
+
+
+@contextlib.contextmanager
+def interrupting() -> Iterator[Caught]:
+    """Install the handlers for the duration (main thread only: elsewhere Python refuses handlers)."""
+    caught = Caught()
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    previous = {signum: signal.signal(signum, caught.handle) for signum in HANDLED}
+    try:
+        yield caught
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,53 @@
+"""SIGTERM to a controller running a docker job: the container is removed and the run recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reprobox.docker_runtime._settings import RUN_ID_LABEL
+from reprobox.engine import Engine
+
+ROOT = Path(__file__).resolve().parents[2]
+SETSID_JOB = ROOT / "tests" / "jobs" / "setsid-escape"
+
+pytestmark = pytest.mark.integration
+
+
+def test_sigterm_removes_the_container(
+    tmp_path: Path, engine: Engine, offline_base: str, wheelhouse: Path
+) -> None:
+    runs = tmp_path / "runs"
+    env = {**os.environ, "REPROBOX_BASE_IMAGE": offline_base, "REPROBOX_WHEELHOUSE": str(wheelhouse)}
+    argv = [sys.executable, "-m", "reprobox", "run", str(SETSID_JOB), "--runtime", "docker", "-q"]
+    process = subprocess.Popen(
+        [*argv, "--runs-dir", str(runs)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 900  # the first run may build the image
+        while not list(runs.glob("setsid-escape/*/outputs/shell.pid")):
+            assert process.poll() is None, process.communicate()[1].decode()
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.2)
+        run_id = next(runs.glob("setsid-escape/*/outputs")).parent.name
+        assert engine.list_containers({RUN_ID_LABEL: run_id})
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, err.decode()
+    assert engine.list_containers({RUN_ID_LABEL: run_id}) == []
+    manifest = json.loads((runs / "setsid-escape" / run_id / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"

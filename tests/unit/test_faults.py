@@ -1,0 +1,247 @@
+"""Faults of the controller: termination signals, internal errors, and leftovers of a killed controller."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reprobox import cleanup, cli, controller, crash, errors, jobprocs, signals
+from reprobox.commands import clean, images
+from reprobox.guest import settings as guest_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SETSID_JOB = ROOT / "tests" / "jobs" / "setsid-escape"
+
+
+def _alive(pid: int) -> bool:
+    """Alive and not a zombie (a zombie is dead; only its parent has not reaped it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _wait_for(path: Path, seconds: float = 60.0) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.is_file() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.1)
+    raise AssertionError(f"{path} did not appear within {seconds} s")
+
+
+def _dead_controller() -> controller.Controller:
+    """The identity of a controller that has exited (a finished child process)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = controller.process_start(child.pid)
+    child.wait()
+    return controller.Controller(platform.node(), child.pid, start or "1")
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)]
+)
+def test_a_signal_stops_the_whole_local_job_and_records_it(tmp_path: Path, signum: int, code: int) -> None:
+    runs = tmp_path / "runs"
+    argv = [sys.executable, "-m", "reprobox", "run", str(SETSID_JOB), "--runtime", "local"]
+    controller_process = subprocess.Popen(
+        [*argv, "--runs-dir", str(runs), "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        outputs = runs / "setsid-escape"
+        job_outputs = _poll_glob(outputs, "*/outputs")
+        escaped = int(_wait_for(job_outputs / "escaped.pid"))
+        shell = int(_wait_for(job_outputs / "shell.pid"))
+        assert _alive(escaped) and _alive(shell)
+        controller_process.send_signal(signum)
+        _out, err = controller_process.communicate(timeout=60)
+    finally:
+        if controller_process.poll() is None:
+            controller_process.kill()
+    assert controller_process.returncode == code, err.decode()
+    manifest = json.loads(next(outputs.glob("*/manifest.json")).read_text())
+    assert manifest["status"] == "interrupted"
+    deadline = time.monotonic() + 5
+    while (_alive(escaped) or _alive(shell)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(escaped), "the job's setsid child outlived the run"
+    assert not _alive(shell)
+
+
+def _poll_glob(folder: Path, pattern: str, seconds: float = 60.0) -> Path:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = sorted(folder.glob(pattern)) if folder.is_dir() else []
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"nothing matched {folder}/{pattern} within {seconds} s")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(signals.HANDLED), min_size=1, max_size=6))
+def test_only_the_first_signal_or_a_repeated_ctrl_c_raises(received: list[int]) -> None:
+    caught = signals.Caught()
+    for index, signum in enumerate(received):
+        should_raise = index == 0 or signum == signal.SIGINT
+        if should_raise:
+            with pytest.raises(signals.SignalInterrupt) as raised:
+                caught.handle(signum, None)
+            assert isinstance(raised.value, KeyboardInterrupt) and raised.value.signum == signum
+        else:
+            caught.handle(signum, None)
+    assert caught.first == received[0]
+    assert caught.exit_code() == 128 + received[0]
+
+
+def test_interrupted_exit_code_follows_the_signal() -> None:
+    assert errors.Interrupted().exit_code == 130
+    assert errors.Interrupted(signal_number=signal.SIGTERM).exit_code == 143
+    assert errors.Interrupted(signal_number=signal.SIGHUP).exit_code == 129
+
+
+def test_handlers_are_restored_after_the_command() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with signals.interrupting():
+        assert signal.getsignal(signal.SIGTERM) != before
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def _crashing_images(_args: object, _out: object) -> int:
+    raise RuntimeError("boom\nsecond line of the message")
+
+
+def test_an_internal_error_exits_70_with_one_line_and_a_traceback_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(images, "images_command", _crashing_images)
+    code = cli.main(["images", "--runs-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == errors.EXIT_INTERNAL == 70
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "bug" in lines[0] and "RuntimeError: boom second line" in lines[0]
+    reports = list((tmp_path / "cache" / "reprobox").glob("crash-*.txt"))
+    assert len(reports) == 1 and str(reports[0]) in lines[0]
+    text = reports[0].read_text()
+    assert "Traceback" in text and "_crashing_images" in text and "RuntimeError: boom" in text
+
+
+def test_an_internal_error_with_json_prints_one_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(images, "images_command", _crashing_images)
+    assert cli.main(["images", "--runs-dir", str(tmp_path), "--json"]) == 70
+    data = json.loads(capsys.readouterr().out)
+    assert data["error"]["exit_code"] == 70 and Path(data["error"]["crash_report"]).is_file()
+
+
+def test_the_crash_report_falls_back_to_the_temporary_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "home-is-a-file"
+    blocked.write_text("")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(blocked))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    saved = crash.save_crash(ValueError("x"), ["run"])
+    assert saved is not None and saved.parent == tmp_path / "tmp"
+    assert "ValueError: x" in saved.read_text()
+
+
+def test_controller_identity_round_trips_and_knows_the_dead() -> None:
+    me = controller.current()
+    assert controller.decode(me.encode()) == me and me.alive()
+    assert controller.from_labels(me.labels()) == me
+    assert not _dead_controller().alive()
+    assert controller.Controller("another-host.example", 1, "1").alive()  # cannot look: assume alive
+    assert controller.decode("garbage") is None and controller.decode("host notapid 1") is None
+
+
+def _plant_run(runs: Path, name: str, owner: controller.Controller | None) -> Path:
+    run_dir = runs / "job" / name
+    (run_dir / "outputs").mkdir(parents=True)
+    if owner is not None:
+        claim = controller.claim_path(run_dir)
+        claim.parent.mkdir(exist_ok=True)
+        claim.write_text(json.dumps({"host": owner.host, "pid": owner.pid, "start": owner.start}))
+    return run_dir
+
+
+def test_clean_lists_then_removes_only_runs_of_dead_controllers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "runs"
+    orphan = _plant_run(runs, "20260101T000000Z-aaaaaa", _dead_controller())
+    unclaimed = _plant_run(runs, "20260101T000001Z-bbbbbb", None)
+    live = _plant_run(runs, "20260101T000002Z-cccccc", controller.current())
+    finished = _plant_run(runs, "20260101T000003Z-dddddd", _dead_controller())
+    (finished / "manifest.json").write_text("{}")
+    monkeypatch.setattr(clean, "_engine", lambda: None)
+
+    assert cli.main(["clean", "--runs-dir", str(runs), "--dry-run", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    listed = {item["target"] for item in data["leftovers"] if item["kind"] == "run-dir"}
+    assert listed == {str(orphan), str(unclaimed)}
+    assert data["dry_run"] and not any(item["removed"] for item in data["leftovers"])
+    assert orphan.is_dir() and unclaimed.is_dir()
+
+    assert cli.main(["clean", "--runs-dir", str(runs)]) == 0
+    text = capsys.readouterr().out
+    assert f"removed run-dir {orphan}" in text
+    assert not orphan.exists() and not unclaimed.exists()
+    assert live.is_dir() and finished.is_dir()
+    assert not controller.claim_path(orphan).exists()
+
+
+def test_clean_kills_job_processes_of_a_dead_controller_only(tmp_path: Path) -> None:
+    dead = _dead_controller()
+
+    def start(owner: controller.Controller, run_id: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, controller.CONTROLLER_VARIABLE: owner.encode(), guest_settings.RUN_ID: run_id}
+        return subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+
+    orphan, kept = start(dead, "orphan-run"), start(controller.current(), "live-run")
+    try:
+        time.sleep(0.3)  # let exec settle so /proc shows the new environment
+        found = {item.target: item for item in cleanup.find_processes()}
+        assert "live-run" not in found
+        assert found["orphan-run"].pids == (orphan.pid,)
+        cleanup.remove(found["orphan-run"], None)
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert kept.poll() is None
+    finally:
+        for process in (orphan, kept):
+            process.kill()
+            process.wait()
+
+
+def test_job_processes_follow_descendants_and_the_run_id() -> None:
+    table = [
+        jobprocs.ProcessInfo(100, 1, 100, b""),  # the guest, leading its group
+        jobprocs.ProcessInfo(101, 100, 100, b""),  # a child in the group
+        jobprocs.ProcessInfo(102, 101, 102, b""),  # setsid: own group, still a descendant
+        jobprocs.ProcessInfo(103, 1, 103, b"A=1\0REPROBOX_RUN_ID=r1\0"),  # an orphan that kept its env
+        jobprocs.ProcessInfo(104, 1, 104, b"REPROBOX_RUN_ID=r2\0"),  # another run's
+        jobprocs.ProcessInfo(105, 1, 105, b""),  # unrelated
+    ]
+    assert jobprocs.job_processes(100, "r1", table) == {100, 101, 102, 103}
+    assert jobprocs.job_processes(100, None, table) == {100, 101, 102}
+    assert jobprocs.job_processes(200, None, table) == set()  # a reaped guest's pid is not walked
