@@ -12,13 +12,15 @@ import shutil
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reprobox import controller, jobprocs
-from reprobox.engine import Engine
 from reprobox.guest import settings
 from reprobox.image import MANAGED_LABEL
 from reprobox.manifest import MANIFEST_NAME
+
+if TYPE_CHECKING:  # the docker SDK is imported only where an engine is opened (images lack it)
+    from reprobox.engine import Engine
 
 CONTAINER, PROCESSES, RUN_DIR = "container", "processes", "run-dir"
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import EnvironmentProblem, Problem, SpecError
-from reprobox.saferead import kind_of
+from reprobox.saferead import UnsafeFile, kind_of, read_json
 
 RUN_SCHEMA = "reprobox.run/1"
 MANIFEST_NAME = "manifest.json"
 STDOUT_LOG = "stdout.log"
+MAX_MANIFEST_BYTES = 256 << 20  # far above any real manifest; a planted or corrupt one is refused
 
 STATUS_SUCCEEDED = "succeeded"
 STATUS_FAILED = "failed"
@@ -144,10 +145,12 @@ def read_record(location: Path | str) -> RunRecord:
         raise SpecError(
             [Problem(path, None, "", f"{what}; pass a run directory such as runs/<job>/<run-id>")]
         )
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecError([Problem(manifest, None, "", f"is not a readable JSON manifest ({exc})")]) from None
+    try:  # a run dir may come from anyone: no link, no FIFO, bounded, as every record reprobox reads
+        data = read_json(manifest, MAX_MANIFEST_BYTES)
+    except UnsafeFile as exc:
+        raise SpecError(
+            [Problem(manifest, None, "", f"is not a readable JSON manifest ({exc.problem})")]
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else None
         raise SpecError(

@@ -227,6 +227,20 @@ def finish(
     return record
 
 
+def mark_interrupted(record: RunRecord) -> RunRecord:
+    """A run stopped because the user interrupted a verify of several runs: recorded as interrupted,
+    not as cancelled (which says the verdict was already known)."""
+    if record.status != STATUS_CANCELLED:
+        return record
+    data = {
+        **record.data,
+        "status": STATUS_INTERRUPTED,
+        "failure": RunOutcome(interrupted=True).failure_reason(),
+    }
+    data.pop("schema", None)
+    return write_record(record.run_dir, data)
+
+
 def _redact_guest_record(run_dir: Path, data: dict[str, Any], hidden: tuple[str, ...]) -> None:
     """Rewrite the guest's record with secret values replaced, so a published run dir holds none."""
     path = run_dir / settings.GUEST_STATE / settings.GUEST_RESULT

@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 from reprobox.compare import DIFFERENT, FAILED, Comparison, compare_runs
 from reprobox.errors import Interrupted, UsageError
 from reprobox.job import JobSpec, Trail
-from reprobox.manifest import RunRecord
-from reprobox.runner import RunInputs, RunOptions, execute, finish, prepare, prepare_inputs
+from reprobox.manifest import RunRecord, read_record
+from reprobox.runner import (
+    RunInputs,
+    RunOptions,
+    execute,
+    finish,
+    mark_interrupted,
+    prepare,
+    prepare_inputs,
+)
 from reprobox.runtime import Runtime
 
 Progress = Callable[[str], None]
@@ -148,13 +156,22 @@ def _verify_together(
             interrupted = True
             stop.set()
             for future, index in futures.items():
-                late = future.result()
+                late = _result_after_interrupt(future)
                 if late is not None:
-                    records.setdefault(index, late)
+                    records.setdefault(index, mark_interrupted(late))
     if interrupted:
         raise Interrupted(reference.plan.run_dir)
     ordered = [records[i] for i in sorted(records)]
     return compare_runs(ordered, tensor_details=options.tensor_details), ordered
+
+
+def _result_after_interrupt(future: Future[RunRecord | None]) -> RunRecord | None:
+    """A run's record once the interrupt has stopped it; a run that raised Interrupted itself (its own
+    thread saw the signal) has recorded itself already."""
+    try:
+        return future.result()
+    except Interrupted as exc:
+        return read_record(exc.run_dir) if exc.run_dir is not None else None
 
 
 def _ends_verification(record: RunRecord) -> bool:

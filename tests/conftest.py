@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 
@@ -21,3 +26,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "integration" in item.keywords:
             item.add_marker(skip)
+
+
+VerifyExample = Callable[[str, str], tuple[int, dict[str, Any]]]
+
+
+@pytest.fixture
+def verify_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> VerifyExample:
+    """`reprobox verify examples/NAME/job.yaml --runs 2 --runtime RUNTIME --json`: (exit code, JSON)."""
+    from reprobox import cli
+
+    def run(example: str, runtime: str) -> tuple[int, dict[str, Any]]:
+        code = cli.main(
+            [
+                "verify",
+                str(Path(__file__).parents[1] / "examples" / example / "job.yaml"),
+                *("--runs", "2", "--runtime", runtime, "--runs-dir", str(tmp_path / "runs")),
+                *("--attestation", str(tmp_path / "reprobox.attestation.json"), "--json", "-q"),
+            ]
+        )
+        data: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return code, data
+
+    return run

@@ -98,8 +98,26 @@ def _make_boot_dir() -> Path:
     return boot_dir
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Adopt the job's orphans (Linux): a process that double-forks away, even with a cleared
+    environment and a session of its own, stays our descendant, so stopping the job finds it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _run(command: list[str], env: dict[str, str], result: dict[str, Any]) -> int:
     """Run the command in our process group, forward termination signals, stop leftovers after it."""
+    become_subreaper()
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
@@ -127,8 +145,12 @@ def stop_other_group_members() -> int:
     me = os.getpid()
     if me == 1:  # PID 1 of a container: every other process in it is the job's
         members = [pid for pid in _all_pids() if pid != me and _alive(pid)]
-    elif os.getpgrp() == me:  # our own process group, as the local runtime starts us
-        members = [pid for pid in _all_pids() if pid != me and _in_group(pid, me)]
+    elif os.getpgrp() == me:  # our own process group, as the local runtime starts us, and what we adopted
+        members = [
+            pid
+            for pid in _all_pids()
+            if pid != me and (_in_group(pid, me) or (_alive(pid) and _descends_from(pid, me)))
+        ]
     else:  # started inside someone else's group: only our descendants are ours
         members = [pid for pid in _all_pids() if pid != me and _alive(pid) and _descends_from(pid, me)]
     if not members:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reprobox import cli, image
+from reprobox import image
 from reprobox.docker_runtime import ensure_image
 from reprobox.engine import Engine
 from reprobox.errors import EnvironmentProblem
@@ -156,24 +156,8 @@ def test_a_jobs_own_wheelhouse_adds_to_the_shared_one(
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
-def test_example_verifies_in_containers(example: str, offline_env: None, tmp_path: Path, capsys) -> None:
-    code = cli.main(
-        [
-            "verify",
-            str(ROOT / "examples" / example / "job.yaml"),
-            "--runs",
-            "2",
-            "--runtime",
-            "docker",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--attestation",
-            str(tmp_path / "reprobox.attestation.json"),
-            "--json",
-            "-q",
-        ]
-    )
-    data = json.loads(capsys.readouterr().out)
+def test_example_verifies_in_containers(example: str, offline_env: None, verify_example) -> None:
+    code, data = verify_example(example, "docker")
     assert (code, data["verdict"]) == (0, "identical"), data.get("notes")
     _, outputs = EXAMPLES[example]
     assert set(outputs) <= {checkpoint["path"] for checkpoint in data["checkpoints"]}

@@ -271,3 +271,44 @@ class Controller:
             self.reader.join(timeout=5)
             if self.process.stderr is not None:
                 self.process.stderr.close()
+
+
+def test_sigterm_to_the_controller_cancels_the_slurm_job_and_records_it(
+    unique_job: tuple[Path, str], tmp_path: Path
+) -> None:
+    path, name = unique_job
+    job = write_job(
+        path, name, "[python, -c, \"import time; print('started', flush=True); time.sleep(300)\"]"
+    )
+    runs = tmp_path / "runs"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reprobox",
+            "run",
+            str(job),
+            "--runtime",
+            "slurm",
+            "--runs-dir",
+            str(runs),
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any("started" in p.read_text(errors="replace") for p in runs.glob(f"{name}/*/stdout.log")):
+            assert process.poll() is None, process.communicate()[1].decode()
+            assert time.monotonic() < deadline, "the Slurm job never started"
+            time.sleep(0.3)
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, err.decode()
+    assert our_jobs(name) == []
+    (manifest,) = manifests(runs, name)
+    assert manifest["status"] == "interrupted"

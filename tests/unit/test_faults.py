@@ -67,7 +67,8 @@ def test_a_signal_stops_the_whole_local_job_and_records_it(tmp_path: Path, signu
         job_outputs = _poll_glob(outputs, "*/outputs")
         escaped = int(_wait_for(job_outputs / "escaped.pid"))
         shell = int(_wait_for(job_outputs / "shell.pid"))
-        assert _alive(escaped) and _alive(shell)
+        daemon = int(_wait_for(job_outputs / "daemon.pid"))
+        assert _alive(escaped) and _alive(shell) and _alive(daemon)
         controller_process.send_signal(signum)
         _out, err = controller_process.communicate(timeout=60)
     finally:
@@ -77,10 +78,67 @@ def test_a_signal_stops_the_whole_local_job_and_records_it(tmp_path: Path, signu
     manifest = json.loads(next(outputs.glob("*/manifest.json")).read_text())
     assert manifest["status"] == "interrupted"
     deadline = time.monotonic() + 5
-    while (_alive(escaped) or _alive(shell)) and time.monotonic() < deadline:
+    while (_alive(escaped) or _alive(shell) or _alive(daemon)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(escaped), "the job's setsid child outlived the run"
+    assert not _alive(daemon), "the job's double-forked daemon outlived the run"
     assert not _alive(shell)
+
+
+def test_a_signal_to_a_parallel_verify_stops_and_records_every_run(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    argv = [sys.executable, "-m", "reprobox", "verify", str(SETSID_JOB), "--runtime", "local"]
+    argv += ["--runs", "2", "--parallel", "2", "--no-attestation", "--runs-dir", str(runs), "-q"]
+    # fixed folders serialise a job's runs; the namespace lets both run at once, as on a cluster
+    verify = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        outputs = runs / "setsid-escape"
+        deadline = time.monotonic() + 60
+        while len(list(outputs.glob("*/outputs/shell.pid"))) < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        shells = [int(_wait_for(p)) for p in outputs.glob("*/outputs/shell.pid")]
+        verify.send_signal(signal.SIGTERM)
+        _out, err = verify.communicate(timeout=60)
+    finally:
+        if verify.poll() is None:
+            verify.kill()
+    assert verify.returncode == 143, err.decode()
+    statuses = [json.loads(m.read_text())["status"] for m in outputs.glob("*/manifest.json")]
+    assert statuses and set(statuses) == {"interrupted"}, statuses
+    assert not any(_alive(pid) for pid in shells)
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.3, 0.7, 1.2, 2.0])
+def test_a_signal_at_any_moment_leaves_a_whole_record_or_none(tmp_path: Path, delay: float) -> None:
+    """Before the run dir exists, while the job starts, while it runs: never a traceback, a half record
+    or a process left behind."""
+    runs = tmp_path / "runs"
+    argv = [sys.executable, "-m", "reprobox", "run", str(SETSID_JOB), "--runtime", "local"]
+    process = subprocess.Popen(
+        [*argv, "--runs-dir", str(runs), "-q"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        time.sleep(delay)
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    # 143: reprobox stopped and recorded the run; -15: the signal's default action ended the interpreter
+    # while it was still starting, before reprobox installed its handlers or made anything
+    assert process.returncode in (143, -signal.SIGTERM), err.decode()
+    assert b"Traceback" not in err
+    if process.returncode < 0:
+        assert not list(runs.glob("setsid-escape/2*"))
+    for run_dir in runs.glob("setsid-escape/2*"):
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["status"] == "interrupted"
+        for pid_file in (run_dir / "outputs").glob("*.pid"):
+            pid = int(pid_file.read_text().strip() or 0)
+            deadline = time.monotonic() + 5
+            while pid and _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not (pid and _alive(pid)), f"{pid_file.name} outlived the run"
 
 
 def _poll_glob(folder: Path, pattern: str, seconds: float = 60.0) -> Path:

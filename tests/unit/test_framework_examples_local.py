@@ -7,7 +7,6 @@ locks the images use); the test is skipped where they are missing.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 from importlib.metadata import version
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobox import cli, image
+from reprobox import image
 
 pytestmark = pytest.mark.slow  # two trainings of each example: about a minute
 
@@ -31,7 +30,7 @@ EXAMPLES = {
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
 def test_example_verifies_on_the_local_runtime(
-    example: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    example: str, monkeypatch: pytest.MonkeyPatch, verify_example
 ) -> None:
     package, outputs = EXAMPLES[example]
     if importlib.util.find_spec(package) is None:
@@ -39,22 +38,6 @@ def test_example_verifies_on_the_local_runtime(
     assert version(package) == image.locked_pins(ROOT / "examples" / example / "requirements.lock")[package]
     # The job's `python` is found on PATH, as in an activated environment: this interpreter's.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    code = cli.main(
-        [
-            "verify",
-            str(ROOT / "examples" / example / "job.yaml"),
-            "--runs",
-            "2",
-            "--runtime",
-            "local",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--attestation",
-            str(tmp_path / "reprobox.attestation.json"),
-            "--json",
-            "-q",
-        ]
-    )
-    data = json.loads(capsys.readouterr().out)
+    code, data = verify_example(example, "local")
     assert (code, data["verdict"]) == (0, "identical"), data.get("notes")
     assert set(outputs) <= {checkpoint["path"] for checkpoint in data["checkpoints"]}

@@ -336,3 +336,17 @@ def test_a_symlink_loop_in_the_code_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "a").unlink()
     (tmp_path / "b").unlink()
     assert codetree.digest_tree(tmp_path).files == {"dangling": "link:nowhere"}
+
+
+def test_a_run_dir_from_elsewhere_with_a_planted_manifest_is_refused_not_followed(tmp_path: Path) -> None:
+    from reprobox.errors import SpecError
+    from reprobox.manifest import read_record
+
+    fifo_run, link_run = tmp_path / "fifo", tmp_path / "link"
+    fifo_run.mkdir()
+    link_run.mkdir()
+    os.mkfifo(fifo_run / "manifest.json")  # reading it would block forever
+    (link_run / "manifest.json").symlink_to("/dev/zero")  # reading it would never end
+    for run, found in ((fifo_run, "FIFO"), (link_run, "symlink")):
+        with pytest.raises(SpecError, match=found):
+            read_record(run)
