@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobox.docker_runtime._settings import RUN_ID_LABEL
+from reprobox.docker_runtime._settings import JOB_LABEL, RUN_ID_LABEL
 from reprobox.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +51,33 @@ def test_sigterm_removes_the_container(
     assert engine.list_containers({RUN_ID_LABEL: run_id}) == []
     manifest = json.loads((runs / "setsid-escape" / run_id / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.5, 4.0])
+def test_sigterm_at_any_moment_leaves_no_container_and_a_whole_record_or_none(
+    tmp_path: Path, engine: Engine, offline_base: str, wheelhouse: Path, delay: float
+) -> None:
+    runs = tmp_path / "runs"
+    env = {**os.environ, "REPROBOX_BASE_IMAGE": offline_base, "REPROBOX_WHEELHOUSE": str(wheelhouse)}
+    argv = [sys.executable, "-m", "reprobox", "run", str(SETSID_JOB), "--runtime", "docker", "-q"]
+    before = set(engine.list_containers({JOB_LABEL: "setsid-escape"}))
+    process = subprocess.Popen(
+        [*argv, "--runs-dir", str(runs)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        time.sleep(delay)
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode in (143, -signal.SIGTERM), err.decode()
+    assert b"Traceback" not in err
+    after = set(engine.list_containers({JOB_LABEL: "setsid-escape"}))
+    assert after <= before, "a container of the interrupted run was left behind"
+    for run_dir in runs.glob("setsid-escape/2*"):
+        assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
