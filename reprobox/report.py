@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reprobox.compare import Comparison
 from reprobox.manifest import RunRecord
+
+if TYPE_CHECKING:  # `run` prints a run summary without loading the comparison machinery
+    from reprobox.compare import Comparison
 
 VERDICT_SENTENCES = {
     "identical": "reproduced: every checkpoint is bit-identical across {n} runs",

@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprobox import hazards, runner, runtimes
+from reprobox import runner, runtimes
 from reprobox.commands.common import add_command, add_run_flags, load_job_with_flags
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.guest import settings
@@ -47,6 +47,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def audit_command(args: argparse.Namespace, out: Output) -> int:
+    from reprobox import hazards  # its rules compile many patterns: only for `audit`
+
     spec = load_job_with_flags(args)
     findings = hazards.scan_tree(spec.code)
     static = [

@@ -6,7 +6,6 @@ torch and numpy are probed only when the process has already imported them; noth
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import os
 import re
 from collections.abc import Mapping
@@ -207,6 +206,8 @@ def _installed_distributions() -> dict[str, str]:
     file costs tens of milliseconds and the name and version are already in the directory name.
     """
     versions: dict[str, str] = {}
+    import importlib.metadata  # 20+ ms to import: only when the fingerprint is taken
+
     for dist in importlib.metadata.distributions():
         path = getattr(dist, "_path", None)
         stem = path.name if isinstance(path, Path) else ""
