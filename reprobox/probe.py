@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import Any
 
+from reprobox.runtime import ImageChoice
+
 
 def fingerprint(
-    runtime: str, *, image: str | None, args: argparse.Namespace, progress: Callable[[str], None]
+    runtime: str, *, image: str | None, choice: ImageChoice, progress: Callable[[str], None]
 ) -> dict[str, Any]:
     if runtime == "local":
         return local_fingerprint()
@@ -20,7 +21,11 @@ def fingerprint(
     from reprobox.docker_runtime import image_fingerprint
 
     return image_fingerprint(
-        image=image, base_image=args.base_image, wheelhouse=args.wheelhouse, lock=args.lock, progress=progress
+        image=image,
+        base_image=choice.base_image,
+        wheelhouse=choice.wheelhouse,
+        lock=choice.lock,
+        progress=progress,
     )
 
 

@@ -22,6 +22,18 @@ CONTAINER_RUN_DIR = "/reprobox/run"
 OUTPUTS_SUBDIR = "outputs"
 
 
+@dataclass(frozen=True)
+class ImageChoice:
+    """How a command may build the job's image (--base-image, --wheelhouse, --lock); None: the default.
+
+    Made once from the command line by the CLI; the library reads this, never the parsed arguments.
+    """
+
+    base_image: str | None = None
+    wheelhouse: Path | None = None
+    lock: str | None = None
+
+
 class OutputSink(Protocol):
     """Receives the job's combined stdout/stderr as it arrives (the runner tees it to stdout.log)."""
 

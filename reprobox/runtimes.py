@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 
 from reprobox.errors import EnvironmentProblem
 from reprobox.job import JobSpec
 from reprobox.local_runtime import LocalRuntime
-from reprobox.runtime import Runtime
+from reprobox.runtime import ImageChoice, Runtime
 
 Progress = Callable[[str], None]
 
@@ -16,7 +15,7 @@ Progress = Callable[[str], None]
 def open_runtime(
     name: str,
     job: JobSpec,
-    args: argparse.Namespace,
+    image: ImageChoice,
     progress: Progress,
     build_progress: Progress | None = None,
 ) -> Runtime:
@@ -26,7 +25,7 @@ def open_runtime(
     if name == "slurm":
         from reprobox.slurm_runtime import SlurmRuntime
 
-        return SlurmRuntime.for_job(job, args, progress)
+        return SlurmRuntime.for_job(job, image, progress)
     from reprobox import engine
 
     if name == "auto" and not engine.engine_available():
@@ -38,8 +37,8 @@ def open_runtime(
 
     return DockerRuntime.for_job(
         job,
-        base_image=getattr(args, "base_image", None),
-        wheelhouse=getattr(args, "wheelhouse", None),
-        lock=getattr(args, "lock", None),
+        base_image=image.base_image,
+        wheelhouse=image.wheelhouse,
+        lock=image.lock,
         progress=build_progress or progress,
     )

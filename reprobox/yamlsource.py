@@ -89,11 +89,18 @@ def load_yaml(path: Path) -> Located:
     return parse_yaml(text, path)
 
 
-def parse_yaml(text: str, path: Path) -> Located:
+def parse_yaml(text: str, path: Path, *, max_bytes: int = MAX_YAML_BYTES) -> Located:
     """Parse YAML `text` read from `path` (a file, or the file that embeds it) within the same bounds."""
-    if len(text) > MAX_YAML_BYTES:
+    if len(text) > max_bytes:
         raise SpecError(
-            [Problem(path, None, "", f"is larger than {MAX_YAML_BYTES} bytes, too large for a job file")]
+            [
+                Problem(
+                    path,
+                    None,
+                    "",
+                    f"is larger than {max_bytes} bytes, more than reprobox reads; make it smaller",
+                )
+            ]
         )
     try:
         loader = _BoundedLoader(text)  # the reader checks characters here: a NUL byte raises at once

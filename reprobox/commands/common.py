@@ -9,6 +9,7 @@ from pathlib import Path
 from reprobox import job
 from reprobox.errors import UsageError
 from reprobox.runner import runs_dir_default
+from reprobox.runtime import ImageChoice
 
 RUNTIME_CHOICES = ("auto", "docker", "local", "slurm")
 
@@ -45,6 +46,15 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--lock", help="lock file: cpu, cuda or a path under env/ (default: chosen by the wheelhouse)"
+    )
+
+
+def image_choice(args: argparse.Namespace) -> ImageChoice:
+    """The image flags as the library takes them (commands without them get the defaults)."""
+    return ImageChoice(
+        base_image=getattr(args, "base_image", None),
+        wheelhouse=getattr(args, "wheelhouse", None),
+        lock=getattr(args, "lock", None),
     )
 
 

@@ -13,6 +13,7 @@ from reprobox.commands.common import (
     add_image_flags,
     add_output_flags,
     check_output_file,
+    image_choice,
 )
 from reprobox.errors import EXIT_OK, UsageError
 from reprobox.manifest import read_record
@@ -112,7 +113,9 @@ def report_command(args: argparse.Namespace, out: Output) -> int:
 def fingerprint_command(args: argparse.Namespace, out: Output) -> int:
     from reprobox.guest.fingerprint import format_table
 
-    fp = probe.fingerprint(args.runtime, image=args.image, args=args, progress=out.build_progress())
+    fp = probe.fingerprint(
+        args.runtime, image=args.image, choice=image_choice(args), progress=out.build_progress()
+    )
     out.result(fp, format_table(fp))
     return EXIT_OK
 

@@ -13,6 +13,7 @@ from reprobox.commands.common import (
     add_run_flags,
     check_output_file,
     check_runs_dir,
+    image_choice,
     load_job_with_flags,
 )
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
@@ -127,7 +128,9 @@ def _run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
 def run_command(args: argparse.Namespace, out: Output) -> int:
     spec = load_job_with_flags(args)
     check_runs_dir(args.runs_dir)
-    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
+    runtime = runtimes.open_runtime(
+        args.runtime, spec, image_choice(args), out.progress, out.build_progress()
+    )
     record = runner.execute(spec, runtime, _run_options(args, out))
     data = {
         "status": record.status,
@@ -151,7 +154,9 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     spec = load_job_with_flags(args)
     check_runs_dir(args.runs_dir)
     _check_attestation_target(args, spec.job_file)
-    runtime = runtimes.open_runtime(args.runtime, spec, args, out.progress, out.build_progress())
+    runtime = runtimes.open_runtime(
+        args.runtime, spec, image_choice(args), out.progress, out.build_progress()
+    )
     comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings, out.progress)
     data = comparison.to_json()
     if comparison.verdict == compare.IDENTICAL and args.max_steps is None and not args.no_attestation:

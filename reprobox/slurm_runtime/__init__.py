@@ -39,7 +39,7 @@ from reprobox.slurm_runtime._model import (
     SlurmOptions,
     state_dir,
 )
-from reprobox.slurm_runtime._node import NODE_STOP_GRACE, NODE_VARIABLES, main, run_on_node
+from reprobox.slurm_runtime._node import NODE_STOP_GRACE, NODE_VARIABLES, run_on_node
 from reprobox.slurm_runtime._scheduler import (
     CANCEL_WAIT_SECONDS,
     COMMAND_TIMEOUT,
@@ -101,7 +101,6 @@ __all__ = [
     "current_state",
     "final_state",
     "job_name",
-    "main",
     "node_plan",
     "parse_sacct_job",
     "parse_scontrol_job",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -17,7 +16,7 @@ from typing import Any
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.job import JobSpec, redact_env
 from reprobox.manifest import write_text_atomic
-from reprobox.runtime import OutputSink, RunOutcome, RunPlan
+from reprobox.runtime import ImageChoice, OutputSink, RunOutcome, RunPlan
 from reprobox.slurm_runtime._model import (
     CONTAINER_ENV,
     CONTAINER_MODES,
@@ -73,17 +72,17 @@ class SlurmRuntime:
         self.slurm_version = slurm_version
 
     @classmethod
-    def for_job(cls, job: JobSpec, args: argparse.Namespace, progress: Progress = quiet) -> SlurmRuntime:
+    def for_job(cls, job: JobSpec, choice: ImageChoice, progress: Progress = quiet) -> SlurmRuntime:
         """Check Slurm answers and read the options; in docker mode build or reuse the job's image here.
 
-        Options: --slurm-container / $REPROBOX_SLURM_CONTAINER (none or docker), $REPROBOX_SBATCH_ARGS
-        (extra sbatch options; sbatch's own SBATCH_* variables work too), $REPROBOX_SLURM_PYTHON.
+        Options: $REPROBOX_SLURM_CONTAINER (none or docker), $REPROBOX_SBATCH_ARGS (extra sbatch
+        options; sbatch's own SBATCH_* variables work too), $REPROBOX_SLURM_PYTHON.
         """
         version = sbatch_version()
-        container = getattr(args, "slurm_container", None) or os.environ.get(CONTAINER_ENV) or "none"
-        raw_args = getattr(args, "sbatch_args", None) or os.environ.get(SBATCH_ARGS_ENV, "")
+        container = os.environ.get(CONTAINER_ENV) or "none"
+        raw_args = os.environ.get(SBATCH_ARGS_ENV, "")
         try:
-            extra = tuple(shlex.split(raw_args)) if isinstance(raw_args, str) else tuple(raw_args)
+            extra = tuple(shlex.split(raw_args))
         except ValueError as exc:
             raise UsageError(
                 f"{SBATCH_ARGS_ENV} cannot be split like shell arguments ({exc}); fix its quoting"
@@ -98,7 +97,7 @@ class SlurmRuntime:
                     f"{job.job_file}: launcher.nnodes is {job.launcher.nnodes}, but multi-node jobs run on "
                     f"Slurm only in the nodes' prepared environment; unset {CONTAINER_ENV} or set it to none"
                 )
-            image = _job_image(job, args, progress)
+            image = _job_image(job, choice, progress)
         return cls(options, image=image, progress=progress, slurm_version=version)
 
     def describe(self) -> dict[str, Any]:
@@ -237,7 +236,7 @@ def _status_line(plan: RunPlan, job_id: str, state: JobState) -> str:
     return f"run {plan.run_id}: Slurm job {job_id} {state.state}{where}{why}"
 
 
-def _job_image(job: JobSpec, args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+def _job_image(job: JobSpec, choice: ImageChoice, progress: Progress) -> dict[str, Any]:
     """Build or reuse the job's image with this machine's engine (the nodes must be able to run it)."""
     from reprobox.docker_runtime import ensure_image, image_facts
     from reprobox.engine import connect
@@ -246,9 +245,9 @@ def _job_image(job: JobSpec, args: argparse.Namespace, progress: Progress) -> di
         job.image,
         engine=connect(),
         progress=progress,
-        base_image=getattr(args, "base_image", None),
-        wheelhouse=getattr(args, "wheelhouse", None),
-        lock=getattr(args, "lock", None),
+        base_image=choice.base_image,
+        wheelhouse=choice.wheelhouse,
+        lock=choice.lock,
     )
     return image_facts(info)
 

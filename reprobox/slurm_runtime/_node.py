@@ -6,13 +6,12 @@ prepared environment) or the `docker` runtime, and writes `node-outcome.json` be
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
@@ -22,7 +21,7 @@ from reprobox.errors import EnvironmentProblem
 from reprobox.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
 from reprobox.manifest import write_text_atomic
 from reprobox.runtime import RunOutcome, RunPlan, Runtime
-from reprobox.slurm_runtime._model import NODE_OUTCOME_FILE, PLAN_FILE, STATE_SUBDIR
+from reprobox.slurm_runtime._model import NODE_OUTCOME_FILE, STATE_SUBDIR
 from reprobox.slurm_runtime._script import plan_from_node_plan
 from reprobox.timestamps import utc_now
 
@@ -102,15 +101,3 @@ def _node_runtime(data: Mapping[str, Any], node_name: str) -> Runtime:
     from reprobox.local_runtime import LocalRuntime
 
     return LocalRuntime(python=data["python"])
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m reprobox.slurm_runtime",
-        description="The node side of reprobox's slurm runtime (started by the batch script it writes).",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    node = commands.add_parser("node", help="run one planned run on this node")
-    node.add_argument("plan", type=Path, help=f"the run's {PLAN_FILE}")
-    args = parser.parse_args(argv)
-    return run_on_node(args.plan)

@@ -24,9 +24,6 @@ from reprobox.guest.hashing._canonical import _metadata_digests, flatten
 MAX_TEXT_BYTES = 64 << 20
 """Larger text outputs are logs rather than state: hashed as bytes, never parsed into memory."""
 
-MAX_VALUES = 1_000_000
-"""More values than this (after YAML aliases are expanded) and the file is compared as bytes."""
-
 TEXT_FORMATS = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml", ".csv": "csv"}
 
 
@@ -44,47 +41,28 @@ def read_values(path: Path) -> list[tuple[str, object]]:
     if size > MAX_TEXT_BYTES:
         raise ValueError(f"{size} bytes, more than the {MAX_TEXT_BYTES >> 20} MiB read as values")
     text = path.read_bytes().decode("utf-8")
-    document = _parse(kind, text)
-    if _expanded_size(document, {}) > MAX_VALUES:  # YAML aliases can expand a small file enormously
-        raise ValueError(f"it expands to more than {MAX_VALUES} values")
+    document = _parse(kind, text, path)
     arrays, values = flatten(document)
     if arrays:  # plain parsers never build arrays; a guard, not a case
         raise ValueError("holds arrays")
     return values
 
 
-def _parse(kind: str, text: str) -> object:
+def _parse(kind: str, text: str, path: Path) -> object:
     if kind == "json":
         return json.loads(text)
     if kind == "jsonl":
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     if kind == "yaml":
-        import yaml
+        from reprobox.errors import SpecError
+        from reprobox.yamlsource import parse_yaml
 
-        try:  # BaseLoader never builds objects from tags (`!!python/...`); scalars stay as written
-            return yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506 - BaseLoader is the safest loader
-        except yaml.YAMLError as exc:
-            raise ValueError(str(exc).replace("\n", " ")) from None
+        try:  # the job files' safe, bounded loader: aliases, nesting and expansion are capped there
+            return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
+        except SpecError as exc:
+            raise ValueError(exc.problems[0].message) from None
     rows = list(csv.DictReader(io.StringIO(text)))
     return [dict(row) for row in rows]
-
-
-def _expanded_size(node: object, seen: dict[int, int]) -> int:
-    """How many nodes the document has once shared (aliased) parts are counted each time they appear."""
-    if not isinstance(node, dict | list):
-        return 1
-    known = seen.get(id(node))
-    if known is not None:
-        return known
-    seen[id(node)] = MAX_VALUES + 1  # a node inside itself (a recursive alias) is too large by definition
-    children = node.values() if isinstance(node, dict) else node
-    total = 1
-    for child in children:
-        total += _expanded_size(child, seen)
-        if total > MAX_VALUES:
-            break
-    seen[id(node)] = total
-    return total
 
 
 def plan_text(path: Path) -> _Content:
