@@ -21,19 +21,24 @@ SETSID_JOB = ROOT / "tests" / "jobs" / "setsid-escape"
 pytestmark = pytest.mark.integration
 
 
-def test_sigterm_removes_the_container(
-    tmp_path: Path, engine: Engine, offline_base: str, wheelhouse: Path
-) -> None:
-    runs = tmp_path / "runs"
+def _start_run(runs: Path, offline_base: str, wheelhouse: Path) -> subprocess.Popen[bytes]:
+    """`reprobox run` of the setsid job in a container, as a controller process to signal."""
     env = {**os.environ, "REPROBOX_BASE_IMAGE": offline_base, "REPROBOX_WHEELHOUSE": str(wheelhouse)}
     argv = [sys.executable, "-m", "reprobox", "run", str(SETSID_JOB), "--runtime", "docker", "-q"]
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [*argv, "--runs-dir", str(runs)],
-        cwd=tmp_path,
+        cwd=runs.parent,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+
+
+def test_sigterm_removes_the_container(
+    tmp_path: Path, engine: Engine, offline_base: str, wheelhouse: Path
+) -> None:
+    runs = tmp_path / "runs"
+    process = _start_run(runs, offline_base, wheelhouse)
     try:
         deadline = time.monotonic() + 900  # the first run may build the image
         while not list(runs.glob("setsid-escape/*/outputs/shell.pid")):
@@ -58,16 +63,8 @@ def test_sigterm_at_any_moment_leaves_no_container_and_a_whole_record_or_none(
     tmp_path: Path, engine: Engine, offline_base: str, wheelhouse: Path, delay: float
 ) -> None:
     runs = tmp_path / "runs"
-    env = {**os.environ, "REPROBOX_BASE_IMAGE": offline_base, "REPROBOX_WHEELHOUSE": str(wheelhouse)}
-    argv = [sys.executable, "-m", "reprobox", "run", str(SETSID_JOB), "--runtime", "docker", "-q"]
     before = set(engine.list_containers({JOB_LABEL: "setsid-escape"}))
-    process = subprocess.Popen(
-        [*argv, "--runs-dir", str(runs)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    process = _start_run(runs, offline_base, wheelhouse)
     try:
         time.sleep(delay)
         process.send_signal(signal.SIGTERM)
