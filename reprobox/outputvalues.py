@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
+from reprobox import saferead
 from reprobox.jobspec import REDACTED, SECRET_PATTERN
 
 MAX_SHOWN_CHARS = 200
@@ -25,27 +25,19 @@ MAX_TEXT_COMPARE_BYTES = 16 << 20
 def output_file(output_dir: Path, relative: str) -> Path | None:
     """The output file a record names, or None unless it is a regular file inside ``output_dir``.
 
-    Records come from what the job wrote, so the name is untrusted: no absolute paths, no ``..``, no
-    symbolic link anywhere on the way, no FIFO or device to block on.
+    Records come from what the job wrote, so the name is untrusted: no absolute path, no ``..``, and
+    the same check as every record reprobox reads (``saferead``): no symbolic link on the way, no FIFO
+    or device to block on.
     """
     parts = Path(relative).parts
     if not parts or Path(relative).is_absolute() or ".." in parts:
         return None
-    current = output_dir
+    path = output_dir.joinpath(*parts)
     try:
-        for index, part in enumerate(parts):
-            current = current / part
-            mode = os.lstat(current).st_mode
-            last = index == len(parts) - 1
-            if (
-                stat.S_ISLNK(mode)
-                or (last and not stat.S_ISREG(mode))
-                or (not last and not stat.S_ISDIR(mode))
-            ):
-                return None
-    except OSError:
+        os.close(saferead.open_regular(path, root=output_dir))
+    except (OSError, saferead.UnsafeFile):
         return None
-    return current
+    return path
 
 
 def load_values(path: Path) -> dict[str, object] | None:
@@ -66,10 +58,8 @@ def load_values(path: Path) -> dict[str, object] | None:
 def read_text(path: Path) -> str | None:
     """A small output file's text, or None when it is large, binary or unreadable."""
     try:
-        if path.stat().st_size > MAX_TEXT_COMPARE_BYTES:
-            return None
-        return path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        return saferead.read_bytes(path, MAX_TEXT_COMPARE_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError, saferead.UnsafeFile):
         return None
 
 
