@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprobox import controller, jobprocs
+from reprobox import controller
 from reprobox.guest import settings
 from reprobox.image import MANAGED_LABEL
-from reprobox.manifest import MANIFEST_NAME
+from reprobox.records.manifest import MANIFEST_NAME
+from reprobox.runtimes.local import jobprocs
 
 if TYPE_CHECKING:  # the docker SDK is imported only where an engine is opened (images lack it)
     from reprobox.engine import Engine

@@ -30,7 +30,7 @@ from typing import IO, Any
 from reprobox._version import __version__
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.guest.filehash import file_sha256
-from reprobox.job import ImageSpec
+from reprobox.jobfile import ImageSpec
 
 IMAGE_REPOSITORY = "reprobox/env"
 LABEL_PREFIX = "io.reprobox."

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.jobspec import REDACTED, SECRET_PATTERN
+from reprobox.jobfile import REDACTED, SECRET_PATTERN
 
 MAX_SHOWN_CHARS = 200
 MAX_TEXT_COMPARE_BYTES = 16 << 20

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from reprobox.runtime import ImageChoice
+from reprobox.runtimes.base import ImageChoice
 
 
 def fingerprint(
@@ -18,7 +18,7 @@ def fingerprint(
     if runtime == "auto" and not engine.engine_available():
         progress("no Docker engine answers; fingerprinting this machine instead")
         return local_fingerprint()
-    from reprobox.docker_runtime import image_fingerprint
+    from reprobox.runtimes.docker import image_fingerprint
 
     return image_fingerprint(
         image=image,

@@ -22,11 +22,9 @@ from reprobox._version import __version__
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
-from reprobox.guestresult import GuestResult, read_guest_result
-from reprobox.job import JobSpec, redact_env
-from reprobox.jobspec import redact_values
-from reprobox.launcher import launch_command
-from reprobox.manifest import (
+from reprobox.jobfile import JobSpec, redact_env, redact_values
+from reprobox.records.guest import GuestResult, read_guest_result
+from reprobox.records.manifest import (
     STATUS_CANCELLED,
     STATUS_FAILED,
     STATUS_INTERRUPTED,
@@ -37,7 +35,8 @@ from reprobox.manifest import (
     write_json_atomic,
     write_record,
 )
-from reprobox.runtime import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime
+from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime
+from reprobox.runtimes.launcher import launch_command
 
 
 @dataclass(frozen=True)
@@ -355,7 +354,7 @@ def _prefix_check(guest: dict[str, Any] | None, options: RunOptions) -> dict[str
 
 
 def _read_guest_result(run_dir: Path) -> GuestResult:
-    """The guest's record, read as a file the job could have replaced (see reprobox.guestresult)."""
+    """The guest's record, read as a file the job could have replaced (see reprobox.records.guest)."""
     return read_guest_result(run_dir)
 
 

@@ -9,7 +9,7 @@ from typing import Any, TypeGuard
 
 from reprobox import saferead
 from reprobox.guest import settings
-from reprobox.manifest import RunRecord
+from reprobox.records.manifest import RunRecord
 
 LOSS_WINDOW = 5  # trail records shown on each side of the first divergence
 TRAIL_LIMIT = saferead.GIB  # the job writes the trail: reading it is bounded like any of its files

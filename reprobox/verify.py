@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 
 from reprobox.compare import DIFFERENT, FAILED, Comparison, compare_runs
 from reprobox.errors import Interrupted, UsageError
-from reprobox.job import JobSpec, Trail
-from reprobox.manifest import RunRecord, read_record
+from reprobox.jobfile import JobSpec, Trail
+from reprobox.records.manifest import RunRecord, read_record
 from reprobox.runner import (
     RunInputs,
     RunOptions,
@@ -30,7 +30,7 @@ from reprobox.runner import (
     prepare,
     prepare_inputs,
 )
-from reprobox.runtime import Runtime
+from reprobox.runtimes.base import Runtime
 
 Progress = Callable[[str], None]
 

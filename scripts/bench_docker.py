@@ -22,10 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from reprobox.docker_runtime import DockerRuntime, ensure_image
 from reprobox.engine import connect
-from reprobox.job import ImageSpec, JobSpec
-from reprobox.runtime import RunPlan
+from reprobox.jobfile import ImageSpec, JobSpec
+from reprobox.runtimes.base import RunPlan
+from reprobox.runtimes.docker import DockerRuntime, ensure_image
 
 OVERHEAD_TARGET = 1.0
 REUSE_TARGET = 1.0

@@ -9,9 +9,9 @@ from typing import Any
 from reprobox.attest._model import ATTESTATION_NAME, MAX_ATTESTATION_BYTES, Attestation
 from reprobox.attest._signing import open_envelope, signed_envelope, verify_envelope
 from reprobox.attest._validate import validate_statement
-from reprobox.boundedjson import JsonTooDeep, loads_bounded
 from reprobox.errors import Problem, SpecError
-from reprobox.manifest import write_text_atomic
+from reprobox.records.jsonio import JsonTooDeep, loads_bounded
+from reprobox.records.manifest import write_text_atomic
 
 
 def write_attestation(path: Path, statement: dict[str, Any], *, key: Path | None = None) -> Path:

@@ -21,8 +21,8 @@ from reprobox.attest._model import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_T
 from reprobox.compare import IDENTICAL, compare_runs
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import file_sha256
-from reprobox.jobspec import redact_env
-from reprobox.manifest import RunRecord
+from reprobox.jobfile import redact_env
+from reprobox.records.manifest import RunRecord
 
 
 def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:

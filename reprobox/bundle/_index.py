@@ -11,7 +11,6 @@ from typing import Any
 
 from reprobox import attest
 from reprobox._version import __version__
-from reprobox.boundedjson import loads_bounded
 from reprobox.bundle._members import Member, tree_path
 from reprobox.bundle._model import (
     ATTESTATION_MEMBER,
@@ -23,6 +22,7 @@ from reprobox.bundle._model import (
     refused,
 )
 from reprobox.errors import Problem, SpecError
+from reprobox.records.jsonio import loads_bounded
 
 
 def build_index(

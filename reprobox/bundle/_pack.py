@@ -38,7 +38,7 @@ from reprobox.bundle._model import (
 from reprobox.bundle._streams import HashingReader, HashingWriter
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.guest.filehash import file_sha256
-from reprobox.manifest import write_text_atomic
+from reprobox.records.manifest import write_text_atomic
 
 
 def pack(

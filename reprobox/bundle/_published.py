@@ -10,7 +10,7 @@ from reprobox import attest
 from reprobox.bundle._model import TRAIL_NAME, refused
 from reprobox.errors import ReproboxError, UsageError
 from reprobox.guest.filehash import file_sha256
-from reprobox.manifest import MANIFEST_NAME
+from reprobox.records.manifest import MANIFEST_NAME
 
 
 def published_parts(directory: Path) -> tuple[Path, Path | None]:

@@ -19,7 +19,7 @@ from reprobox.codetree._tree import tree_digest
 from reprobox.errors import UsageError
 
 if TYPE_CHECKING:
-    from reprobox.jobspec import DataMount
+    from reprobox.jobfile import DataMount
 
 Progress = Callable[[str], None]
 LARGE_BYTES = 256 << 20  # from this size on, hashing says what it is doing

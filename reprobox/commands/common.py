@@ -6,10 +6,10 @@ import argparse
 import os
 from pathlib import Path
 
-from reprobox import job
+from reprobox import jobfile
 from reprobox.errors import UsageError
 from reprobox.runner import runs_dir_default
-from reprobox.runtime import ImageChoice
+from reprobox.runtimes.base import ImageChoice
 
 RUNTIME_CHOICES = ("auto", "docker", "local", "slurm")
 
@@ -107,16 +107,16 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add_output_flags(parser)
 
 
-def load_job_with_flags(args: argparse.Namespace) -> job.JobSpec:
+def load_job_with_flags(args: argparse.Namespace) -> jobfile.JobSpec:
     """The job file with the command-line overrides (--seed, --trail) applied and checked."""
-    spec = job.load_job(args.job)
+    spec = jobfile.load_job(args.job)
     if args.trail is not None:
         if args.trail < 1:
             raise UsageError("--trail must be a positive number of optimizer steps, e.g. --trail 10")
-        spec = spec.with_overrides(trail=job.Trail(every=args.trail))
+        spec = spec.with_overrides(trail=jobfile.Trail(every=args.trail))
     if args.seed is not None:
-        if not 0 <= args.seed <= job.MAX_SEED:
-            raise UsageError(f"--seed must be from 0 to {job.MAX_SEED}, not {args.seed}")
+        if not 0 <= args.seed <= jobfile.MAX_SEED:
+            raise UsageError(f"--seed must be from 0 to {jobfile.MAX_SEED}, not {args.seed}")
         spec = spec.with_overrides(seed=args.seed)
     if args.max_steps is not None and args.max_steps < 1:
         raise UsageError("--max-steps must be a positive number of optimizer steps, e.g. --max-steps 100")

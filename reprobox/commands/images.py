@@ -6,10 +6,10 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprobox import job
+from reprobox import jobfile
 from reprobox.commands.common import add_command, add_image_flags, add_output_flags
 from reprobox.errors import EXIT_OK, SpecError
-from reprobox.manifest import MANIFEST_NAME, read_record
+from reprobox.records.manifest import MANIFEST_NAME, read_record
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def build_command(args: argparse.Namespace, out: Output) -> int:
     from reprobox import image as image_module
 
-    spec = job.load_job(args.job).image if args.job is not None else job.ImageSpec()
+    spec = jobfile.load_job(args.job).image if args.job is not None else jobfile.ImageSpec()
     if args.dry_run:
         plan = image_module.plan_build(
             spec, base_image=args.base_image, lock=args.lock, wheelhouse=args.wheelhouse
@@ -77,7 +77,7 @@ def build_command(args: argparse.Namespace, out: Output) -> int:
         )
         return EXIT_OK
     from reprobox import engine
-    from reprobox.docker_runtime import ensure_image
+    from reprobox.runtimes.docker import ensure_image
 
     info = ensure_image(
         spec,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprobox import compare, report, runner, runtimes, verify
+from reprobox import compare, runner, runtimes, verify
 from reprobox.commands.common import (
     add_command,
     add_output_flags,
@@ -17,7 +17,8 @@ from reprobox.commands.common import (
     load_job_with_flags,
 )
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
-from reprobox.manifest import read_record
+from reprobox.records.manifest import read_record
+from reprobox.render import terminal
 
 if TYPE_CHECKING:
     from reprobox.cli import Output
@@ -139,7 +140,7 @@ def run_command(args: argparse.Namespace, out: Output) -> int:
         "manifest": str(record.run_dir / "manifest.json"),
         "checkpoints": record.checkpoints,
     }
-    out.result(data, report.run_summary(record))
+    out.result(data, terminal.run_summary(record))
     return EXIT_OK if record.succeeded else EXIT_JOB_FAILED
 
 
@@ -166,7 +167,7 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         attest.write_attestation(target, attest.build_attestation(records), key=args.sign)
         data["attestation"] = str(target)
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target}")
-    out.result(data, report.comparison_text(comparison))
+    out.result(data, terminal.comparison_text(comparison))
     return exit_code(comparison.verdict)
 
 
@@ -184,7 +185,7 @@ def _check_attestation_target(args: argparse.Namespace, job_file: Path) -> None:
 def compare_command(args: argparse.Namespace, out: Output) -> int:
     records = [read_record(args.run_a), read_record(args.run_b)]
     comparison = compare.compare_runs(records)
-    out.result(comparison.to_json(), report.comparison_text(comparison))
+    out.result(comparison.to_json(), terminal.comparison_text(comparison))
     return exit_code(comparison.verdict)
 
 

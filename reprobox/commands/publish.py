@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from reprobox import attest, bundle, reproduce
 from reprobox.commands.common import add_command, add_output_flags
 from reprobox.errors import EXIT_OK, UsageError
-from reprobox.manifest import read_record
+from reprobox.records.manifest import read_record
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reprobox import codetree, explain, trails
+from reprobox import codetree, stackdiff, trails
 from reprobox.compare._model import (
     BIT_IDENTICAL,
     DIFFERENT,
@@ -33,7 +33,7 @@ from reprobox.compare._model import (
     Comparison,
 )
 from reprobox.compare._outputs import compare_pair, differing_tensor_names
-from reprobox.manifest import STATUS_CANCELLED, RunRecord
+from reprobox.records.manifest import STATUS_CANCELLED, RunRecord
 
 __all__ = [
     "BIT_IDENTICAL",
@@ -102,10 +102,10 @@ def closeness(comparison: Comparison) -> str | None:
 def explain_difference(a: RunRecord, b: RunRecord, closeness_text: str | None) -> dict[str, Any]:
     """Why two runs differ: different inputs (seed, code, job settings), a different stack (so bitwise
     equality was never expected), or neither (a real nondeterminism)."""
-    diffs = explain.diff_fingerprints(a.fingerprint, b.fingerprint)
+    diffs = stackdiff.diff_fingerprints(a.fingerprint, b.fingerprint)
     numerics = [d for d in diffs if d.affects_numerics]
     inputs = input_differences(a, b)
-    sentence = explain.stack_verdict(diffs, closeness=closeness_text)
+    sentence = stackdiff.stack_verdict(diffs, closeness=closeness_text)
     if inputs:
         suffix = f" ({closeness_text})" if closeness_text else ""
         sentence = f"different inputs: {'; '.join(inputs)}; the runs were not expected to match{suffix}"

@@ -12,7 +12,7 @@ from typing import Any
 
 from reprobox import outputvalues
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, WHOLE_FILE, Comparison
-from reprobox.manifest import RunRecord
+from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import RunContext, classify_value, mask, masked_name, reason_by_key
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from reprobox import bundle, explain
+from reprobox import bundle, stackdiff
 from reprobox.compare import BIT_IDENTICAL as GRADE_BIT_IDENTICAL
 from reprobox.compare import DIFFERENT, IDENTICAL, compare_runs, differing_tensor_names
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
-from reprobox.manifest import RunRecord, write_record
+from reprobox.records.manifest import RunRecord, write_record
 from reprobox.reproduce._model import (
     BIT_IDENTICAL,
     DIFFERENT_STACK,
@@ -48,7 +48,9 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
             result.verdict, result.exit_code, result.sentence = REPRODUCED, EXIT_OK, SENTENCE_REPRODUCED
         return
     differing = next(r for r in records if not _same_content(published, r))
-    diffs = _without_replay_pins(ctx, explain.diff_fingerprints(published.fingerprint, differing.fingerprint))
+    diffs = _without_replay_pins(
+        ctx, stackdiff.diff_fingerprints(published.fingerprint, differing.fingerprint)
+    )
     ctx.stack_differences = diffs
     result.stack_differences = [
         {
@@ -68,10 +70,10 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
     labels = list(dict.fromkeys(d.label for d in diffs if d.affects_numerics))
     if own is not None and own.verdict == DIFFERENT:
         result.verdict, result.exit_code = NONDETERMINISTIC, EXIT_NOT_REPRODUCIBLE
-        result.sentence = f"{explain.SAME_STACK}: the {len(records)} runs here differ from each other"
+        result.sentence = f"{stackdiff.SAME_STACK}: the {len(records)} runs here differ from each other"
     elif not labels:
         result.verdict, result.exit_code = NONDETERMINISTIC, EXIT_NOT_REPRODUCIBLE
-        result.sentence = f"{explain.SAME_STACK}; {amount}"
+        result.sentence = f"{stackdiff.SAME_STACK}; {amount}"
     else:
         result.verdict, result.exit_code = DIFFERENT_STACK, EXIT_NOT_REPRODUCIBLE
         listing = ", ".join(labels[:NAMED_FIELDS]) + (
@@ -91,7 +93,9 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
             result.exit_code = EXIT_OK if met else EXIT_NOT_REPRODUCIBLE
 
 
-def _without_replay_pins(ctx: Context, diffs: list[explain.FieldDifference]) -> list[explain.FieldDifference]:
+def _without_replay_pins(
+    ctx: Context, diffs: list[stackdiff.FieldDifference]
+) -> list[stackdiff.FieldDifference]:
     """Drop OMP/MKL/OpenBLAS variables that only differ because the replay set them to the author's
     effective thread count (which torch's own counts, still compared, show to be the same)."""
     if ctx.replay_pin is None:

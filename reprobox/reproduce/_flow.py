@@ -9,8 +9,8 @@ from typing import Any
 from reprobox import attest, bundle
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, UsageError
 from reprobox.guest.filehash import file_sha256
-from reprobox.job import JobSpec
-from reprobox.manifest import RunRecord
+from reprobox.jobfile import JobSpec
+from reprobox.records.manifest import RunRecord
 from reprobox.reproduce._classify import classify
 from reprobox.reproduce._image import open_runtime
 from reprobox.reproduce._model import (
@@ -25,7 +25,7 @@ from reprobox.reproduce._model import (
 from reprobox.reproduce._replay import replay_job
 from reprobox.reproduce._report import write_reports
 from reprobox.runner import RunOptions, execute, prepare_inputs
-from reprobox.runtime import Runtime
+from reprobox.runtimes.base import Runtime
 
 
 def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None = None) -> ReproduceResult:

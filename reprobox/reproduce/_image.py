@@ -7,9 +7,9 @@ from typing import Any
 
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.image import LABEL_PREFIX, plan_build
-from reprobox.job import JobSpec
+from reprobox.jobfile import JobSpec
 from reprobox.reproduce._model import Context
-from reprobox.runtime import Runtime
+from reprobox.runtimes.base import Runtime
 
 
 def open_runtime(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] | None, list[dict[str, Any]]]:
@@ -17,7 +17,7 @@ def open_runtime(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] |
     attested = ctx.attestation.image
     name = ctx.options.runtime or ("docker" if ctx.attestation.runtime == "docker" else "local")
     if name == "local":
-        from reprobox.local_runtime import LocalRuntime
+        from reprobox.runtimes.local import LocalRuntime
 
         if attested is not None:
             ctx.notes.append(
@@ -26,7 +26,7 @@ def open_runtime(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] |
             )
         return LocalRuntime(), None, []
     from reprobox import engine as engine_module
-    from reprobox.docker_runtime import DockerRuntime, image_facts
+    from reprobox.runtimes.docker import DockerRuntime, image_facts
 
     engine = ctx.options.engine or engine_module.connect()
     if attested is None:
@@ -81,7 +81,7 @@ def _attested_image(ctx: Context, spec: JobSpec, engine: Any) -> tuple[Any, str]
 
 def _rebuild(ctx: Context, spec: JobSpec, engine: Any) -> Any:
     """Build the image again; only when this machine would build it from the attested inputs."""
-    from reprobox.docker_runtime import ensure_image
+    from reprobox.runtimes.docker import ensure_image
 
     attested = ctx.attestation.image
     assert attested is not None

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reprobox import attest, bundle, explain
+from reprobox import attest, bundle, stackdiff
 from reprobox.compare import Comparison
-from reprobox.manifest import RunRecord
+from reprobox.records.manifest import RunRecord
 
 BIT_IDENTICAL = "bit-identical"
 REPRODUCED = "reproduced"  # every tensor and value equal; only run-specific values or file bytes differ
@@ -110,7 +110,7 @@ class Context:
     report_dir: Path | None = None
     published_record: RunRecord | None = None
     replay_pin: int | None = None  # threads pinned only to replay the author's unpinned count
-    stack_differences: list[explain.FieldDifference] = field(default_factory=list)
+    stack_differences: list[stackdiff.FieldDifference] = field(default_factory=list)
 
 
 def _json_number(value: float | None) -> float | str | None:

@@ -10,7 +10,7 @@ from typing import Any
 from reprobox import attest
 from reprobox.errors import UsageError
 from reprobox.guest.determinism import Determinism
-from reprobox.job import REDACTED, JobSpec, Trail, load_job
+from reprobox.jobfile import REDACTED, JobSpec, Trail, load_job
 from reprobox.reproduce._model import ReproduceOptions
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

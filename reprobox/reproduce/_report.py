@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reprobox import reportdoc
-from reprobox.manifest import RunRecord, write_json_atomic, write_text_atomic
+from reprobox.records.manifest import RunRecord, write_json_atomic, write_text_atomic
+from reprobox.render import document
 from reprobox.reproduce._model import Context, ReproduceResult
 
 RESULT_NAME = "result.json"
@@ -31,7 +31,7 @@ def write_reports(ctx: Context, records: Sequence[RunRecord], result: ReproduceR
     if result.comparison is None or ctx.report_dir is None or ctx.published_record is None:
         return []  # a failed run: its own record says why
     report_dir = ctx.report_dir
-    data = reportdoc.gather([ctx.published_record, *records], result.comparison)
+    data = document.gather([ctx.published_record, *records], result.comparison)
     data.stack_differences = ctx.stack_differences or data.stack_differences
     data.stack_sentence = None  # the reproduction's own sentence heads the report
     lead = _summary_blocks(ctx, result)
@@ -41,13 +41,13 @@ def write_reports(ctx: Context, records: Sequence[RunRecord], result: ReproduceR
         report_dir / RESULT_NAME,
     )
     result.reports = [markdown_path, html_path, json_path]
-    write_text_atomic(markdown_path, reportdoc.markdown(data, None, lead=lead))
-    write_text_atomic(html_path, reportdoc.html_document(data, None, lead=lead))
+    write_text_atomic(markdown_path, document.markdown(data, None, lead=lead))
+    write_text_atomic(html_path, document.html_document(data, None, lead=lead))
     write_json_atomic(json_path, result.to_json())
     return result.reports
 
 
-def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[reportdoc.Block]:
+def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[document.Block]:
     """The reproduction's own verdict and what it checked, ahead of the run comparison."""
     threads = result.settings.get("threads", {})
     image = result.image or {}
@@ -68,9 +68,9 @@ def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[reportdoc.Blo
         items.append(f"bundle: {result.bundle['path']} (sha256 {result.bundle['sha256']})")
     items += [f"note: {note}" for note in result.notes]
     return [
-        reportdoc.Block("heading", "Reproduction"),
-        reportdoc.Block(
+        document.Block("heading", "Reproduction"),
+        document.Block(
             "para", f"(exit code {result.exit_code})", label=result.sentence, ident="reproduction"
         ),
-        reportdoc.Block("list", items=tuple(items)),
+        document.Block("list", items=tuple(items)),
     ]

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from reprobox import image
-from reprobox.docker_runtime import ensure_image
 from reprobox.engine import Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.job import ImageSpec
+from reprobox.jobfile import ImageSpec
+from reprobox.runtimes.docker import ensure_image
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"

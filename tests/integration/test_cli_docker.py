@@ -14,7 +14,7 @@ import pytest
 from reprobox import cli
 from reprobox.engine import Engine
 from reprobox.image import MANAGED_LABEL
-from reprobox.manifest import read_record
+from reprobox.records.manifest import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tiny-mlp" / "job.yaml"

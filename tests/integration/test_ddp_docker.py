@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from reprobox.compare import IDENTICAL
-from reprobox.docker_runtime import DockerRuntime
 from reprobox.engine import Engine
 from reprobox.image import MANAGED_LABEL
-from reprobox.job import load_job
+from reprobox.jobfile import load_job
 from reprobox.runner import RunOptions
+from reprobox.runtimes.docker import DockerRuntime
 from reprobox.verify import VerifyOptions, verify
 
 pytestmark = pytest.mark.integration

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from reprobox import image
-from reprobox.docker_runtime import ensure_image
 from reprobox.engine import Engine
 from reprobox.errors import EnvironmentProblem
-from reprobox.job import ImageSpec
+from reprobox.jobfile import ImageSpec
+from reprobox.runtimes.docker import ensure_image
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from reprobox.docker_runtime import DockerRuntime, container_user
 from reprobox.engine import Engine
 from reprobox.guest import settings
-from reprobox.job import DataMount, JobSpec, Resources
-from reprobox.runtime import CONTAINER_CODE_DIR, CONTAINER_RUN_DIR, RunOutcome, RunPlan
+from reprobox.jobfile import DataMount, JobSpec, Resources
+from reprobox.runtimes.base import CONTAINER_CODE_DIR, CONTAINER_RUN_DIR, RunOutcome, RunPlan
+from reprobox.runtimes.docker import DockerRuntime, container_user
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reprobox.docker_runtime._settings import JOB_LABEL, RUN_ID_LABEL
 from reprobox.engine import Engine
+from reprobox.runtimes.docker._settings import JOB_LABEL, RUN_ID_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 SETSID_JOB = ROOT / "tests" / "jobs" / "setsid-escape"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from reprobox import attest, bundle
-from reprobox.docker_runtime import DockerRuntime
 from reprobox.engine import Engine
-from reprobox.job import load_job
+from reprobox.jobfile import load_job
 from reprobox.reproduce import BIT_IDENTICAL, ReproduceOptions, reproduce
 from reprobox.runner import RunOptions
+from reprobox.runtimes.docker import DockerRuntime
 from reprobox.verify import VerifyOptions, verify
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from reprobox import cli
-from reprobox.manifest import read_record
+from reprobox.records.manifest import read_record
 
 pytestmark = pytest.mark.integration
 

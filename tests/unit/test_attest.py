@@ -13,7 +13,7 @@ import pytest
 from reprobox import attest, cli, codetree
 from reprobox.errors import SpecError, UsageError
 from reprobox.guest.hashing import file_sha256
-from reprobox.manifest import RunRecord, write_record
+from reprobox.records.manifest import RunRecord, write_record
 
 CONTENT = "c" * 64
 FILE_SHA = "f" * 64

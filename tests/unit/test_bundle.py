@@ -14,11 +14,11 @@ import pytest
 
 from reprobox import attest, bundle, cli
 from reprobox.errors import SpecError, UsageError
-from reprobox.job import load_job
-from reprobox.local_runtime import LocalRuntime
-from reprobox.manifest import RunRecord
+from reprobox.jobfile import load_job
+from reprobox.records.manifest import RunRecord
 from reprobox.reproduce import BIT_IDENTICAL, ReproduceOptions, reproduce
 from reprobox.runner import RunOptions, execute
+from reprobox.runtimes.local import LocalRuntime
 
 JOBS = Path(__file__).parents[1] / "jobs"
 

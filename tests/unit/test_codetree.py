@@ -17,10 +17,10 @@ from reprobox import attest, cli, codetree, verify
 from reprobox.compare import Comparison
 from reprobox.errors import UsageError
 from reprobox.guest.hashing import file_sha256
-from reprobox.job import load_job
-from reprobox.local_runtime import LocalRuntime
-from reprobox.manifest import RunRecord, read_record
+from reprobox.jobfile import load_job
+from reprobox.records.manifest import RunRecord, read_record
 from reprobox.runner import RunOptions, list_runs
+from reprobox.runtimes.local import LocalRuntime
 
 # Copies one line of its own code and the data into its output, so a run shows which code it ran.
 TRAIN = """\

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reprobox import cli
-from reprobox.manifest import read_record
+from reprobox.records.manifest import read_record
 
 pytestmark = pytest.mark.slow  # three torchrun runs of two ranks: about 30 s
 

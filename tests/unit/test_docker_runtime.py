@@ -10,7 +10,10 @@ from docker.models.containers import _create_container_args
 from docker.types import HostConfig
 
 from reprobox import controller
-from reprobox.docker_runtime import (
+from reprobox.engine import ImageInfo
+from reprobox.jobfile import DataMount, JobSpec, Resources
+from reprobox.runtimes.base import CONTAINER_CODE_DIR, CONTAINER_RUN_DIR, RunOutcome, RunPlan
+from reprobox.runtimes.docker import (
     GUEST_USER,
     apply_exit_status,
     container_name,
@@ -18,9 +21,6 @@ from reprobox.docker_runtime import (
     effective_settings,
     size_bytes,
 )
-from reprobox.engine import ImageInfo
-from reprobox.job import DataMount, JobSpec, Resources
-from reprobox.runtime import CONTAINER_CODE_DIR, CONTAINER_RUN_DIR, RunOutcome, RunPlan
 
 IMAGE = ImageInfo(
     id="sha256:" + "ab" * 32,
@@ -184,7 +184,7 @@ def test_labels_and_name_identify_the_run(tmp_path: Path) -> None:
     assert created["labels"] == {
         "io.reprobox.managed": "true",
         "io.reprobox.run-id": plan.run_id,
-        "io.reprobox.job": "tiny",
+        "io.reprobox.jobfile": "tiny",
         **controller.current().labels(),
     }
     assert created["name"] == "reprobox-tiny-20260101-000000-abcd"

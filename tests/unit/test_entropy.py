@@ -19,7 +19,7 @@ import pytest
 from reprobox import cli
 from reprobox.errors import SpecError
 from reprobox.guest import entropy
-from reprobox.job import load_job
+from reprobox.jobfile import load_job
 
 JOBS = Path(__file__).parents[1] / "jobs"
 OPT_OUT = json.dumps({"seed_unseeded_generators": False})

@@ -17,8 +17,8 @@ from fakes.fake_nvml import (
     NVMLError_LibraryNotFound,
 )
 
-from reprobox.explain import SAME_STACK, diff_fingerprints, same_stack, stack_verdict
 from reprobox.guest.fingerprint import absent, collect, stack_digest
+from reprobox.stackdiff import SAME_STACK, diff_fingerprints, same_stack, stack_verdict
 
 torch = pytest.importorskip("torch")
 
@@ -184,7 +184,7 @@ def test_unknown_fields_are_reported_but_not_counted_as_numerics(h100: dict[str,
 
 
 def test_explain_does_not_import_torch() -> None:
-    code = "import sys, reprobox.explain; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    code = "import sys, reprobox.stackdiff; print('torch' in sys.modules, 'numpy' in sys.modules)"
 
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

@@ -10,7 +10,7 @@ from fakes.fake_nvml import A100_SXM4_80GB, H100_SXM5_80GB, FakeNVML
 
 from reprobox import cli
 from reprobox.guest.fingerprint import collect, stack_digest
-from reprobox.manifest import read_record, write_record
+from reprobox.records.manifest import read_record, write_record
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 JOBS = Path(__file__).parents[1] / "jobs"

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reprobox import cleanup, cli, controller, crash, errors, jobprocs, signals
+from reprobox import cleanup, cli, controller, crash, errors, signals
 from reprobox.commands import clean, images
 from reprobox.guest import settings as guest_settings
+from reprobox.runtimes.local import jobprocs
 
 ROOT = Path(__file__).resolve().parents[2]
 SETSID_JOB = ROOT / "tests" / "jobs" / "setsid-escape"

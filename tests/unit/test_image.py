@@ -16,7 +16,7 @@ import pytest
 from reprobox import image
 from reprobox._version import __version__
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.job import ImageSpec
+from reprobox.jobfile import ImageSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST_PIN = re.compile(r"^ARG BASE_IMAGE=\S+:\S+@sha256:[0-9a-f]{64}$", re.MULTILINE)
@@ -114,7 +114,7 @@ def test_tag_is_a_content_hash_and_stable(project: image.ProjectFiles) -> None:
     [
         "env/requirements-cuda.lock",
         "Dockerfile",
-        "reprobox/runtime.py",
+        "reprobox/runtimes/base.py",
         "env/deterministic.env",
         "pyproject.toml",
     ],

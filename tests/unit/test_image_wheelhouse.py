@@ -12,7 +12,7 @@ import pytest
 
 from reprobox import image
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
-from reprobox.job import ImageSpec
+from reprobox.jobfile import ImageSpec
 from reprobox.pipfailure import explain_pip_failure
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 
 from reprobox import cli
 from reprobox.errors import SpecError
-from reprobox.job import load_job
+from reprobox.jobfile import load_job
 
 BAD_JOBS = sorted((Path(__file__).parents[1] / "jobs" / "bad").glob("*.yaml"))
 EXPECT = re.compile(r"^# expect: (?:(\d+): )?(.+)$", re.MULTILINE)

@@ -16,10 +16,9 @@ from hypothesis import strategies as st
 
 from reprobox import cli, verify
 from reprobox.errors import SpecError, UsageError
-from reprobox.job import load_job
-from reprobox.jobspec import REDACTED, redact_env, redact_text, redact_values
+from reprobox.jobfile import REDACTED, load_job, redact_env, redact_text, redact_values
 from reprobox.runner import RunOptions
-from reprobox.runtime import RunOutcome, RunPlan
+from reprobox.runtimes.base import RunOutcome, RunPlan
 
 SECRET = "hunter2-s3cret-value"
 HEADER = "version: 1\nname: bounds\ncommand: [python, t.py]\n"

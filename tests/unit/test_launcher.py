@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from reprobox.guest.settings import expand_variables
-from reprobox.job import JobSpec, Launcher, load_job
-from reprobox.launcher import launch_command, training_arguments
+from reprobox.jobfile import JobSpec, Launcher, load_job
+from reprobox.runtimes.launcher import launch_command, training_arguments
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "ddp" / "job.yaml"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from reprobox import cli
-from reprobox.manifest import read_record
+from reprobox.records.manifest import read_record
 from reprobox.runner import list_runs
 
 JOBS = Path(__file__).parents[1] / "jobs"

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 
-from reprobox import attest, cli, explain
+from reprobox import attest, cli, stackdiff
 from reprobox.engine import ImageInfo
 from reprobox.errors import EnvironmentProblem, SpecError, UsageError
-from reprobox.job import load_job
-from reprobox.local_runtime import LocalRuntime
-from reprobox.manifest import RunRecord
+from reprobox.jobfile import load_job
+from reprobox.records.manifest import RunRecord
 from reprobox.reproduce import (
     BIT_IDENTICAL,
     CODE_MISMATCH,
@@ -27,6 +26,7 @@ from reprobox.reproduce import (
     reproduce,
 )
 from reprobox.runner import RunOptions, execute
+from reprobox.runtimes.local import LocalRuntime
 
 ROOT = Path(__file__).parents[2]
 JOBS = ROOT / "tests" / "jobs"
@@ -183,7 +183,7 @@ def test_an_unseeded_job_on_the_same_stack_is_a_real_nondeterminism(tmp_path: Pa
     attestation, _records = publish(JOBS / "urandom", tmp_path / "author", runs=1)
     result = reproduce(attestation, ReproduceOptions(runtime="local", runs_dir=tmp_path / "runs"))
     assert (result.verdict, result.exit_code) == (NONDETERMINISTIC, 1)
-    assert result.sentence.startswith(explain.SAME_STACK)
+    assert result.sentence.startswith(stackdiff.SAME_STACK)
     assert not any(d["affects_numerics"] for d in result.stack_differences)
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from reprobox.guest.determinism import Determinism
-from reprobox.job import DataMount, JobSpec, Launcher, Resources
-from reprobox.runtime import RunOutcome, RunPlan
-from reprobox.slurm_runtime import (
+from reprobox.jobfile import DataMount, JobSpec, Launcher, Resources
+from reprobox.runtimes.base import RunOutcome, RunPlan
+from reprobox.runtimes.slurm import (
     SlurmOptions,
     apply_final_state,
     batch_options,
@@ -85,7 +85,7 @@ def test_script_asks_for_one_task_per_node_and_never_requeues(tmp_path: Path) ->
         "exec",
         "/opt/venv/bin/python3",
         "-m",
-        "reprobox.slurm_runtime",
+        "reprobox.runtimes.slurm",
         "node",
         str(state_dir(plan) / "plan.json"),
     ]

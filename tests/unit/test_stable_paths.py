@@ -15,9 +15,15 @@ from pathlib import Path
 import pytest
 
 from reprobox import cli
-from reprobox.docker_runtime._settings import container_paths, container_settings
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.fixed_paths import (
+from reprobox.guest import settings
+from reprobox.jobfile import DataMount, load_job
+from reprobox.records.manifest import read_record
+from reprobox.runner import list_runs
+from reprobox.runtimes.base import RunPlan
+from reprobox.runtimes.docker._settings import container_paths, container_settings
+from reprobox.runtimes.local._runtime import LocalRuntime, _namespace_works
+from reprobox.runtimes.local.fixed_paths import (
     LOCK_FILE,
     OWNER_FILE,
     StagingStopped,
@@ -27,13 +33,7 @@ from reprobox.fixed_paths import (
     salvage,
     staged_run,
 )
-from reprobox.guest import settings
-from reprobox.job import DataMount, load_job
-from reprobox.local_runtime import LocalRuntime, _namespace_works
-from reprobox.manifest import read_record
-from reprobox.runner import list_runs
-from reprobox.runtime import RunPlan
-from reprobox.stable_paths import job_environment, layout_for, user_root
+from reprobox.runtimes.stable_paths import job_environment, layout_for, user_root
 
 JOBS = Path(__file__).parents[1] / "jobs"
 JOB = JOBS / "saves-paths"
@@ -178,7 +178,14 @@ def test_launcher_binds_code_read_only_and_the_run_dir_writable(
     )
     job = [sys.executable, "-c", script]
     result = subprocess.run(
-        [sys.executable, "-m", "reprobox.namespace_launcher", str(tmp_path / "spec.json"), "--", *job],
+        [
+            sys.executable,
+            "-m",
+            "reprobox.runtimes.local.namespace_launcher",
+            str(tmp_path / "spec.json"),
+            "--",
+            *job,
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -194,7 +201,14 @@ def test_launcher_failure_names_the_step_and_the_way_out(tmp_path: Path) -> None
     spec = {"root": str(tmp_path / "missing"), "cwd": "/", "mounts": []}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     result = subprocess.run(
-        [sys.executable, "-m", "reprobox.namespace_launcher", str(tmp_path / "spec.json"), "--", "true"],
+        [
+            sys.executable,
+            "-m",
+            "reprobox.runtimes.local.namespace_launcher",
+            str(tmp_path / "spec.json"),
+            "--",
+            "true",
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from reprobox import codetree, saferead
 from reprobox.errors import EXIT_BAD_INPUT, EnvironmentProblem, UsageError
 from reprobox.guest import entrypoint
-from reprobox.guestresult import read_guest_result
-from reprobox.job import load_job
-from reprobox.local_runtime import LocalRuntime, _pump
-from reprobox.manifest import MANIFEST_NAME, move_aside_planted, read_record, write_record
+from reprobox.jobfile import load_job
+from reprobox.records.guest import read_guest_result
+from reprobox.records.manifest import MANIFEST_NAME, move_aside_planted, read_record, write_record
 from reprobox.runner import RunOptions, _TeeSink, execute
+from reprobox.runtimes.local._runtime import LocalRuntime, _pump
 from reprobox.trails import read_trail
 
 JOBS = Path(__file__).parents[1] / "jobs"
@@ -340,7 +340,7 @@ def test_a_symlink_loop_in_the_code_folder_is_refused(tmp_path: Path) -> None:
 
 def test_a_run_dir_from_elsewhere_with_a_planted_manifest_is_refused_not_followed(tmp_path: Path) -> None:
     from reprobox.errors import SpecError
-    from reprobox.manifest import read_record
+    from reprobox.records.manifest import read_record
 
     fifo_run, link_run = tmp_path / "fifo", tmp_path / "link"
     fifo_run.mkdir()

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import torch
 
-from reprobox import compare, report
+from reprobox import compare
 from reprobox.guest.hashing import hash_outputs
-from reprobox.manifest import RunRecord
+from reprobox.records.manifest import RunRecord
+from reprobox.render import terminal
 from reprobox.runspecific import RunContext, classify_value, mask, reason_by_key
 
 Writer = Callable[[Path], None]
@@ -65,7 +66,7 @@ def test_a_changed_metric_beside_equal_weights_is_not_reproducible(tmp_path: Pat
     assert (result.verdict, result.grade) == (compare.DIFFERENT, compare.NOT_REPRODUCIBLE)
     assert result.value_differences == [{"checkpoint": "ckpt.pt", "name": "val_acc", "a": 0.912, "b": 0.934}]
     assert "val_acc 0.912 vs 0.934 in ckpt.pt" in result.sentence
-    assert "val_acc" in report.comparison_text(result)
+    assert "val_acc" in terminal.comparison_text(result)
 
 
 def test_trainer_state_durations_are_run_specific_and_losses_are_not(tmp_path: Path) -> None:
@@ -135,7 +136,7 @@ def test_tensors_keyed_by_the_runs_own_checkpoint_paths_are_matched(tmp_path: Pa
         )
 
     result = two_runs(tmp_path, write)
-    assert result.verdict == compare.IDENTICAL, report.comparison_text(result)
+    assert result.verdict == compare.IDENTICAL, terminal.comparison_text(result)
 
 
 def test_output_file_names_that_differ_are_named_even_when_contents_match(tmp_path: Path) -> None:

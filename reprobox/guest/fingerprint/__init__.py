@@ -7,7 +7,7 @@ on purpose (``python -m reprobox.guest.fingerprint --import-torch``).
 
 ``FIELDS`` is the one table of which fields change numerics, how they are named to a person and in
 which order a difference is worth naming; ``stack_digest`` hashes exactly those fields and
-``reprobox.explain`` ranks differences by the same table.
+``reprobox.stackdiff`` ranks differences by the same table.
 
 Decisions recorded in ``FIELDS``: the container image id and digest are *not* numerics fields, because
 they change with every rebuild even when the content is identical; the parts of an image that change

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from reprobox.errors import EnvironmentProblem
 from reprobox.guest import settings
-from reprobox.manifest import MANIFEST_NAME
-from reprobox.runtime import RunPlan
-from reprobox.stable_paths import StableLayout
+from reprobox.records.manifest import MANIFEST_NAME
+from reprobox.runtimes.base import RunPlan
+from reprobox.runtimes.stable_paths import StableLayout
 
 LOCK_FILE = ".lock"
 OWNER_FILE = ".owner.json"  # the real run dir of the run holding the layout, for recovery

@@ -23,12 +23,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from reprobox import controller, jobprocs, namespace_launcher
+from reprobox import controller
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.fixed_paths import StagingStopped, ensure_root, staged_run
 from reprobox.guest import settings
-from reprobox.runtime import OutputSink, RunOutcome, RunPlan
-from reprobox.stable_paths import MODE_FIXED, MODE_NAMESPACE, StableLayout, job_environment, layout_for
+from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan
+from reprobox.runtimes.local import jobprocs, namespace_launcher
+from reprobox.runtimes.local.fixed_paths import StagingStopped, ensure_root, staged_run
+from reprobox.runtimes.stable_paths import (
+    MODE_FIXED,
+    MODE_NAMESPACE,
+    StableLayout,
+    job_environment,
+    layout_for,
+)
 from reprobox.timestamps import utc_now
 
 GRACE_SECONDS = 5.0

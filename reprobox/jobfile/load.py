@@ -2,7 +2,7 @@
 
 Load = parse (with line numbers) -> validate every field, collecting every problem -> complete
 (resolve paths against the job file). Nothing is run or written here. The schema itself is in
-`reprobox.jobspec`; its names are re-exported here for callers.
+`reprobox.jobfile`; its names are re-exported here for callers.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import yaml
 from reprobox.errors import Problem, SpecError
 from reprobox.guest.determinism import Determinism
 from reprobox.guest.settings import expand_variables, referenced_variables
-from reprobox.jobspec import (
+from reprobox.jobfile.schema import (
     ALWAYS_SET,
     CUBLAS_WORKSPACE_CONFIGS,
     ENV_NAME_PATTERN,
@@ -46,7 +46,7 @@ from reprobox.jobspec import (
     Trail,
     redact_env,
 )
-from reprobox.yamlsource import Located, load_yaml
+from reprobox.jobfile.yamlsource import Located, load_yaml
 
 MAX_NAME_LENGTH = 128  # the name goes into directory, container and Slurm job names
 MAX_PATH_COMPONENT_BYTES = 255  # NAME_MAX on Linux, macOS and Windows file systems

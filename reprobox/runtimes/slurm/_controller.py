@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.job import JobSpec, redact_env
-from reprobox.manifest import write_text_atomic
-from reprobox.runtime import ImageChoice, OutputSink, RunOutcome, RunPlan
-from reprobox.slurm_runtime._model import (
+from reprobox.jobfile import JobSpec, redact_env
+from reprobox.records.manifest import write_text_atomic
+from reprobox.runtimes.base import ImageChoice, OutputSink, RunOutcome, RunPlan
+from reprobox.runtimes.slurm._model import (
     CONTAINER_ENV,
     CONTAINER_MODES,
     NODE_OUTCOME_FILE,
@@ -30,7 +30,7 @@ from reprobox.slurm_runtime._model import (
     quiet,
     state_dir,
 )
-from reprobox.slurm_runtime._scheduler import (
+from reprobox.runtimes.slurm._scheduler import (
     cancel_and_wait,
     cancel_by_name,
     current_state,
@@ -38,8 +38,8 @@ from reprobox.slurm_runtime._scheduler import (
     sbatch_version,
     submit,
 )
-from reprobox.slurm_runtime._script import job_name, node_plan, render_batch_script
-from reprobox.slurm_runtime._states import JobState, apply_final_state
+from reprobox.runtimes.slurm._script import job_name, node_plan, render_batch_script
+from reprobox.runtimes.slurm._states import JobState, apply_final_state
 from reprobox.timestamps import utc_now
 
 POLL_SECONDS = 1.0
@@ -238,8 +238,8 @@ def _status_line(plan: RunPlan, job_id: str, state: JobState) -> str:
 
 def _job_image(job: JobSpec, choice: ImageChoice, progress: Progress) -> dict[str, Any]:
     """Build or reuse the job's image with this machine's engine (the nodes must be able to run it)."""
-    from reprobox.docker_runtime import ensure_image, image_facts
     from reprobox.engine import connect
+    from reprobox.runtimes.docker import ensure_image, image_facts
 
     info = ensure_image(
         job.image,

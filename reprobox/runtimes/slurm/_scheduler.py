@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reprobox.errors import EnvironmentProblem
-from reprobox.runtime import RunPlan
-from reprobox.slurm_runtime._model import SlurmOptions
-from reprobox.slurm_runtime._states import JobState, parse_sacct_job, parse_scontrol_job, parse_squeue_line
+from reprobox.runtimes.base import RunPlan
+from reprobox.runtimes.slurm._model import SlurmOptions
+from reprobox.runtimes.slurm._states import JobState, parse_sacct_job, parse_scontrol_job, parse_squeue_line
 
 CANCEL_WAIT_SECONDS = 90.0
 COMMAND_TIMEOUT = 60.0

@@ -1,6 +1,6 @@
 """The node side, started by the batch script: run the plan here, record how it ended for the controller.
 
-`python -m reprobox.slurm_runtime node PLAN` runs the plan through the `local` runtime (the node's
+`python -m reprobox.runtimes.slurm node PLAN` runs the plan through the `local` runtime (the node's
 prepared environment) or the `docker` runtime, and writes `node-outcome.json` beside the plan.
 """
 
@@ -18,11 +18,11 @@ from types import FrameType
 from typing import Any
 
 from reprobox.errors import EnvironmentProblem
-from reprobox.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
-from reprobox.manifest import write_text_atomic
-from reprobox.runtime import RunOutcome, RunPlan, Runtime
-from reprobox.slurm_runtime._model import NODE_OUTCOME_FILE, STATE_SUBDIR
-from reprobox.slurm_runtime._script import plan_from_node_plan
+from reprobox.records.manifest import write_text_atomic
+from reprobox.runtimes.base import RunOutcome, RunPlan, Runtime
+from reprobox.runtimes.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
+from reprobox.runtimes.slurm._model import NODE_OUTCOME_FILE, STATE_SUBDIR
+from reprobox.runtimes.slurm._script import plan_from_node_plan
 from reprobox.timestamps import utc_now
 
 # Slurm variables the job sees in any runtime mode (passed into containers), so records name the node.
@@ -80,8 +80,8 @@ def run_on_node(plan_path: Path) -> int:
 
 def _node_runtime(data: Mapping[str, Any], node_name: str) -> Runtime:
     if data["container"] == "docker":
-        from reprobox.docker_runtime import DockerRuntime
         from reprobox.engine import connect
+        from reprobox.runtimes.docker import DockerRuntime
 
         class NodeDockerRuntime(DockerRuntime):
             """The docker runtime with the node's name as hostname (see the package docstring)."""
@@ -98,6 +98,6 @@ def _node_runtime(data: Mapping[str, Any], node_name: str) -> Runtime:
                 f"image {image_id[:19]} is not on node {node_name}; load it there (docker save | docker load)"
             )
         return NodeDockerRuntime(engine.inspect_image(image_id), engine=engine, stop_grace=NODE_STOP_GRACE)
-    from reprobox.local_runtime import LocalRuntime
+    from reprobox.runtimes.local import LocalRuntime
 
     return LocalRuntime(python=data["python"])

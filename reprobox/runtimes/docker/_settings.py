@@ -14,9 +14,9 @@ from reprobox import controller
 from reprobox.engine import ImageInfo
 from reprobox.guest import settings
 from reprobox.image import MANAGED_LABEL
-from reprobox.job import Resources
-from reprobox.runtime import CONTAINER_CODE_DIR, CONTAINER_RUN_DIR, OUTPUTS_SUBDIR, RunOutcome, RunPlan
-from reprobox.stable_paths import MODE_CONTAINER, paths_record
+from reprobox.jobfile import Resources
+from reprobox.runtimes.base import CONTAINER_CODE_DIR, CONTAINER_RUN_DIR, OUTPUTS_SUBDIR, RunOutcome, RunPlan
+from reprobox.runtimes.stable_paths import MODE_CONTAINER, paths_record
 
 GUEST_USER = "10001:10001"  # the image's `reprobox` user; also used for images whose user is root
 GUEST_USER_NAME = "reprobox"
@@ -26,7 +26,7 @@ CONTAINER_HOSTNAME = "reprobox"  # the same in every run: a job that reads its h
 CONTAINER_REFERENCE_DIR = "/reprobox/reference"
 TMPFS_OPTIONS = "rw,exec,nosuid,nodev,mode=1777"  # exec: torch compiles and loads kernels from /tmp
 RUN_ID_LABEL = "io.reprobox.run-id"
-JOB_LABEL = "io.reprobox.job"
+JOB_LABEL = "io.reprobox.jobfile"
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([bkmg]?)$")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 

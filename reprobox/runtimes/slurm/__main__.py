@@ -1,4 +1,4 @@
-"""`python -m reprobox.slurm_runtime node PLAN`: the node side, as the batch script starts it.
+"""`python -m reprobox.runtimes.slurm node PLAN`: the node side, as the batch script starts it.
 
 An entry point of its own, like the main CLI: it parses its arguments here and hands the library a path.
 """
@@ -9,13 +9,13 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from reprobox.slurm_runtime._model import PLAN_FILE
-from reprobox.slurm_runtime._node import run_on_node
+from reprobox.runtimes.slurm._model import PLAN_FILE
+from reprobox.runtimes.slurm._node import run_on_node
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m reprobox.slurm_runtime",
+        prog="python -m reprobox.runtimes.slurm",
         description="The node side of reprobox's slurm runtime (started by the batch script it writes).",
     )
     commands = parser.add_subparsers(dest="command", required=True)

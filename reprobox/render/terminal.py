@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from reprobox.manifest import RunRecord
+from reprobox.records.manifest import RunRecord
 
 if TYPE_CHECKING:  # `run` prints a run summary without loading the comparison machinery
     from reprobox.compare import Comparison

@@ -1,6 +1,6 @@
 """Enter a private mount namespace, bind a run's folders onto its stable paths, then exec the guest.
 
-`python -m reprobox.namespace_launcher SPEC.json -- python -m reprobox.guest -- COMMAND...`
+`python -m reprobox.runtimes.local.namespace_launcher SPEC.json -- python -m reprobox.guest -- COMMAND...`
 
 Runs as a tiny process of its own because unshare(CLONE_NEWUSER) needs a single-threaded caller and
 the namespace must be the job's, not the controller's. As root a mount namespace alone suffices; as
@@ -146,7 +146,9 @@ def main(argv: list[str]) -> int:
             return 1
         return 0
     if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: python -m reprobox.namespace_launcher SPEC.json -- COMMAND [ARG...]\n")
+        sys.stderr.write(
+            "usage: python -m reprobox.runtimes.local.namespace_launcher SPEC.json -- COMMAND [ARG...]\n"
+        )
         return 2
     command = argv[2:]
     try:

@@ -1,6 +1,6 @@
 """The job's schema: what a validated job.yaml becomes (frozen dataclasses), and its JSON form.
 
-`reprobox.job` reads and validates files into these; everything else only reads them.
+`reprobox.jobfile` reads and validates files into these; everything else only reads them.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reprobox.guest import settings
-from reprobox.job import JobSpec
-from reprobox.runtime import OUTPUTS_SUBDIR
+from reprobox.jobfile import JobSpec
+from reprobox.runtimes.base import OUTPUTS_SUBDIR
 
 BASE_DIR = Path("/tmp")  # noqa: S108 - the same on every machine and node; per-user folders inside
 DATA_SUBDIR = "mnt"  # data[].target /data is seen at <root>/mnt/data

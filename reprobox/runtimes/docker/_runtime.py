@@ -10,17 +10,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from reprobox.docker_runtime._image import Progress, ensure_image, image_facts, quiet
-from reprobox.docker_runtime._settings import (
+from reprobox.engine import Engine, ImageInfo, connect
+from reprobox.errors import EnvironmentProblem
+from reprobox.jobfile import JobSpec
+from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan
+from reprobox.runtimes.docker._image import Progress, ensure_image, image_facts, quiet
+from reprobox.runtimes.docker._settings import (
     apply_exit_status,
     container_paths,
     container_settings,
     effective_settings,
 )
-from reprobox.engine import Engine, ImageInfo, connect
-from reprobox.errors import EnvironmentProblem
-from reprobox.job import JobSpec
-from reprobox.runtime import OutputSink, RunOutcome, RunPlan
 from reprobox.timestamps import utc_now
 
 STOP_GRACE_SECONDS = 5.0

@@ -13,15 +13,15 @@ Modules: `_settings` (the pure translation: plan -> create arguments, inspect ->
 
 from __future__ import annotations
 
-from reprobox.docker_runtime._image import (
+from reprobox.runtimes.docker._image import (
     FINGERPRINT_TIMEOUT,
     Progress,
     ensure_image,
     image_facts,
     image_fingerprint,
 )
-from reprobox.docker_runtime._runtime import STOP_GRACE_SECONDS, DockerRuntime
-from reprobox.docker_runtime._settings import (
+from reprobox.runtimes.docker._runtime import STOP_GRACE_SECONDS, DockerRuntime
+from reprobox.runtimes.docker._settings import (
     CONTAINER_HOME,
     CONTAINER_HOSTNAME,
     CONTAINER_REFERENCE_DIR,

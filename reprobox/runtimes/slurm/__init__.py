@@ -3,7 +3,7 @@
 Why this shape:
 - Slurm does the scheduling (`sbatch`), never reprobox: reruns go wherever the cluster puts them, side by
   side on different nodes with `verify --parallel K`.
-- The node side is this same package (`python -m reprobox.slurm_runtime node PLAN`, in `_node`), which runs
+- The node side is this same package (`python -m reprobox.runtimes.slurm node PLAN`, in `_node`), which runs
   the plan through the `local` runtime (the node's prepared environment) or the `docker` runtime (the same
   hardened container settings, `container_settings`, the same run-dir ownership handling and `docker
   inspect` evidence) rather than a shell translation of them that could drift. It writes how the run ended
@@ -24,8 +24,8 @@ Modules: `_model` (options and the state directory), `_script` (the sbatch scrip
 
 from __future__ import annotations
 
-from reprobox.slurm_runtime._controller import POLL_SECONDS, TAIL_SECONDS, UNREACHABLE_LIMIT, SlurmRuntime
-from reprobox.slurm_runtime._model import (
+from reprobox.runtimes.slurm._controller import POLL_SECONDS, TAIL_SECONDS, UNREACHABLE_LIMIT, SlurmRuntime
+from reprobox.runtimes.slurm._model import (
     CONTAINER_ENV,
     CONTAINER_MODES,
     NODE_OUTCOME_FILE,
@@ -39,8 +39,8 @@ from reprobox.slurm_runtime._model import (
     SlurmOptions,
     state_dir,
 )
-from reprobox.slurm_runtime._node import NODE_STOP_GRACE, NODE_VARIABLES, run_on_node
-from reprobox.slurm_runtime._scheduler import (
+from reprobox.runtimes.slurm._node import NODE_STOP_GRACE, NODE_VARIABLES, run_on_node
+from reprobox.runtimes.slurm._scheduler import (
     CANCEL_WAIT_SECONDS,
     COMMAND_TIMEOUT,
     cancel_and_wait,
@@ -49,7 +49,7 @@ from reprobox.slurm_runtime._scheduler import (
     final_state,
     submit,
 )
-from reprobox.slurm_runtime._script import (
+from reprobox.runtimes.slurm._script import (
     batch_options,
     cpus_per_task,
     job_name,
@@ -58,7 +58,7 @@ from reprobox.slurm_runtime._script import (
     render_batch_script,
     time_limit_minutes,
 )
-from reprobox.slurm_runtime._states import (
+from reprobox.runtimes.slurm._states import (
     ACTIVE_STATES,
     ENDED_BY_THE_JOB,
     STATE_MEANINGS,

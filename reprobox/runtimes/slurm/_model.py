@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reprobox.guest import settings
-from reprobox.runtime import RunPlan
+from reprobox.runtimes.base import RunPlan
 
 Progress = Callable[[str], None]
 

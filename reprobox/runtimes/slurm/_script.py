@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import UsageError
-from reprobox.job import DataMount, JobSpec, Launcher, Resources
-from reprobox.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
-from reprobox.runtime import RunPlan
-from reprobox.slurm_runtime._model import NODE_PLAN_SCHEMA, PLAN_FILE, SlurmOptions, state_dir
+from reprobox.jobfile import DataMount, JobSpec, Launcher, Resources
+from reprobox.runtimes.base import RunPlan
+from reprobox.runtimes.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
+from reprobox.runtimes.slurm._model import NODE_PLAN_SCHEMA, PLAN_FILE, SlurmOptions, state_dir
 
 
 def job_name(plan: RunPlan) -> str:
@@ -54,7 +54,7 @@ def batch_options(plan: RunPlan) -> list[str]:
     if minutes is not None:
         options.append(f"--time={minutes}")
     if job.resources.memory is not None:
-        from reprobox.docker_runtime import size_bytes
+        from reprobox.runtimes.docker import size_bytes
 
         options.append(f"--mem={math.ceil(size_bytes(job.resources.memory) / 2**20)}M")
     if isinstance(job.resources.gpus, tuple) and job.resources.gpus:
@@ -77,7 +77,7 @@ def render_batch_script(plan: RunPlan, options: SlurmOptions) -> str:
             f'{MASTER_PORT_VARIABLE}="$((20000 + SLURM_JOB_ID % 20000))"',
             f"export {MASTER_ADDR_VARIABLE} {MASTER_PORT_VARIABLE}",
         ]
-    node_side = [options.python, "-m", "reprobox.slurm_runtime", "node", str(state_dir(plan) / PLAN_FILE)]
+    node_side = [options.python, "-m", "reprobox.runtimes.slurm", "node", str(state_dir(plan) / PLAN_FILE)]
     lines.append("exec " + shlex.join(node_side))
     return "\n".join(lines) + "\n"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from reprobox.job import JobSpec
+from reprobox.jobfile import JobSpec
 
 # Where the guest sees things inside a container; the local runtime uses host paths instead.
 CONTAINER_CODE_DIR = "/reprobox/code"

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reprobox import explain, trails
+from reprobox import stackdiff, trails
 from reprobox.compare import Comparison, compare_runs
 from reprobox.guest.fingerprint import iter_fields
-from reprobox.manifest import RunRecord
-from reprobox.report import VERDICT_SENTENCES, divergence_text, short
+from reprobox.records.manifest import RunRecord
+from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short
 
 MAX_FINGERPRINT_ROWS = 400
 SHOWN_PARAMETERS = 12
@@ -28,7 +28,7 @@ TENSOR_HEADERS = ("checkpoint", "tensor", "dtype", "differing elements", "max ab
 class ReportData:
     records: list[RunRecord]
     comparison: Comparison
-    stack_differences: list[explain.FieldDifference]
+    stack_differences: list[stackdiff.FieldDifference]
     stack_sentence: str | None
     drift: list[tuple[int, float]]
     losses: list[tuple[str, list[tuple[int, float]]]]
@@ -52,7 +52,7 @@ class Block:
 def gather(records: Sequence[RunRecord], comparison: Comparison | None = None) -> ReportData:
     comparison = comparison or compare_runs(records)
     reference, other = records[0], records[-1]
-    diffs = explain.diff_fingerprints(reference.fingerprint, other.fingerprint) if len(records) > 1 else []
+    diffs = stackdiff.diff_fingerprints(reference.fingerprint, other.fingerprint) if len(records) > 1 else []
     sentence = (comparison.explanation or {}).get("sentence") if comparison.verdict == "different" else None
     trail_a, trail_b = trails.trail_of(reference), trails.trail_of(other)
     drift = trails.divergence_series(trail_a, trail_b) if trail_a and trail_b and len(records) > 1 else []
@@ -332,8 +332,8 @@ def write_report(
     records: Sequence[RunRecord], *, html_path: Path | None, markdown_path: Path | None
 ) -> ReportData:
     """Write the requested documents atomically; returns what went into them."""
-    from reprobox.manifest import write_bytes_atomic, write_text_atomic
-    from reprobox.plots import divergence_figure
+    from reprobox.records.manifest import write_bytes_atomic, write_text_atomic
+    from reprobox.render.plots import divergence_figure
 
     data = gather(records)
     want_plot = bool(data.drift or any(series for _, series in data.losses))

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import image as image_module
-from reprobox.docker_runtime._settings import CONTAINER_HOME, hardened_settings
 from reprobox.engine import GPU_UNAVAILABLE, Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
-from reprobox.job import ImageSpec
+from reprobox.jobfile import ImageSpec
 from reprobox.pipfailure import explain_pip_failure
+from reprobox.runtimes.docker._settings import CONTAINER_HOME, hardened_settings
 
 FINGERPRINT_TIMEOUT = 300.0
 BUILD_LOG_LINES = 500  # what a failed build's install step is read from

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from reprobox.errors import EnvironmentProblem
-from reprobox.job import JobSpec
-from reprobox.local_runtime import LocalRuntime
-from reprobox.runtime import ImageChoice, Runtime
+from reprobox.jobfile import JobSpec
+from reprobox.runtimes.base import ImageChoice, Runtime
+from reprobox.runtimes.local import LocalRuntime
 
 Progress = Callable[[str], None]
 
@@ -23,7 +23,7 @@ def open_runtime(
     if name == "local":
         return LocalRuntime()
     if name == "slurm":
-        from reprobox.slurm_runtime import SlurmRuntime
+        from reprobox.runtimes.slurm import SlurmRuntime
 
         return SlurmRuntime.for_job(job, image, progress)
     from reprobox import engine
@@ -33,7 +33,7 @@ def open_runtime(
         return LocalRuntime()
     if name not in ("auto", "docker"):
         raise EnvironmentProblem(f"unknown runtime {name!r}; use docker, local or slurm")
-    from reprobox.docker_runtime import DockerRuntime
+    from reprobox.runtimes.docker import DockerRuntime
 
     return DockerRuntime.for_job(
         job,

@@ -20,10 +20,10 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
-from reprobox.job import JobSpec
+from reprobox.jobfile import JobSpec
 
 MAX_RESTARTS = "--max-restarts=0"
-# Set by the Slurm batch script (reprobox.slurm_runtime) for multi-node jobs; expanded by the guest.
+# Set by the Slurm batch script (reprobox.runtimes.slurm) for multi-node jobs; expanded by the guest.
 MASTER_ADDR_VARIABLE = "REPROBOX_MASTER_ADDR"
 MASTER_PORT_VARIABLE = "REPROBOX_MASTER_PORT"
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
