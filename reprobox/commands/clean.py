@@ -45,7 +45,7 @@ def _engine() -> Engine | None:
 
     try:
         return engine.connect(timeout=5)
-    except EnvironmentProblem:
+    except engine.EngineUnavailable:
         return None  # no engine, no containers to clean
 
 

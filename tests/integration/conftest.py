@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from reprobox import image
-from reprobox.engine import Engine, ImageInfo, connect
+from reprobox.engine import Engine, EngineUnavailable, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.jobfile import ImageSpec
 from reprobox.runtimes.docker import ensure_image
@@ -52,7 +52,7 @@ class BuiltImage:
 def engine() -> Engine:
     try:
         return connect(timeout=5)
-    except EnvironmentProblem as exc:
+    except EngineUnavailable as exc:
         pytest.skip(f"no Docker engine answers ({exc.message}); {ENABLE_HINT}")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import image as image_module
-from reprobox.engine import GPU_UNAVAILABLE, Engine, ImageInfo, connect
+from reprobox.engine import BuildFailed, Engine, GpuUnavailable, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
 from reprobox.jobfile import ImageSpec
 from reprobox.pipfailure import explain_pip_failure
@@ -76,7 +76,7 @@ def ensure_image(
                 base_image=plan.base_image,
                 network=network,
             )
-        except EnvironmentProblem as exc:
+        except BuildFailed as exc:
             # pip's retries and tables say it in pip's terms; the user gets the lock line and the fix.
             explained = explain_pip_failure(list(log), plan)
             if explained is None:
@@ -139,8 +139,8 @@ def _fingerprint_container(engine: Engine, created: dict[str, Any]) -> dict[str,
         try:
             container_id = engine.create_container(created)
             engine.start(container_id)
-        except EnvironmentProblem as exc:
-            if GPU_UNAVAILABLE in exc.message and created.get("device_requests"):
+        except GpuUnavailable as exc:
+            if created.get("device_requests"):
                 raise _NoGpuRuntime from exc
             raise
         status = engine.wait(container_id, timeout=FINGERPRINT_TIMEOUT)
