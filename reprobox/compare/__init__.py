@@ -32,7 +32,8 @@ from reprobox.compare._model import (
     WHOLE_FILE,
     Comparison,
 )
-from reprobox.compare._outputs import compare_pair, differing_tensor_names
+from reprobox.compare._outputs import compare_pair
+from reprobox.compare._tensors import differing_tensor_names
 from reprobox.records.manifest import STATUS_CANCELLED, RunRecord
 from reprobox.render.values import show_number
 
