@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 
+from reprobox.guest.hashing import _pickle_objects as placeholder
 from reprobox.guest.hashing._pickle_arrays import TensorMaker, numpy_array, numpy_scalar
 from reprobox.guest.hashing._pickle_objects import (
     ARGS_KEY,
@@ -21,15 +22,6 @@ from reprobox.guest.hashing._pickle_objects import (
     MAX_DEPTH,
     MAX_VALUES,
     STATE_KEY,
-    ArraySpec,
-    DTypeSpec,
-    MetaTensorSpec,
-    NdarrayType,
-    QuantizedSpec,
-    ScalarSpec,
-    StorageRef,
-    StorageType,
-    TensorSpec,
     _StandIn,
 )
 
@@ -94,25 +86,25 @@ class Plainer:
         return self._placeholder(obj, depth), 1
 
     def _placeholder(self, obj: object, depth: int) -> object:  # noqa: PLR0911 - one branch a kind
-        if isinstance(obj, TensorSpec):
+        if isinstance(obj, placeholder.TensorSpec):
             return self.tensors.tensor(obj)
-        if isinstance(obj, StorageRef):
+        if isinstance(obj, placeholder.StorageRef):
             return self.tensors.whole_storage(obj)
-        if isinstance(obj, QuantizedSpec):
+        if isinstance(obj, placeholder.QuantizedSpec):
             return self.tensors.quantized(obj, lambda value: self._visit(value, depth)[0])
-        if isinstance(obj, MetaTensorSpec):
+        if isinstance(obj, placeholder.MetaTensorSpec):
             import torch
 
             return torch.empty_strided(obj.size, obj.stride, dtype=obj.dtype, device="meta")
-        if isinstance(obj, ArraySpec):
+        if isinstance(obj, placeholder.ArraySpec):
             return numpy_array(obj, lambda value: self._visit(value, depth)[0])
-        if isinstance(obj, ScalarSpec):
+        if isinstance(obj, placeholder.ScalarSpec):
             return numpy_scalar(obj, lambda value: self._visit(value, depth)[0])
-        if isinstance(obj, DTypeSpec):
+        if isinstance(obj, placeholder.DTypeSpec):
             return obj.describe()
-        if isinstance(obj, StorageType):
+        if isinstance(obj, placeholder.StorageType):
             return f"torch.{obj.name}"
-        if isinstance(obj, NdarrayType):
+        if isinstance(obj, placeholder.NdarrayType):
             return "numpy.ndarray"
         if isinstance(obj, (slice, range)) or _is_torch_value(obj):
             return obj
