@@ -22,7 +22,7 @@ def check_image(c: Checker, value: Any) -> ImageSpec:
     if value is None:
         return ImageSpec()
     if isinstance(value, str):
-        if not value.strip() or any(c.isspace() for c in value):
+        if not value.strip() or any(char.isspace() for char in value):
             c.fail("image", f"{value!r} is not an image reference; use e.g. 'registry/name:tag@sha256:...'")
         return ImageSpec(reference=value)
     entry = c.mapping(value, "image")
