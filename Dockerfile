@@ -1,7 +1,7 @@
 # The reprobox image: a base pinned by digest, a hash-locked Python stack, the deterministic
 # environment, a non-root user, and the reprobox guest as the entrypoint.
 #
-# reprobox builds it from an in-memory context (reprobox/image.py) and tags it with the hash of that
+# reprobox builds it from an in-memory context (reprobox/image/) and tags it with the hash of that
 # context and the build args, so an unchanged job reuses its image. `docker build .` works too.
 #
 # Build args:

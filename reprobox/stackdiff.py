@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeGuard
 
 from reprobox.guest.fingerprint import field_spec, is_absent, iter_fields
+from reprobox.render.values import show_value
 
 SAME_STACK: Final = "same stack, different result: a real nondeterminism"
 UNRANKED: Final = 10_000
@@ -44,7 +45,7 @@ class FieldDifference:
         if self.added or self.removed:
             changes = [f"+{item}" for item in self.added] + [f"-{item}" for item in self.removed]
             return f"{self.label}: {' '.join(changes)}"
-        return f"{self.label}: {_show(self.a)} -> {_show(self.b)}"
+        return f"{self.label}: {show_value(self.a)} -> {show_value(self.b)}"
 
 
 def diff_fingerprints(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[FieldDifference]:
@@ -155,13 +156,3 @@ def _key(value: object) -> str:
 def _natural(path: str) -> list[Any]:
     """Sort key putting gpus[2] before gpus[10]."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
-
-
-def _show(value: object) -> str:
-    if is_absent(value):
-        return f"absent ({value['absent']})"
-    if value is None:
-        return "unset"
-    if isinstance(value, list | dict):
-        return _key(value)
-    return str(value)

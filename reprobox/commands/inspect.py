@@ -97,16 +97,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def report_command(args: argparse.Namespace, out: Output) -> int:
     if args.html is None and args.markdown is None:
         raise UsageError("say where to write the report: --html FILE or --markdown FILE (or both)")
-    from reprobox.render import document
+    from reprobox.render.document import headline
+    from reprobox.render.report_files import write_report
 
     for path, flag in ((args.html, "--html"), (args.markdown, "--markdown")):
         if path is not None:
             check_output_file(path, flag)  # before reading runs: a bad path costs nothing
     records = [read_record(path) for path in args.runs]
-    data = document.write_report(records, html_path=args.html, markdown_path=args.markdown)
+    data = write_report(records, html_path=args.html, markdown_path=args.markdown)
     written = [str(p) for p in (args.html, args.markdown) if p is not None]
     payload = {"verdict": data.comparison.verdict, "written": written, **data.comparison.to_json()}
-    out.result(payload, f"{document.headline(data)}\nwrote {', '.join(written)}")
+    out.result(payload, f"{headline(data)}\nwrote {', '.join(written)}")
     return EXIT_OK
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reprobox import attest, bundle, reproduce
 from reprobox.commands.common import add_command, add_output_flags
 from reprobox.errors import EXIT_OK, UsageError
 from reprobox.records.manifest import read_record
+from reprobox.render.values import show_value
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:
@@ -210,16 +211,12 @@ def _reproduce_text(result: reproduce.ReproduceResult) -> str:
         for kind in ("changed", "added", "removed"):
             lines += [f"  {kind}: {name}" for name in result.code_changes.get(kind, [])]
     shown = [d for d in result.stack_differences if d["affects_numerics"]][:8]
-    lines += [f"  {d['label']}: {_show(d['author'])} (author) -> {_show(d['here'])} (here)" for d in shown]
+    lines += [
+        f"  {d['label']}: {show_value(d['author'])} (author) -> {show_value(d['here'])} (here)" for d in shown
+    ]
     lines += [f"  report: {path}" for path in result.reports if path.suffix != ".json"]
     lines += [f"  note: {note}" for note in result.notes]
     return "\n".join(lines)
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, dict) and set(value) == {"absent"}:
-        return "absent"
-    return "unset" if value is None else str(value)
 
 
 def pack_command(args: argparse.Namespace, out: Output) -> int:

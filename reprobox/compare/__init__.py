@@ -32,8 +32,10 @@ from reprobox.compare._model import (
     WHOLE_FILE,
     Comparison,
 )
-from reprobox.compare._outputs import compare_pair, differing_tensor_names
+from reprobox.compare._outputs import compare_pair
+from reprobox.compare._tensors import differing_tensor_names
 from reprobox.records.manifest import STATUS_CANCELLED, RunRecord
+from reprobox.render.values import show_number
 
 __all__ = [
     "BIT_IDENTICAL",
@@ -96,7 +98,7 @@ def closeness(comparison: Comparison) -> str | None:
     values = [d["max_abs"] for d in comparison.differences if d.get("max_abs") is not None]
     if not values:
         return None
-    return f"max abs difference {max(values):.3g} over {comparison.differing_tensor_total} tensors"
+    return f"max abs difference {show_number(max(values))} over {comparison.differing_tensor_total} tensors"
 
 
 def explain_difference(a: RunRecord, b: RunRecord, closeness_text: str | None) -> dict[str, Any]:

@@ -2,16 +2,18 @@
 
 Every difference lands in the Comparison, real (``differences``, ``value_differences``, ``renamed``,
 ``notes``) or excused (``run_specific``, ``ignored``, ``format_only``); ``grade_of`` then reads them.
+Which tensors differ is decided in ``_tensors``, what the job file ignores in ``_ignore``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any
 
 from reprobox import outputvalues
+from reprobox.compare._ignore import ignore_rules, ignored_by
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, WHOLE_FILE, Comparison
+from reprobox.compare._tensors import differing_tensor_names, tensor_differences
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import RunContext, classify_value, mask, masked_name, reason_by_key
 
@@ -28,31 +30,8 @@ class _Side:
         return cls(record, RunContext.from_record(str(record.run_dir), record.data))
 
 
-def _ignore_rules(record: RunRecord) -> list[tuple[str, str | None]]:
-    rules = ((record.data.get("job") or {}).get("compare") or {}).get("ignore") or []
-    return [(str(r.get("file")), r.get("key")) for r in rules if isinstance(r, dict) and r.get("file")]
-
-
-def _ignored_by(rules: list[tuple[str, str | None]], path: str, name: str | None) -> str | None:
-    """The rule (as written) that leaves this file, or this value in it, out of the verdict."""
-    for file_glob, key_glob in rules:
-        if not _path_matches(file_glob, path):
-            continue
-        if key_glob is None:
-            return file_glob
-        if name is not None and fnmatchcase(name, key_glob):
-            return f"{file_glob}: {key_glob}"
-    return None
-
-
-def _path_matches(pattern: str, path: str) -> bool:
-    return fnmatchcase(path, pattern) or (
-        "/" not in pattern and fnmatchcase(path.rsplit("/", 1)[-1], pattern)
-    )
-
-
 def compare_pair(a: RunRecord, b: RunRecord, out: Comparison, tensor_details: bool) -> None:
-    pair = _Pair(_Side.of(a), _Side.of(b), _ignore_rules(a), out, tensor_details)
+    pair = _Pair(_Side.of(a), _Side.of(b), ignore_rules(a), out, tensor_details)
     for path_a, path_b in pair.paired_files():
         pair.compare_file(path_a, path_b)
 
@@ -108,7 +87,7 @@ class _Pair:
                 out.verdict = DIFFERENT
         for path in rest_a + rest_b:
             where = a.record.run_dir if path in rest_a else b.record.run_dir
-            rule = _ignored_by(self.rules, path, None)
+            rule = ignored_by(self.rules, path, None)
             if rule is not None:
                 out.ignored.append(
                     {"checkpoint": path, "name": WHOLE_FILE, "rule": rule, "why": f"only in {where}"}
@@ -123,7 +102,7 @@ class _Pair:
         ca, cb = a.record.checkpoint(path_a) or {}, b.record.checkpoint(path_b) or {}
         if ca.get("file_sha256") == cb.get("file_sha256"):
             return
-        rule = _ignored_by(self.rules, path_a, None)
+        rule = ignored_by(self.rules, path_a, None)
         if rule is not None:
             out.ignored.append({"checkpoint": path_a, "name": WHOLE_FILE, "rule": rule})
             return
@@ -137,7 +116,7 @@ class _Pair:
             out.differing_tensor_total += len(names)
             shown = names[: max(0, TENSOR_DETAIL_LIMIT - len(out.differences))]
             out.differences.extend(
-                _tensor_differences(
+                tensor_differences(
                     a.record, b.record, path_a, shown, tensor_details=self.tensor_details, notes=out.notes
                 )
             )
@@ -156,7 +135,7 @@ class _Pair:
         return len(self.out.run_specific) + len(self.out.ignored)
 
     def ignore_value(self, path: str, name: str, va: object, vb: object) -> bool:
-        rule = _ignored_by(self.rules, path, name)
+        rule = ignored_by(self.rules, path, name)
         if rule is None:
             return False
         self.out.ignored.append(
@@ -276,51 +255,3 @@ def _content_of(record: RunRecord, path: str) -> str:
 
 def _presence(key: str, metadata: dict[str, Any]) -> str:
     return "<present>" if key in metadata else "<absent>"
-
-
-def differing_tensor_names(
-    a: dict[str, Any], b: dict[str, Any], *, contexts: tuple[RunContext, RunContext] | None = None
-) -> list[str]:
-    """Tensor names whose digest, dtype or shape differ, or that exist on one side only, in name order.
-
-    With the runs' contexts, names that hold a run's own path (a dict keyed by checkpoint paths) are
-    matched once those paths are masked. ``<file>`` stands for a file read as bytes.
-    """
-    ta = {t["name"]: {k: v for k, v in t.items() if k != "name"} for t in a.get("tensors", [])}
-    tb = {t["name"]: {k: v for k, v in t.items() if k != "name"} for t in b.get("tensors", [])}
-    if not ta and not tb:
-        if a.get("format", "file") == "file" or b.get("format", "file") == "file":
-            return [WHOLE_FILE] if a.get("content_sha256") != b.get("content_sha256") else []
-        return []
-    if contexts is not None and set(ta) != set(tb):
-        masked_a = {masked_name(n, contexts[0]): v for n, v in ta.items()}
-        masked_b = {masked_name(n, contexts[1]): v for n, v in tb.items()}
-        if len(masked_a) == len(ta) and len(masked_b) == len(tb):
-            ta, tb = masked_a, masked_b
-    return sorted(name for name in set(ta) | set(tb) if ta.get(name) != tb.get(name))
-
-
-def _tensor_differences(
-    a: RunRecord, b: RunRecord, path: str, names: list[str], *, tensor_details: bool, notes: list[str]
-) -> list[dict[str, Any]]:
-    plain = [{"checkpoint": path, "name": name} for name in names]
-    if not names or not tensor_details or names == ["<file>"]:
-        return plain
-    file_a = outputvalues.output_file(a.output_dir, path)
-    file_b = outputvalues.output_file(b.output_dir, path)
-    if file_a is None or file_b is None:
-        notes.append(
-            f"checkpoint {path}: not a regular file inside both runs' outputs; tensor statistics skipped"
-        )
-        return plain
-    from reprobox import tensordiff
-
-    try:
-        diffs = tensordiff.diff_checkpoint_files(file_a, file_b, checkpoint=path, names=names)
-    except ImportError:
-        notes.append("install torch to see how much the differing tensors differ")
-        return plain
-    except Exception as exc:  # noqa: BLE001 - statistics explain; the verdict stands without them
-        notes.append(f"checkpoint {path}: tensor statistics unavailable ({type(exc).__name__}: {exc})")
-        return plain
-    return [d.to_json() for d in diffs]

@@ -5,15 +5,15 @@ clock, iterates a set to number a vocabulary, or calls an op whose CUDA kernel a
 This package finds such code before a run, with pure `ast` (torch is never imported), so that
 `reprobox audit` can name the file, the line and the fix. What each hazard is and how to fix it is
 data (`RULES`, in `_rules`); which calls are hazards is data too (`CALL_RULES`, `ASSIGN_RULES`, in
-`_call_rules`).
+`_call_rules`, their conditions in `_call_conditions`).
 
 Matching is deliberately cheap and quiet: callees are resolved through the file's own imports
 (`import torch.nn.functional as F`, `from torch import nn`, `from torch.utils.data import DataLoader
 as DL`); a tensor method such as `x.index_add_(...)` matches on any receiver except a module imported
 from another library (`np.bincount` is not flagged); anything not understood is left alone. Two rules
-are heuristics, described where they are implemented in `_scanner`: reading a `torch.empty` result
-before filling it (`_Scanner._check_empty_reads`) and building an ordered thing from a set
-(`_Scanner._check_set_*`, `_builds_sequence`). Assignments to torch settings (`cudnn.benchmark = ...`)
+are heuristics, each described in its own module: reading a `torch.empty` result before filling it
+(`_empty_reads`) and building an ordered thing from a set (`_set_order`); `_scanner` walks each file
+once and hands them what they check. Assignments to torch settings (`cudnn.benchmark = ...`)
 are judged once the whole file is read: a later assignment of the safe value wins over an earlier unsafe
 one (`_Scanner._report_settings`). Calls whose options hide in `**kwargs` are reported as unchecked, not
 as missing. A finding is silenced by a `# reprobox: ignore` comment on its line, or by

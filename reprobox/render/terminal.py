@@ -1,4 +1,5 @@
-"""Human-readable renderings of run records and comparisons (text here; Markdown and HTML in reportdoc)."""
+"""Run records and comparisons as terminal text (the report documents are in `document`, `markdown`
+and `html`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from reprobox.records.manifest import RunRecord
+from reprobox.render.values import show_number
 
 if TYPE_CHECKING:  # `run` prints a run summary without loading the comparison machinery
     from reprobox.compare import Comparison
@@ -94,8 +96,8 @@ def _difference_table(differences: Sequence[dict[str, Any]], total: int) -> str:
                 str(d.get("checkpoint", "")),
                 str(d.get("name", "")),
                 _count(d),
-                _number(d.get("max_abs")),
-                _number(d.get("max_rel")),
+                show_number(d.get("max_abs")),
+                show_number(d.get("max_rel")),
                 str(d["max_ulp"]) if d.get("max_ulp") is not None else "-",
             )
         )
@@ -112,7 +114,3 @@ def _count(d: dict[str, Any]) -> str:
     if d.get("differing") is None:
         return "-"
     return f"{d['differing']}/{d.get('total', '?')}"
-
-
-def _number(value: Any) -> str:
-    return "-" if value is None else f"{value:.3g}"

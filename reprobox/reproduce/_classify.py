@@ -11,6 +11,7 @@ from reprobox.compare import BIT_IDENTICAL as GRADE_BIT_IDENTICAL
 from reprobox.compare import DIFFERENT, IDENTICAL, compare_runs, differing_tensor_names
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.records.manifest import RunRecord, write_record
+from reprobox.render.values import show_number
 from reprobox.reproduce._model import (
     BIT_IDENTICAL,
     DIFFERENT_STACK,
@@ -152,7 +153,7 @@ def _tensor_numbers(ctx: Context, published: RunRecord, other: RunRecord) -> tup
 
 def _amount(ctx: Context, count: int, worst: float | None) -> str:
     if worst is not None:
-        return f"max difference {worst:.3g} over {count} tensors"
+        return f"max difference {show_number(worst)} over {count} tensors"
     if ctx.published is None:
         return (
             f"{count} tensors differ (how much needs the author's checkpoint files: pass --published DIR, "

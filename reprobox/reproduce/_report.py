@@ -9,6 +9,8 @@ from pathlib import Path
 
 from reprobox.records.manifest import RunRecord, write_json_atomic, write_text_atomic
 from reprobox.render import document
+from reprobox.render.html import html_document
+from reprobox.render.markdown import markdown
 from reprobox.reproduce._model import Context, ReproduceResult
 
 RESULT_NAME = "result.json"
@@ -41,8 +43,8 @@ def write_reports(ctx: Context, records: Sequence[RunRecord], result: ReproduceR
         report_dir / RESULT_NAME,
     )
     result.reports = [markdown_path, html_path, json_path]
-    write_text_atomic(markdown_path, document.markdown(data, None, lead=lead))
-    write_text_atomic(html_path, document.html_document(data, None, lead=lead))
+    write_text_atomic(markdown_path, markdown(data, None, lead=lead))
+    write_text_atomic(html_path, html_document(data, None, lead=lead))
     write_json_atomic(json_path, result.to_json())
     return result.reports
 

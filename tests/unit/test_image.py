@@ -77,7 +77,7 @@ def test_context_members_are_sorted_and_normalized(project: image.ProjectFiles) 
     infos = members(plan(project).context)
     names = [info.name for info in infos]
     assert names == sorted(names)
-    assert {"Dockerfile", "pyproject.toml", "env/deterministic.env", "reprobox/image.py"} <= set(names)
+    assert {"Dockerfile", "pyproject.toml", "env/deterministic.env", "reprobox/image/_plan.py"} <= set(names)
     for info in infos:
         assert (info.uid, info.gid, info.uname, info.gname) == (0, 0, "", "")
         assert info.mtime == image.CONTEXT_MTIME

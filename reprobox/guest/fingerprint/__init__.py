@@ -181,7 +181,7 @@ def format_table(fp: Mapping[str, Any]) -> str:
     rows: list[tuple[str, str] | str] = []
     for title, section in sections:
         rows.append(title)
-        rows.extend((_row_name(path), _show(path, value)) for path, value in iter_fields(section))
+        rows.extend((_row_name(path), _table_cell(path, value)) for path, value in iter_fields(section))
     rows.append(("stack digest", str(fp.get("stack_digest", ""))))
     width = max(len(row[0]) for row in rows if isinstance(row, tuple))
     lines = [row if isinstance(row, str) else f"  {row[0]:<{width}}  {row[1]}" for row in rows]
@@ -192,7 +192,11 @@ def _row_name(path: str) -> str:
     return re.sub(r"^gpus\[(\d+)\]\.", r"gpu \1 ", path)
 
 
-def _show(path: str, value: object) -> str:
+def _table_cell(path: str, value: object) -> str:
+    """A field as `reprobox fingerprint`'s table spells it: yes/no, sizes in GiB, lists space-separated.
+
+    The guest cannot import the controller's `reprobox.render.values`; this table is its own.
+    """
     if is_absent(value):
         return f"absent ({value['absent']})"
     if value is None:

@@ -35,8 +35,9 @@ Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so ten
 own sha256, one more task) hash on all cores. Tensors are hashed straight from memory-mapped files.
 
 This module holds the pool and the entry points; the contract's serialisations and the flattening are in
-``_canonical``, the per-format readers in ``_formats`` (byte sources in ``_arrays``), the output-file
-selection in ``_select`` and ``load_tensors`` in ``_load``.
+``_canonical``; which reader a file goes to in ``_formats``, the readers in ``_safetensors``,
+``_numpy_files``, ``_text`` and ``_pickle`` (byte sources in ``_arrays``); the output-file selection in
+``_select`` and ``load_tensors`` in ``_load``.
 """
 
 from __future__ import annotations
@@ -72,16 +73,14 @@ from reprobox.guest.hashing._canonical import (
     numpy_dtype_name,
     torch_dtype_name,
 )
-from reprobox.guest.hashing._formats import (
+from reprobox.guest.hashing._formats import TORCH_SUFFIXES, _plan, format_of
+from reprobox.guest.hashing._load import load_tensors
+from reprobox.guest.hashing._safetensors import (
     MAX_SAFETENSORS_HEADER,
     SAFETENSORS_DTYPES,
-    TORCH_SUFFIXES,
     SafetensorsEntry,
-    _plan,
-    format_of,
     read_safetensors_header,
 )
-from reprobox.guest.hashing._load import load_tensors
 from reprobox.guest.hashing._select import _files_under, _matches, _pattern_parts
 from reprobox.guest.hashing._text import TEXT_FORMATS
 

@@ -52,6 +52,16 @@ def _opaque(note: str | None) -> _Content:
     return _Content(format="file", note=note)
 
 
+def _first_sentence(text: str) -> str:
+    return text.split(". ", 1)[0].rstrip(".")[:200]
+
+
+def _unreadable(kind: str, exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = _first_sentence(lines[0]) if lines else type(exc).__name__
+    return f"content not hashed: not a readable {kind} file ({reason}); the content hash is the file sha256"
+
+
 def contiguous_pieces(
     x: Any,
     *,

@@ -9,13 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._canonical import ROOT_NAME, _join, expand_quantized, flatten
-from reprobox.guest.hashing._formats import (
-    _torch_load,
-    _weights_only_failure,
-    format_of,
-    read_safetensors_header,
-)
+from reprobox.guest.hashing._formats import _torch_load, _weights_only_failure, format_of
 from reprobox.guest.hashing._pickle import read_pickle
+from reprobox.guest.hashing._safetensors import read_safetensors_header
 
 if TYPE_CHECKING:
     import numpy as np

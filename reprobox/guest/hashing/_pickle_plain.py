@@ -1,44 +1,29 @@
 """Turning what the safe pickle reader unpickled into plain data: tensors, arrays, mappings, scalars.
 
-Placeholders become torch tensors (views of the memory-mapped file) and NumPy arrays; stand-ins become
+Placeholders become torch tensors and NumPy arrays (``_pickle_arrays``); stand-ins become
 mappings named as ``reprobox.guest.hashing._pickle`` documents. Every walk is bounded: nesting depth,
 the size of the tree once shared references are expanded, and the bytes all tensors may span.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import InitVar, dataclass, field
 
+from reprobox.guest.hashing import _pickle_objects as placeholder
+from reprobox.guest.hashing._pickle_arrays import TensorMaker, numpy_array, numpy_scalar
 from reprobox.guest.hashing._pickle_objects import (
+    ARGS_KEY,
+    ATTRIBUTE_KEY,
+    CLASS_KEY,
+    ITEMS_KEY,
+    KWARGS_KEY,
     MAX_DEPTH,
     MAX_VALUES,
-    ArraySpec,
-    DTypeSpec,
-    MetaTensorSpec,
-    NdarrayType,
-    QuantizedSpec,
-    ScalarSpec,
-    StorageRef,
-    StorageType,
-    TensorSpec,
-    _ints,
+    STATE_KEY,
     _StandIn,
 )
-
-if TYPE_CHECKING:
-    import numpy as np
-    import torch
-
-CLASS_KEY = "__class__"
-ARGS_KEY = "__args__"
-KWARGS_KEY = "__kwargs__"
-STATE_KEY = "__state__"
-ITEMS_KEY = "__items__"
-ATTRIBUTE_KEY = "__attribute__"
 
 
 @dataclass
@@ -46,13 +31,16 @@ class Plainer:
     """Turns an unpickled tree into dicts, lists, tuples, scalars, tensors and arrays, with bounds."""
 
     global_names: Mapping[int, str]
-    budget_bytes: int  # the logical bytes all tensors may span (a stride-0 tensor spans more than it stores)
-    byteswap: bool = False
+    budget_bytes: InitVar[int]  # the logical bytes all tensors may span (see TensorMaker)
+    byteswap: InitVar[bool] = False
     done: dict[int, object] = field(default_factory=dict)
     sizes: dict[int, int] = field(default_factory=dict)
     open: set[int] = field(default_factory=set)
-    storages: dict[int, np.ndarray[Any, Any]] = field(default_factory=dict)
     keep: list[object] = field(default_factory=list)  # ids stay valid while their objects live
+    tensors: TensorMaker = field(init=False)
+
+    def __post_init__(self, budget_bytes: int, byteswap: bool) -> None:
+        self.tensors = TensorMaker(budget_bytes, byteswap)
 
     def plain(self, obj: object) -> object:
         result, _size = self._visit(obj, 0)
@@ -98,25 +86,25 @@ class Plainer:
         return self._placeholder(obj, depth), 1
 
     def _placeholder(self, obj: object, depth: int) -> object:  # noqa: PLR0911 - one branch a kind
-        if isinstance(obj, TensorSpec):
-            return self._tensor(obj)
-        if isinstance(obj, StorageRef):
-            return self._tensor(TensorSpec(obj, 0, (self._numel(obj),), (1,)))
-        if isinstance(obj, QuantizedSpec):
-            return self._quantized(obj, depth)
-        if isinstance(obj, MetaTensorSpec):
+        if isinstance(obj, placeholder.TensorSpec):
+            return self.tensors.tensor(obj)
+        if isinstance(obj, placeholder.StorageRef):
+            return self.tensors.whole_storage(obj)
+        if isinstance(obj, placeholder.QuantizedSpec):
+            return self.tensors.quantized(obj, lambda value: self._visit(value, depth)[0])
+        if isinstance(obj, placeholder.MetaTensorSpec):
             import torch
 
             return torch.empty_strided(obj.size, obj.stride, dtype=obj.dtype, device="meta")
-        if isinstance(obj, ArraySpec):
-            return self._array(obj, depth)
-        if isinstance(obj, ScalarSpec):
-            return self._scalar(obj, depth)
-        if isinstance(obj, DTypeSpec):
+        if isinstance(obj, placeholder.ArraySpec):
+            return numpy_array(obj, lambda value: self._visit(value, depth)[0])
+        if isinstance(obj, placeholder.ScalarSpec):
+            return numpy_scalar(obj, lambda value: self._visit(value, depth)[0])
+        if isinstance(obj, placeholder.DTypeSpec):
             return obj.describe()
-        if isinstance(obj, StorageType):
+        if isinstance(obj, placeholder.StorageType):
             return f"torch.{obj.name}"
-        if isinstance(obj, NdarrayType):
+        if isinstance(obj, placeholder.NdarrayType):
             return "numpy.ndarray"
         if isinstance(obj, (slice, range)) or _is_torch_value(obj):
             return obj
@@ -179,110 +167,6 @@ class Plainer:
         out, size = self._mapping(pairs, depth, out)
         out[CLASS_KEY] = obj.rb_name
         return out, size + 1
-
-    # tensors -------------------------------------------------------------------------------
-
-    def _storage_bytes(self, ref: StorageRef) -> np.ndarray[Any, Any]:
-        if id(ref) not in self.storages:
-            self.storages[id(ref)] = ref.source.storage_bytes(ref.key, ref.nbytes)
-            self.keep.append(ref)
-        raw = self.storages[id(ref)]
-        if ref.view is not None:
-            offset, numel = ref.view
-            itemsize = ref.dtype.itemsize
-            if (offset + numel) * itemsize > raw.size:
-                raise ValueError(f"a storage view of '{ref.key}' lies outside its storage")
-            raw = raw[offset * itemsize : (offset + numel) * itemsize]
-        return raw
-
-    def _numel(self, ref: StorageRef) -> int:
-        size = self._storage_bytes(ref).size
-        return size // ref.dtype.itemsize if ref.dtype.itemsize else 0
-
-    def _tensor(self, spec: TensorSpec) -> torch.Tensor:
-        import numpy as np
-        import torch
-
-        raw = self._storage_bytes(spec.storage)
-        itemsize = spec.dtype.itemsize
-        if len(spec.size) != len(spec.stride):
-            raise ValueError("a tensor's size and stride differ in length")
-        if raw.size % itemsize:
-            raise ValueError(f"storage '{spec.storage.key}' does not hold whole {spec.dtype} elements")
-        if self.byteswap and itemsize > 1:
-            width = itemsize // 2 if spec.dtype.is_complex else itemsize
-            raw = np.ascontiguousarray(raw.reshape(-1, width)[:, ::-1]).reshape(-1)
-        extent = 0
-        if 0 not in spec.size:
-            extent = spec.offset + sum((s - 1) * t for s, t in zip(spec.size, spec.stride, strict=True)) + 1
-        if extent > raw.size // itemsize:
-            raise ValueError(f"a tensor of size {list(spec.size)} lies outside storage '{spec.storage.key}'")
-        self.budget_bytes -= math.prod(spec.size) * itemsize
-        if self.budget_bytes < 0:
-            raise ValueError("the tensors span far more bytes than the file holds (repeated strides)")
-        flat = torch.from_numpy(raw).view(spec.dtype) if spec.dtype != torch.uint8 else torch.from_numpy(raw)
-        tensor = torch.as_strided(flat, spec.size, spec.stride, spec.offset)
-        if spec.metadata.get("conj"):
-            tensor = tensor.conj()
-        if spec.metadata.get("neg"):
-            tensor = torch._neg_view(tensor)
-        return tensor
-
-    def _quantized(self, spec: QuantizedSpec, depth: int) -> torch.Tensor:
-        import torch
-
-        values = self._tensor(spec.base)
-        scheme, *params = spec.params
-        plain_params = [self._visit(p, depth)[0] for p in params]
-        if scheme == torch.per_tensor_affine and len(params) == 2:
-            scale, zero_point = plain_params
-            if type(scale) is float and type(zero_point) is int:
-                return torch._make_per_tensor_quantized_tensor(values, scale, zero_point)
-        if scheme in (torch.per_channel_affine, torch.per_channel_affine_float_qparams) and len(params) == 3:
-            scales, zero_points, axis = plain_params
-            if type(axis) is int and 0 <= axis < values.dim():
-                scales_t, points_t = _as_tensor(scales, torch.float64), _as_tensor(zero_points, torch.int64)
-                if scales_t.numel() == points_t.numel() == values.shape[axis]:
-                    return torch._make_per_channel_quantized_tensor(values, scales_t, points_t, axis)
-        raise ValueError("a quantized tensor has quantizer parameters the reader does not know")
-
-    # NumPy -------------------------------------------------------------------------------------
-
-    def _array(self, spec: ArraySpec, depth: int) -> object:
-        import numpy as np
-
-        state = spec.state
-        if not isinstance(state, tuple) or len(state) not in (4, 5):
-            raise ValueError("a NumPy array has no (version, shape, dtype, order, data) state")
-        shape, dtype_spec, fortran, raw = state[-4:]
-        shape = _ints(shape, "a NumPy array's shape")
-        dtype = dtype_spec.resolve() if isinstance(dtype_spec, DTypeSpec) else None
-        if dtype is None or not isinstance(raw, (bytes, bytearray)):
-            described, _size = self._visit(raw, depth)
-            kind = dtype_spec.describe() if isinstance(dtype_spec, DTypeSpec) else str(dtype_spec)
-            return {CLASS_KEY: "numpy.ndarray", "dtype": kind, "shape": list(shape), "data": described}
-        if len(raw) != math.prod(shape) * dtype.itemsize:
-            raise ValueError(f"a NumPy array of shape {list(shape)} does not hold {len(raw)} bytes")
-        return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape, order="F" if fortran else "C")
-
-    def _scalar(self, spec: ScalarSpec, depth: int) -> object:
-        import numpy as np
-
-        dtype = spec.dtype.resolve() if isinstance(spec.dtype, DTypeSpec) else None
-        if dtype is None or not isinstance(spec.raw, (bytes, bytearray)) or len(spec.raw) != dtype.itemsize:
-            kind = spec.dtype.describe() if isinstance(spec.dtype, DTypeSpec) else "?"
-            return {CLASS_KEY: "numpy.generic", "dtype": kind, "data": self._visit(spec.raw, depth)[0]}
-        return np.frombuffer(bytes(spec.raw), dtype=dtype)[0].item()
-
-
-def _as_tensor(value: object, dtype: torch.dtype) -> torch.Tensor:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (list, tuple)) and all(type(v) in (int, float) for v in value):
-        return torch.tensor(value, dtype=dtype)
-    raise ValueError("quantizer parameters are neither tensors nor lists of numbers")
 
 
 def _dict_or_none(value: object) -> bool:

@@ -1,0 +1,143 @@
+"""Tensors and NumPy arrays from the safe pickle reader's placeholders: tensors as views of the
+memory-mapped file (byte-swapped for big-endian archives), within a budget of bytes they may span."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reprobox.guest.hashing._pickle_objects import (
+    CLASS_KEY,
+    ArraySpec,
+    DTypeSpec,
+    QuantizedSpec,
+    ScalarSpec,
+    StorageRef,
+    TensorSpec,
+    _ints,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+Plain = Callable[[object], object]
+"""Turns a nested value into plain data (``Plainer``'s walk, with its bounds)."""
+
+
+@dataclass
+class TensorMaker:
+    """Builds the tensors of one file; every storage is read once and stays alive as long as this does."""
+
+    budget_bytes: int  # the logical bytes all tensors may span (a stride-0 tensor spans more than it stores)
+    byteswap: bool = False
+    storages: dict[int, np.ndarray[Any, Any]] = field(default_factory=dict)
+    keep: list[object] = field(default_factory=list)  # ids stay valid while their objects live
+
+    def storage_bytes(self, ref: StorageRef) -> np.ndarray[Any, Any]:
+        if id(ref) not in self.storages:
+            self.storages[id(ref)] = ref.source.storage_bytes(ref.key, ref.nbytes)
+            self.keep.append(ref)
+        raw = self.storages[id(ref)]
+        if ref.view is not None:
+            offset, numel = ref.view
+            itemsize = ref.dtype.itemsize
+            if (offset + numel) * itemsize > raw.size:
+                raise ValueError(f"a storage view of '{ref.key}' lies outside its storage")
+            raw = raw[offset * itemsize : (offset + numel) * itemsize]
+        return raw
+
+    def whole_storage(self, ref: StorageRef) -> torch.Tensor:
+        """A storage used as a value: one flat tensor over all of it."""
+        size = self.storage_bytes(ref).size
+        numel = size // ref.dtype.itemsize if ref.dtype.itemsize else 0
+        return self.tensor(TensorSpec(ref, 0, (numel,), (1,)))
+
+    def tensor(self, spec: TensorSpec) -> torch.Tensor:
+        import numpy as np
+        import torch
+
+        raw = self.storage_bytes(spec.storage)
+        itemsize = spec.dtype.itemsize
+        if len(spec.size) != len(spec.stride):
+            raise ValueError("a tensor's size and stride differ in length")
+        if raw.size % itemsize:
+            raise ValueError(f"storage '{spec.storage.key}' does not hold whole {spec.dtype} elements")
+        if self.byteswap and itemsize > 1:
+            width = itemsize // 2 if spec.dtype.is_complex else itemsize
+            raw = np.ascontiguousarray(raw.reshape(-1, width)[:, ::-1]).reshape(-1)
+        extent = 0
+        if 0 not in spec.size:
+            extent = spec.offset + sum((s - 1) * t for s, t in zip(spec.size, spec.stride, strict=True)) + 1
+        if extent > raw.size // itemsize:
+            raise ValueError(f"a tensor of size {list(spec.size)} lies outside storage '{spec.storage.key}'")
+        self.budget_bytes -= math.prod(spec.size) * itemsize
+        if self.budget_bytes < 0:
+            raise ValueError("the tensors span far more bytes than the file holds (repeated strides)")
+        flat = torch.from_numpy(raw).view(spec.dtype) if spec.dtype != torch.uint8 else torch.from_numpy(raw)
+        tensor = torch.as_strided(flat, spec.size, spec.stride, spec.offset)
+        if spec.metadata.get("conj"):
+            tensor = tensor.conj()
+        if spec.metadata.get("neg"):
+            tensor = torch._neg_view(tensor)
+        return tensor
+
+    def quantized(self, spec: QuantizedSpec, plain: Plain) -> torch.Tensor:
+        import torch
+
+        values = self.tensor(spec.base)
+        scheme, *params = spec.params
+        plain_params = [plain(p) for p in params]
+        if scheme == torch.per_tensor_affine and len(params) == 2:
+            scale, zero_point = plain_params
+            if type(scale) is float and type(zero_point) is int:
+                return torch._make_per_tensor_quantized_tensor(values, scale, zero_point)
+        if scheme in (torch.per_channel_affine, torch.per_channel_affine_float_qparams) and len(params) == 3:
+            scales, zero_points, axis = plain_params
+            if type(axis) is int and 0 <= axis < values.dim():
+                scales_t, points_t = _as_tensor(scales, torch.float64), _as_tensor(zero_points, torch.int64)
+                if scales_t.numel() == points_t.numel() == values.shape[axis]:
+                    return torch._make_per_channel_quantized_tensor(values, scales_t, points_t, axis)
+        raise ValueError("a quantized tensor has quantizer parameters the reader does not know")
+
+
+def numpy_array(spec: ArraySpec, plain: Plain) -> object:
+    """A real array for plain numeric dtypes; otherwise a mapping that describes it."""
+    import numpy as np
+
+    state = spec.state
+    if not isinstance(state, tuple) or len(state) not in (4, 5):
+        raise ValueError("a NumPy array has no (version, shape, dtype, order, data) state")
+    shape, dtype_spec, fortran, raw = state[-4:]
+    shape = _ints(shape, "a NumPy array's shape")
+    dtype = dtype_spec.resolve() if isinstance(dtype_spec, DTypeSpec) else None
+    if dtype is None or not isinstance(raw, (bytes, bytearray)):
+        described = plain(raw)
+        kind = dtype_spec.describe() if isinstance(dtype_spec, DTypeSpec) else str(dtype_spec)
+        return {CLASS_KEY: "numpy.ndarray", "dtype": kind, "shape": list(shape), "data": described}
+    if len(raw) != math.prod(shape) * dtype.itemsize:
+        raise ValueError(f"a NumPy array of shape {list(shape)} does not hold {len(raw)} bytes")
+    return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def numpy_scalar(spec: ScalarSpec, plain: Plain) -> object:
+    """A Python scalar for plain numeric dtypes; otherwise a mapping that describes it."""
+    import numpy as np
+
+    dtype = spec.dtype.resolve() if isinstance(spec.dtype, DTypeSpec) else None
+    if dtype is None or not isinstance(spec.raw, (bytes, bytearray)) or len(spec.raw) != dtype.itemsize:
+        kind = spec.dtype.describe() if isinstance(spec.dtype, DTypeSpec) else "?"
+        return {CLASS_KEY: "numpy.generic", "dtype": kind, "data": plain(spec.raw)}
+    return np.frombuffer(bytes(spec.raw), dtype=dtype)[0].item()
+
+
+def _as_tensor(value: object, dtype: torch.dtype) -> torch.Tensor:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)) and all(type(v) in (int, float) for v in value):
+        return torch.tensor(value, dtype=dtype)
+    raise ValueError("quantizer parameters are neither tensors nor lists of numbers")

@@ -1,0 +1,171 @@
+"""Torch's two pickle containers, their storages read in place from the memory-mapped file: the zip
+format (``<archive>/data.pkl``, storages in ``<archive>/data/<key>``) and the legacy format (a magic
+number, pickles, then raw storages)."""
+
+from __future__ import annotations
+
+import io
+import mmap
+import struct
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reprobox.guest.hashing._pickle_objects import StorageRef, StorageType
+from reprobox.guest.hashing._pickle_plain import Plainer
+from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."  # pickle.dumps(0x1950A86A20F9469CFC6C, 2)
+ZIP_MAGIC = b"PK\x03\x04"
+_MAX_PICKLE_BYTES = 1 << 30  # a zip's data.pkl; tensors live outside it
+
+
+def zip_pickle_name(path: Path) -> str | None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None
+    return next((n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")), None)
+
+
+class _ZipStorages:
+    """Storages of a torch zip archive: uncompressed members, read in place from the memory map."""
+
+    def __init__(self, archive: zipfile.ZipFile, prefix: str, mapped: mmap.mmap) -> None:
+        self._members = {info.filename: info for info in archive.infolist()}
+        self._prefix = prefix
+        self._mapped = mapped
+        self._refs: dict[str, StorageRef] = {}
+
+    def persistent_load(self, pid: object) -> StorageRef:
+        if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] not in ("storage", b"storage"):
+            raise ValueError("a persistent id is not a torch storage")
+        _tag, storage_type, key, _location, numel = pid
+        if not isinstance(storage_type, StorageType) or not isinstance(key, str):
+            raise ValueError("a persistent id names no storage type or key")
+        if type(numel) is not int or numel < 0:
+            raise ValueError(f"storage '{key}' has no valid element count")
+        if key not in self._refs:
+            self._refs[key] = StorageRef(self, key, storage_type.dtype, numel * storage_type.dtype.itemsize)
+        return self._refs[key]
+
+    def storage_bytes(self, key: str, nbytes: int) -> np.ndarray[Any, Any]:
+        info = self._members.get(f"{self._prefix}data/{key}")
+        if info is None:
+            raise ValueError(f"storage '{key}' is missing from the archive")
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise ValueError(f"storage '{key}' is compressed, which torch never writes")
+        if info.file_size < nbytes:
+            raise ValueError(f"storage '{key}' holds {info.file_size} bytes, fewer than its {nbytes}")
+        start = _member_data_offset(self._mapped, info)
+        return _bytes_at(self._mapped, start, nbytes)
+
+
+def _member_data_offset(mapped: mmap.mmap, info: zipfile.ZipInfo) -> int:
+    header = mapped[info.header_offset : info.header_offset + 30]
+    if len(header) < 30 or not header.startswith(ZIP_MAGIC):
+        raise ValueError(f"member '{info.filename}' has no local header")
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    offset: int = info.header_offset + 30 + name_len + extra_len
+    return offset
+
+
+def _bytes_at(mapped: mmap.mmap, start: int, nbytes: int) -> np.ndarray[Any, Any]:
+    import numpy as np
+
+    if start < 0 or start + nbytes > len(mapped):
+        raise ValueError("a storage runs past the end of the file")
+    return np.frombuffer(mapped, dtype=np.uint8, count=nbytes, offset=start)  # a view, never copied
+
+
+def read_zip(path: Path, mapped: mmap.mmap, budget: int) -> tuple[object, Plainer]:
+    name = zip_pickle_name(path)
+    if name is None:
+        raise ValueError("not a torch zip archive (no <archive>/data.pkl member, or a damaged directory)")
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(name)
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size > min(len(mapped), _MAX_PICKLE_BYTES):
+            raise ValueError("data.pkl is compressed or larger than the file")
+        data = archive.read(info)
+        prefix = name.removesuffix("data.pkl")
+        byteorder = prefix + "byteorder"
+        big = byteorder in archive.namelist() and archive.read(byteorder)[:8] == b"big"
+        storages = _ZipStorages(archive, prefix, mapped)
+    stream = io.BytesIO(data)
+    unpickler = SafeUnpickler(stream, storages.persistent_load)
+    obj = load_checked(unpickler, stream, len(data))
+    return obj, Plainer(unpickler.global_names, budget, byteswap=big)
+
+
+class _LegacyStorages:
+    """Storages of the legacy format: after the pickles, each is an 8-byte count and its raw bytes."""
+
+    def __init__(self, mapped: mmap.mmap) -> None:
+        self._mapped = mapped
+        self._roots: dict[str, StorageRef] = {}
+        self._spans: dict[str, tuple[int, int]] = {}
+
+    def persistent_load(self, pid: object) -> object:
+        if isinstance(pid, tuple) and len(pid) == 4 and pid[0] in ("module", b"module"):
+            return pid[1]  # a module class saved with its source: the stand-in class
+        if not isinstance(pid, tuple) or len(pid) != 6 or pid[0] not in ("storage", b"storage"):
+            raise ValueError("a persistent id is not a torch storage")
+        _tag, storage_type, key, _location, numel, view = pid
+        if not isinstance(storage_type, StorageType) or not isinstance(key, str):
+            raise ValueError("a persistent id names no storage type or key")
+        if type(numel) is not int or numel < 0:
+            raise ValueError(f"storage '{key}' has no valid element count")
+        if key not in self._roots:
+            self._roots[key] = StorageRef(self, key, storage_type.dtype, numel * storage_type.dtype.itemsize)
+        if view is None:
+            return self._roots[key]
+        if not isinstance(view, tuple) or len(view) != 3 or not all(type(v) is int for v in view[1:]):
+            raise ValueError(f"storage '{key}' has a malformed view")
+        _view_key, offset, view_numel = view
+        root = self._roots[key]
+        return StorageRef(self, key, root.dtype, root.nbytes, view=(offset, view_numel))
+
+    def locate(self, keys: object, start: int) -> None:
+        """Find each storage's bytes, in the order the key list gives them."""
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise ValueError("the storage key list is malformed")
+        position = start
+        for key in keys:
+            root = self._roots.get(key)
+            if root is None:
+                raise ValueError(f"storage '{key}' is listed but never used")
+            count = self._mapped[position : position + 8]
+            if len(count) < 8:
+                raise ValueError("the file ends before its storages")
+            (numel,) = struct.unpack("<q", count)
+            nbytes = numel * root.dtype.itemsize
+            if numel < 0 or nbytes != root.nbytes or position + 8 + nbytes > len(self._mapped):
+                raise ValueError(f"storage '{key}' does not fit the file")
+            self._spans[key] = (position + 8, nbytes)
+            position += 8 + nbytes
+
+    def storage_bytes(self, key: str, nbytes: int) -> np.ndarray[Any, Any]:
+        span = self._spans.get(key)
+        if span is None:
+            raise ValueError(f"storage '{key}' has no data in the file")
+        return _bytes_at(self._mapped, span[0], min(nbytes, span[1]))
+
+
+def read_legacy(mapped: mmap.mmap, budget: int) -> tuple[object, Plainer]:
+    storages = _LegacyStorages(mapped)
+    mapped.seek(0)
+    end = len(mapped)
+    header = [load_checked(SafeUnpickler(mapped, NoStorages().refuse), mapped, end) for _ in range(3)]
+    magic, version, info = header
+    if magic != 0x1950A86A20F9469CFC6C or version != 1001 or not isinstance(info, dict):
+        raise ValueError("the legacy torch header is malformed")
+    unpickler = SafeUnpickler(mapped, storages.persistent_load)
+    obj = load_checked(unpickler, mapped, end)
+    keys = load_checked(SafeUnpickler(mapped, NoStorages().refuse), mapped, end)
+    storages.locate(keys, mapped.tell())
+    return obj, Plainer(unpickler.global_names, budget)  # legacy storages are always little-endian

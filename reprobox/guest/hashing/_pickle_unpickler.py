@@ -1,0 +1,117 @@
+"""The safe pickle reader's unpickler: globals come from our own table or become stand-ins, nothing is
+imported, and the opcodes are checked against the data before anything is unpickled."""
+
+from __future__ import annotations
+
+import mmap
+import pickle
+import pickletools
+from collections.abc import Callable
+from typing import IO, Any, cast
+
+from reprobox.guest.hashing._pickle_globals import MODULE_ALIASES, SAFE_CALLABLES
+from reprobox.guest.hashing._pickle_objects import NdarrayType, StorageType, stand_in_class
+
+_MAX_GLOBALS = 10_000
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """Globals come from our table or are stand-ins; persistent ids go to the container's callback."""
+
+    def __init__(self, stream: IO[bytes] | mmap.mmap, persistent: Callable[[object], object]) -> None:
+        super().__init__(stream, encoding="latin1")  # py2 str; an mmap reads like a file
+        self._persistent = persistent
+        self._classes: dict[str, object] = {}
+        self.global_names: dict[int, str] = {}  # id(global) -> "module.Name", for globals used as values
+
+    def find_class(self, module: str, name: str) -> Any:
+        if not isinstance(module, str) or not isinstance(name, str):
+            raise ValueError("a global is named by something other than text")
+        module = MODULE_ALIASES.get(module, module)
+        qualified = f"{module}.{name}"
+        if qualified not in self._classes:
+            if len(self._classes) >= _MAX_GLOBALS:
+                raise ValueError(f"the pickle names more than {_MAX_GLOBALS} globals")
+            found = _known_global(module, name)
+            self._classes[qualified] = found if found is not None else stand_in_class(qualified)
+            self.global_names[id(self._classes[qualified])] = qualified
+        return self._classes[qualified]
+
+    def persistent_load(self, pid: Any) -> Any:
+        return self._persistent(pid)
+
+
+def _known_global(module: str, name: str) -> object | None:
+    safe = SAFE_CALLABLES.get((module, name))
+    if safe is not None:
+        return safe
+    if module in ("numpy", "numpy.core.multiarray", "numpy._core.multiarray") and name == "ndarray":
+        return NdarrayType()
+    if module in ("torch", "torch.storage"):
+        storage = _storage_types().get(name)
+        if storage is not None:
+            return storage
+    if module == "torch":
+        return _torch_values().get(name)
+    return None
+
+
+_STORAGE_NAMES = {
+    "DoubleStorage": "float64",
+    "FloatStorage": "float32",
+    "HalfStorage": "float16",
+    "BFloat16Storage": "bfloat16",
+    "LongStorage": "int64",
+    "IntStorage": "int32",
+    "ShortStorage": "int16",
+    "CharStorage": "int8",
+    "ByteStorage": "uint8",
+    "BoolStorage": "bool",
+    "ComplexDoubleStorage": "complex128",
+    "ComplexFloatStorage": "complex64",
+    "UntypedStorage": "uint8",
+    # quantized storages hold their integer representation
+    "QInt8Storage": "int8",
+    "QUInt8Storage": "uint8",
+    "QInt32Storage": "int32",
+    "QUInt4x2Storage": "uint8",
+    "QUInt2x4Storage": "uint8",
+}
+
+
+def _storage_types() -> dict[str, StorageType]:
+    import torch
+
+    return {name: StorageType(name, getattr(torch, dtype)) for name, dtype in _STORAGE_NAMES.items()}
+
+
+def _torch_values() -> dict[str, object]:
+    """torch's dtypes and quantization schemes by name (``torch.float32`` pickled as a global)."""
+    import torch
+
+    return {n: v for n, v in vars(torch).items() if isinstance(v, (torch.dtype, torch.qscheme))}
+
+
+def _check_opcodes(stream: IO[bytes] | mmap.mmap, end: int) -> None:
+    """Walk the opcodes before unpickling: counted data, frames and memo indices must fit the file."""
+    start = stream.tell()
+    readable = cast("IO[bytes]", stream)  # an mmap reads like a binary file
+    for ops, (op, arg, pos) in enumerate(pickletools.genops(readable), start=1):
+        number = arg if isinstance(arg, int) else 0
+        if op.name == "PROTO" and not 0 <= number <= pickle.HIGHEST_PROTOCOL:
+            raise ValueError(f"unknown pickle protocol {arg}")
+        if op.name == "FRAME" and number > end - (pos or 0):
+            raise ValueError("a pickle frame runs past the end of the data")
+        if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and number > ops:
+            raise ValueError("a pickle memo index is out of range")
+    stream.seek(start)
+
+
+def load_checked(unpickler: SafeUnpickler, stream: IO[bytes] | mmap.mmap, end: int) -> object:
+    _check_opcodes(stream, end)
+    return unpickler.load()
+
+
+class NoStorages:
+    def refuse(self, pid: object) -> object:
+        raise ValueError("a plain pickle refers to persistent ids, which only torch files define")

@@ -1,0 +1,135 @@
+"""Reading a safetensors file: its JSON header checked entry by entry against the file, and each
+tensor hashed straight from the memory-mapped bytes, never copied."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from reprobox.guest.hashing._arrays import Buffers, _Array, _Content, _opaque, _unreadable
+from reprobox.guest.hashing._canonical import _join, _metadata_digests
+
+MAX_SAFETENSORS_HEADER = 100 << 20
+
+
+# safetensors dtype -> (canonical dtype, bits per element as stored)
+SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
+    "BOOL": ("bool", 8),
+    "U8": ("uint8", 8),
+    "I8": ("int8", 8),
+    "U16": ("uint16", 16),
+    "I16": ("int16", 16),
+    "U32": ("uint32", 32),
+    "I32": ("int32", 32),
+    "U64": ("uint64", 64),
+    "I64": ("int64", 64),
+    "F16": ("float16", 16),
+    "BF16": ("bfloat16", 16),
+    "F32": ("float32", 32),
+    "F64": ("float64", 64),
+    "C64": ("complex64", 64),
+    "F8_E4M3": ("float8_e4m3fn", 8),
+    "F8_E4M3FNUZ": ("float8_e4m3fnuz", 8),
+    "F8_E5M2": ("float8_e5m2", 8),
+    "F8_E5M2FNUZ": ("float8_e5m2fnuz", 8),
+    "F8_E8M0": ("float8_e8m0fnu", 8),
+    # safetensors counts packed fp4 values one by one; torch packs two per element (last dim halved).
+    "F4": ("float4_e2m1fn_x2", 4),
+    "F6_E2M3": ("float6_e2m3fn", 6),
+    "F6_E3M2": ("float6_e3m2fn", 6),
+}
+
+
+@dataclass(frozen=True)
+class SafetensorsEntry:
+    name: str
+    dtype: str  # canonical
+    source_dtype: str  # as the header spells it
+    shape: tuple[int, ...]
+    start: int  # absolute file offsets
+    end: int
+
+
+def read_safetensors_header(path: Path) -> tuple[list[SafetensorsEntry], object]:
+    """Validated tensor entries and the ``__metadata__`` value; ValueError says what is wrong."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise ValueError("shorter than the 8-byte header length")
+        (header_len,) = struct.unpack("<Q", prefix)
+        if header_len > min(size - 8, MAX_SAFETENSORS_HEADER):
+            raise ValueError(f"header length {header_len} does not fit the file")
+        raw = f.read(header_len)
+    header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    data_start = 8 + header_len
+    data_len = size - data_start
+    metadata = header.pop("__metadata__", None)
+    entries = [_safetensors_entry(name, info, data_start, data_len) for name, info in header.items()]
+    return entries, metadata
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"the header names '{key}' twice")
+        result[key] = value
+    return result
+
+
+def _safetensors_entry(name: str, info: object, data_start: int, data_len: int) -> SafetensorsEntry:
+    if not isinstance(info, dict):
+        raise ValueError(f"entry '{name}' is not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise ValueError(f"entry '{name}' has no dtype")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"entry '{name}' has an invalid shape")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1] <= data_len
+    ):
+        raise ValueError(f"entry '{name}' has data offsets outside the file")
+    canonical, bits = SAFETENSORS_DTYPES.get(dtype, (f"safetensors:{dtype}", 0))
+    count = 1
+    for d in shape:
+        count *= d
+    if bits and offsets[1] - offsets[0] != (count * bits + 7) // 8:
+        raise ValueError(
+            f"entry '{name}' holds {offsets[1] - offsets[0]} bytes, not what {dtype}{shape} needs"
+        )
+    if dtype == "F4" and shape:  # torch's float4_e2m1fn_x2 packs two values per element
+        shape = [*shape[:-1], (shape[-1] + 1) // 2]
+    return SafetensorsEntry(
+        name, canonical, dtype, tuple(shape), data_start + offsets[0], data_start + offsets[1]
+    )
+
+
+def plan_safetensors(path: Path) -> _Content:
+    try:
+        entries, metadata = read_safetensors_header(path)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _opaque(_unreadable("safetensors", exc))
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    arrays = [_Array(e.name, e.dtype, e.shape, e.end - e.start, _mapped_range(mapped, e)) for e in entries]
+    values: list[tuple[str, object]] = []
+    if isinstance(metadata, dict):
+        values = [(_join("__metadata__", k), v) for k, v in metadata.items()]
+    elif metadata is not None:
+        values = [("__metadata__", metadata)]
+    return _Content(
+        "safetensors", arrays, _metadata_digests(values), keepalive=mapped, reader="safetensors header"
+    )
+
+
+def _mapped_range(mapped: mmap.mmap, entry: SafetensorsEntry) -> Buffers:
+    return lambda _budget: iter((memoryview(mapped)[entry.start : entry.end],))  # never copied

@@ -1,0 +1,78 @@
+"""The reprobox image as data: which files, build args and labels make it, and the tag that names it.
+
+Pure functions, no engine. The build context is a tar made in memory with sorted names, zero owners,
+a fixed mtime and normalized modes, so the same sources always give the same bytes. The image tag is a
+hash of that context and the build args: an unchanged job finds its image by name and never builds.
+
+Wheels from a wheelhouse join the context for the build, but enter the tag by name and size only:
+their content is pinned by the lock's hashes, which pip checks, and hashing hundreds of MB of wheels
+would make every "is it built already?" check slow.
+
+A job's own wheelhouse (`image.wheelhouse`) adds to the shared one (`--wheelhouse` /
+REPROBOX_WHEELHOUSE): the wheels of both join one wheelhouse/ in the context, which pip reads with
+`--no-index`. Every wheel the locks pin is looked for before any build, and one that neither wheelhouse
+has is named with the lock line that wants it, so pip never gets to fail on it.
+
+The plan is `_plan`; the context tar `_context`; locks `_lock`; wheelhouses `_wheelhouse`; the source
+checkout `_project`.
+"""
+
+from reprobox.image._context import (
+    CONTEXT_EXTRA_REQUIREMENTS,
+    CONTEXT_MTIME,
+    CONTEXT_WHEELHOUSE,
+)
+from reprobox.image._lock import (
+    LockLine,
+    check_extra_lock,
+    lock_lines,
+    locked_pins,
+    normalize_name,
+)
+from reprobox.image._plan import (
+    BASE_IMAGE_VARIABLE,
+    LABEL_PREFIX,
+    LOCK_VARIABLE,
+    MANAGED_LABEL,
+    WHEELHOUSE_VARIABLE,
+    BuildPlan,
+    plan_build,
+    render_build_plan,
+    write_build_context,
+)
+from reprobox.image._project import (
+    ProjectFiles,
+    default_base_image,
+    deterministic_env,
+    project_files,
+)
+from reprobox.image._wheelhouse import (
+    LOCKS,
+    wheel_pin,
+)
+
+__all__ = [
+    "BASE_IMAGE_VARIABLE",
+    "CONTEXT_EXTRA_REQUIREMENTS",
+    "CONTEXT_MTIME",
+    "CONTEXT_WHEELHOUSE",
+    "LABEL_PREFIX",
+    "LOCKS",
+    "LOCK_VARIABLE",
+    "MANAGED_LABEL",
+    "WHEELHOUSE_VARIABLE",
+    "BuildPlan",
+    "LockLine",
+    "ProjectFiles",
+    "check_extra_lock",
+    "default_base_image",
+    "deterministic_env",
+    "lock_lines",
+    "locked_pins",
+    "normalize_name",
+    "plan_build",
+    "project_files",
+    "render_build_plan",
+    "wheel_pin",
+    "write_build_context",
+]

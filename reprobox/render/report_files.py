@@ -1,0 +1,33 @@
+"""`reprobox report`'s files: the HTML page, the Markdown file and its PNG plot, each written atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from reprobox.records.manifest import RunRecord, write_bytes_atomic, write_text_atomic
+from reprobox.render.document import ReportData, gather
+from reprobox.render.html import html_document
+from reprobox.render.markdown import markdown
+
+
+def write_report(
+    records: Sequence[RunRecord], *, html_path: Path | None, markdown_path: Path | None
+) -> ReportData:
+    """Write the requested documents atomically; returns what went into them."""
+    from reprobox.render.plots import divergence_figure  # matplotlib: loaded only when a report is written
+
+    data = gather(records)
+    want_plot = bool(data.drift or any(series for _, series in data.losses))
+    first = data.comparison.first_divergence["step"] if data.comparison.first_divergence else None
+    if html_path is not None:
+        svg = divergence_figure(data.drift, data.losses, first, fmt="svg") if want_plot else None
+        write_text_atomic(html_path, html_document(data, svg))
+    if markdown_path is not None:
+        figure_name = None
+        if want_plot:
+            png = markdown_path.with_suffix(".png")
+            write_bytes_atomic(png, divergence_figure(data.drift, data.losses, first, fmt="png"))
+            figure_name = png.name
+        write_text_atomic(markdown_path, markdown(data, figure_name))
+    return data
