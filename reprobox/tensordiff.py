@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox.guest.hashing import load_tensors, torch_dtype_name
+from reprobox.records.files import json_number
 
 if TYPE_CHECKING:
     import torch
@@ -53,17 +54,11 @@ class TensorDifference:
             "shape": list(self.shape),
             "differing": self.differing,
             "total": self.total,
-            "max_abs": _json_number(self.max_abs),
-            "max_rel": _json_number(self.max_rel),
+            "max_abs": json_number(self.max_abs),
+            "max_rel": json_number(self.max_rel),
             "max_ulp": self.max_ulp,
             "note": self.note,
         }
-
-
-def _json_number(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from reprobox import attest, bundle, stackdiff
 from reprobox.compare import Comparison
+from reprobox.records.files import json_number
 from reprobox.records.manifest import RunRecord
 
 BIT_IDENTICAL = "bit-identical"
@@ -84,7 +84,7 @@ class ReproduceResult:
             "code_changes": self.code_changes,
             "comparison": self.comparison.to_json() if self.comparison else None,
             "stack_differences": self.stack_differences,
-            "max_abs_difference": _json_number(self.max_abs_difference),
+            "max_abs_difference": json_number(self.max_abs_difference),
             "differing_tensors": self.differing_tensors,
             "runs": [str(r) for r in self.runs],
             "reports": [str(r) for r in self.reports],
@@ -111,9 +111,3 @@ class Context:
     published_record: RunRecord | None = None
     replay_pin: int | None = None  # threads pinned only to replay the author's unpinned count
     stack_differences: list[stackdiff.FieldDifference] = field(default_factory=list)
-
-
-def _json_number(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else "inf"
