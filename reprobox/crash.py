@@ -7,6 +7,7 @@ temporary dir when that is not writable; a crash must never crash while reportin
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import tempfile
 import traceback
@@ -14,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from reprobox._version import __version__
+from reprobox.records.files import write_text_atomic
 
 
 def crash_dirs() -> list[Path]:
@@ -39,12 +41,10 @@ def save_crash(exc: BaseException, argv: list[str] | None = None) -> Path | None
         + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     )
     for folder in crash_dirs():
+        path = folder / f"crash-{stamp}-{secrets.token_hex(4)}.txt"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(prefix=f"crash-{stamp}-", suffix=".txt", dir=folder)
-            with os.fdopen(fd, "w", encoding="utf-8") as report:
-                report.write(text)
-            return Path(name)
+            write_text_atomic(path, text)
+            return path
         except OSError:
             continue
     return None

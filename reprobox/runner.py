@@ -1,12 +1,12 @@
 """One run, start to finish: run dir -> plan -> runtime -> guest's result -> manifest.json.
 
-Whatever happens to the job, a manifest is written, and a run is only `succeeded` when the job exited
-0, its checkpoints were hashed, and nothing interrupted it.
+Whatever happens to the job, a manifest is written (its fields are assembled in `reprobox.recording`),
+and a run is only `succeeded` when the job exited 0, its checkpoints were hashed, and nothing
+interrupted it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -15,24 +15,22 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from reprobox import codetree, controller, saferead
-from reprobox._version import __version__
+from reprobox import codetree, controller
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
-from reprobox.guest.filehash import file_sha256
-from reprobox.jobfile import JobSpec, redact_env, redact_values
-from reprobox.records.guest import GuestResult, read_guest_result
+from reprobox.jobfile import JobSpec
+from reprobox.recording import build_manifest, redact_guest_record
+from reprobox.records.files import replace_symlink
+from reprobox.records.guest import read_guest_result
 from reprobox.records.manifest import (
     STATUS_CANCELLED,
-    STATUS_FAILED,
     STATUS_INTERRUPTED,
-    STATUS_SUCCEEDED,
     STDOUT_LOG,
     RunRecord,
     move_aside_planted,
-    write_json_atomic,
+    rewrite_record,
     write_record,
 )
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime
@@ -104,10 +102,7 @@ LATEST = "latest"
 
 def point_latest(run_dir: Path) -> None:
     """Make runs/<job>/latest point at this run (atomically), for scripts and `compare .../latest`."""
-    link = run_dir.parent / LATEST
-    tmp = run_dir.parent / f".{LATEST}.{secrets.token_hex(4)}"
-    tmp.symlink_to(run_dir.name, target_is_directory=True)
-    tmp.replace(link)
+    replace_symlink(run_dir.parent / LATEST, run_dir.name)
 
 
 def list_runs(runs_dir: Path, job_name: str) -> list[Path]:
@@ -205,9 +200,9 @@ def finish(
     with (plan.run_dir / STDOUT_LOG).open("wb") as log:
         sink = _TeeSink(log, options.echo)
         outcome = runtime.run(plan, sink, stop)
-    guest = _read_guest_result(plan.run_dir)
-    if guest.data is not None and plan.job.secrets:  # it holds the expanded command: no secret stays in it
-        _redact_guest_record(plan.run_dir, guest.data, plan.job.secrets)
+    guest = read_guest_result(plan.run_dir)
+    if guest.record is not None and plan.job.secrets:
+        redact_guest_record(plan.run_dir, guest.record, plan.job.secrets)
     problems = [p for p in (guest.problem, move_aside_planted(plan.run_dir)) if p]
     if sink.lost is not None:
         problems.append(f"{STDOUT_LOG} could not be written ({sink.lost}) and is incomplete")
@@ -215,8 +210,8 @@ def finish(
         prepared,
         runtime_facts=runtime.describe(),
         outcome=outcome,
-        guest=guest.data,
-        options=options,
+        guest=guest.record,
+        max_steps=options.max_steps,
         problems=problems,
     )
     record = write_record(plan.run_dir, data)
@@ -231,131 +226,8 @@ def mark_interrupted(record: RunRecord) -> RunRecord:
     not as cancelled (which says the verdict was already known)."""
     if record.status != STATUS_CANCELLED:
         return record
-    data = {
-        **record.data,
-        "status": STATUS_INTERRUPTED,
-        "failure": RunOutcome(interrupted=True).failure_reason(),
-    }
-    data.pop("schema", None)
-    return write_record(record.run_dir, data)
-
-
-def _redact_guest_record(run_dir: Path, data: dict[str, Any], hidden: tuple[str, ...]) -> None:
-    """Rewrite the guest's record with secret values replaced, so a published run dir holds none."""
-    path = run_dir / settings.GUEST_STATE / settings.GUEST_RESULT
-    redacted = redact_values(data, hidden)
-    if redacted != data:
-        with contextlib.suppress(OSError):
-            write_json_atomic(path, redacted)
-
-
-def build_manifest(
-    prepared: PreparedRun,
-    *,
-    runtime_facts: dict[str, Any],
-    outcome: RunOutcome,
-    guest: dict[str, Any] | None,
-    options: RunOptions,
-    problems: list[str] | None = None,
-) -> dict[str, Any]:
-    """The manifest's fields; the guest's own account of the exit wins over what the runtime saw.
-
-    `problems` are faults found around the run (a record the job tampered with, a log the full disk
-    cut short): each one fails the run.
-    """
-    plan, inputs, job = prepared.plan, prepared.inputs, prepared.job
-    exit_code, signal_number = outcome.exit_code, outcome.signal
-    if guest is not None and not (outcome.timed_out or outcome.interrupted or outcome.oom_killed):
-        exit_code, signal_number = guest.get("exit_code"), guest.get("signal")
-    ended = RunOutcome(
-        exit_code=exit_code,
-        signal=signal_number,
-        timed_out=outcome.timed_out,
-        interrupted=outcome.interrupted,
-        cancelled=outcome.cancelled,
-        oom_killed=outcome.oom_killed,
-    )
-    failure = ended.failure_reason()
-    notes: list[str] = []
-    if problems:
-        failure = "; ".join([*([failure] if failure else []), *problems])
-    if failure is None and guest is None:
-        failure = "the guest left no result (guest.json); the run cannot be trusted"
-    if failure is None and guest is not None and guest.get("hash_error"):
-        failure = f"hashing the checkpoints failed: {guest['hash_error']}"
-    if outcome.timed_out:
-        failure = f"timed out after {job.timeout:g} s"
-    scheduler_failure = (outcome.runtime.get("slurm") or {}).get("failure")
-    if scheduler_failure:  # the scheduler's own account (PREEMPTED, NODE_FAIL, ...) says more than a signal
-        failure = f"{failure}; {scheduler_failure}" if failure else scheduler_failure
-    if job.data and (outcome.runtime.get("paths") or {}).get("mode") == "fixed":
-        notes.append(
-            "the local runtime could not make a private mount namespace here: data sources were linked at "
-            "their fixed paths, not mounted read-only"
-        )
-    if failure and _wrote_into_read_only(plan.run_dir):
-        failure += (
-            "; the job tried to write into a read-only folder (its code or data): write outputs under "
-            "$REPROBOX_OUTPUT_DIR (e.g. Lightning's default_root_dir, HF's output_dir, a work_dir flag)"
-        )
-    status = STATUS_INTERRUPTED if outcome.interrupted else STATUS_FAILED if failure else STATUS_SUCCEEDED
-    if outcome.cancelled:
-        status = STATUS_CANCELLED
-    guest = guest or {}
-    environment = {**redact_env(plan.guest_env, job.secrets), **guest.get("environment", {})}
-    manifest = {
-        "run_id": plan.run_id,
-        "job_name": job.name,
-        "status": status,
-        "failure": failure,
-        "exit_code": exit_code,
-        "signal": signal_number,
-        "timed_out": outcome.timed_out,
-        "oom_killed": outcome.oom_killed,
-        "started_at": outcome.started_at,
-        "ended_at": outcome.ended_at,
-        "reprobox_version": __version__,
-        "job": job.to_json(),
-        "job_file": str(job.job_file),
-        "job_file_sha256": file_sha256(job.job_file),
-        "code": inputs.code.manifest_entry(),
-        "data": [d.to_json() for d in inputs.data],
-        "seed": job.seed,
-        "command": guest.get("command", list(plan.command)),
-        "environment": environment,
-        "runtime": {**runtime_facts, **outcome.runtime},
-        "fingerprint": guest.get("fingerprint", {}),
-        "checkpoints": guest.get("checkpoints", []),
-        "trail": settings.TRAIL_FILE if (plan.run_dir / settings.TRAIL_FILE).exists() else None,
-        "prefix_check": _prefix_check(guest, options),
-        "stopped_early": guest.get("stopped_early"),
-        "reference_run": str(plan.reference_run) if plan.reference_run else None,
-        "notes": notes,
-    }
-    redacted: dict[str, Any] = redact_values(manifest, job.secrets)  # the command, paths, notes: anywhere
-    return redacted
-
-
-def _wrote_into_read_only(run_dir: Path) -> bool:
-    """Whether the job's log ends in a write refused by the read-only code or data mounts."""
-    try:
-        tail = saferead.read_tail(run_dir / STDOUT_LOG, 16384, root=run_dir)
-    except (OSError, saferead.UnsafeFile):  # gone, or replaced by the job with something else
-        return False
-    return b"Read-only file system" in tail
-
-
-def _prefix_check(guest: dict[str, Any] | None, options: RunOptions) -> dict[str, Any] | None:
-    """Set when only the first --max-steps optimizer steps ran: then the trail is the evidence."""
-    if options.max_steps is None:
-        return None
-    stopped = (guest or {}).get("stopped_early") or {}
-    return {"max_steps": options.max_steps, "reached": stopped.get("reason") == "max_steps"}
-
-
-def _read_guest_result(run_dir: Path) -> GuestResult:
-    """The guest's record, read as a file the job could have replaced (see reprobox.records.guest)."""
-    return read_guest_result(run_dir)
+    failure = RunOutcome(interrupted=True).failure_reason()
+    return rewrite_record(record, status=STATUS_INTERRUPTED, failure=failure)
 
 
 def runs_dir_default() -> Path:

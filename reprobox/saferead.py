@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import EXIT_JOB_FAILED, ReproboxError
+from reprobox.records.files import JsonTooDeep, loads_bounded
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -120,11 +120,11 @@ def read_json(
     """A JSON document of at most `limit` bytes; `check` returns what is wrong with it, or None."""
     raw = read_bytes(path, limit, root=root)
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = loads_bounded(raw.decode("utf-8"))
+    except JsonTooDeep:
+        raise UnsafeFile(path, "nests JSON too deeply to be a record of reprobox's") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise UnsafeFile(path, f"is not valid JSON ({exc})") from None
-    except RecursionError:
-        raise UnsafeFile(path, "nests JSON too deeply to be a record of reprobox's") from None
     problem = check(data) if check is not None else None
     if problem is not None:
         raise UnsafeFile(path, problem)

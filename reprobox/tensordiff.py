@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox.guest.hashing import load_tensors, torch_dtype_name
-from reprobox.render.values import json_number
+from reprobox.records.files import json_number
 
 if TYPE_CHECKING:
     import torch

@@ -21,6 +21,7 @@ from reprobox.compare import DIFFERENT, FAILED, Comparison, compare_runs
 from reprobox.errors import Interrupted, UsageError
 from reprobox.jobfile import JobSpec, Trail
 from reprobox.records.manifest import RunRecord, read_record
+from reprobox.records.trail import STOP_DIVERGED, STOP_MAX_STEPS
 from reprobox.runner import (
     RunInputs,
     RunOptions,
@@ -148,8 +149,7 @@ def _verify_together(
                 if record is None:
                     continue
                 records[futures[future]] = record
-                stopped = record.data.get("stopped_early") or {}
-                say(f"run {futures[future] + 1}/{options.runs}: {record.status}" + _stop_text(stopped))
+                say(f"run {futures[future] + 1}/{options.runs}: {record.status}" + _stop_text(record))
                 if _ends_verification(record):
                     stop.set()  # the verdict is known: stop the others
         except KeyboardInterrupt:
@@ -176,13 +176,14 @@ def _result_after_interrupt(future: Future[RunRecord | None]) -> RunRecord | Non
 
 def _ends_verification(record: RunRecord) -> bool:
     """A failed or diverged run decides the verdict; the runs still to come would change nothing."""
-    stopped = record.data.get("stopped_early") or {}
-    return stopped.get("reason") == "diverged" or not record.succeeded
+    stopped = record.stopped_early
+    return (stopped is not None and stopped.reason == STOP_DIVERGED) or not record.succeeded
 
 
-def _stop_text(stopped: dict[str, object]) -> str:
-    if stopped.get("reason") == "diverged":
-        return f" (diverged from the reference at optimizer step {stopped.get('step')})"
-    if stopped.get("reason") == "max_steps":
-        return f" (stopped after {stopped.get('step')} optimizer steps)"
+def _stop_text(record: RunRecord) -> str:
+    stopped = record.stopped_early
+    if stopped is not None and stopped.reason == STOP_DIVERGED:
+        return f" (diverged from the reference at optimizer step {stopped.step})"
+    if stopped is not None and stopped.reason == STOP_MAX_STEPS:
+        return f" (stopped after {stopped.step} optimizer steps)"
     return ""

@@ -83,7 +83,7 @@ def bench_trail(runs_dir: Path, repeats: int, workers: int = 2) -> dict[str, flo
     for name in variants:
         (runs_dir / name.replace(" ", "-")).mkdir()
     recorders = {
-        name: trail._Trail(torch, runs_dir / name.replace(" ", "-"), every, None)
+        name: trail._StepRecorder(torch, runs_dir / name.replace(" ", "-"), every, None)
         for name, every in variants.items()
         if every is not None
     }  # one per variant for the whole benchmark, as in a job (parameter names are found once)

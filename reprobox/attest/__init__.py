@@ -14,15 +14,7 @@ from reprobox.attest._file import read_attestation, write_attestation
 from reprobox.attest._model import (
     ATTESTATION_NAME,
     DEFAULT_KEY,
-    DSSE_PAYLOAD_TYPE,
-    MAX_ATTESTATION_BYTES,
-    PREDICATE_SCHEMA,
-    PREDICATE_SCHEMA_PREFIX,
-    PREDICATE_TYPE,
-    PREDICATE_TYPE_PREFIX,
     REPROBOX_ARTEFACTS,
-    STATEMENT_TYPE,
-    Attestation,
     attestation_in,
     attestation_path_for,
 )
@@ -36,6 +28,16 @@ from reprobox.attest._signing import (
 )
 from reprobox.attest._statement import build_attestation
 from reprobox.attest._validate import validate_statement
+from reprobox.records.attestation import (
+    DSSE_PAYLOAD_TYPE,
+    MAX_ATTESTATION_BYTES,
+    PREDICATE_SCHEMA,
+    PREDICATE_SCHEMA_PREFIX,
+    PREDICATE_TYPE,
+    PREDICATE_TYPE_PREFIX,
+    STATEMENT_TYPE,
+    Attestation,
+)
 
 __all__ = [
     "ATTESTATION_NAME",

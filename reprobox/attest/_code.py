@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from reprobox import codetree
-from reprobox.attest._model import Attestation
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import file_sha256
+from reprobox.records.attestation import Attestation
 
 
 def attested_tree(tree: codetree.CodeTree) -> codetree.CodeTree:

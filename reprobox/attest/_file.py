@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reprobox.attest._model import ATTESTATION_NAME, MAX_ATTESTATION_BYTES, Attestation
+from reprobox.attest._model import ATTESTATION_NAME
 from reprobox.attest._signing import open_envelope, signed_envelope, verify_envelope
 from reprobox.attest._validate import validate_statement
 from reprobox.errors import Problem, SpecError
-from reprobox.records.jsonio import JsonTooDeep, loads_bounded
-from reprobox.records.manifest import write_text_atomic
+from reprobox.records.attestation import MAX_ATTESTATION_BYTES, Attestation
+from reprobox.records.files import JsonTooDeep, loads_bounded, write_text_atomic
 
 
 def write_attestation(path: Path, statement: dict[str, Any], *, key: Path | None = None) -> Path:

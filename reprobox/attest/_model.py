@@ -1,73 +1,19 @@
-"""What an attestation is: the in-toto and reprobox type names, where the file goes, the read form."""
+"""Where an attestation goes: its file name next to the job file, and the default signing key.
+
+The type names, versions and read form are the record's own (`reprobox.records.attestation`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reprobox import codetree
 from reprobox.errors import UsageError
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_TYPE_PREFIX = "https://reprobox.dev/attestation/"
-PREDICATE_TYPE = PREDICATE_TYPE_PREFIX + "v1"
-PREDICATE_SCHEMA_PREFIX = "reprobox.attestation/"
-PREDICATE_SCHEMA = PREDICATE_SCHEMA_PREFIX + "1"
-DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 ATTESTATION_NAME = codetree.ATTESTATION_NAME  # "reprobox.attestation.json"
-MAX_ATTESTATION_BYTES = 64 << 20  # a hand-made giant file is bad input, not a reason to run out of memory
 DEFAULT_KEY = Path("~/.config/reprobox/signing.key")
 REPROBOX_ARTEFACTS = frozenset({ATTESTATION_NAME})  # and every "<job>.reprobox.attestation.json"
 DEFAULT_JOB_STEM = "job"  # job.yaml's attestation keeps the plain name
-
-
-@dataclass(frozen=True)
-class Attestation:
-    """A read and validated attestation; `statement` is the in-toto Statement."""
-
-    path: Path
-    statement: dict[str, Any]
-    signed: bool = False
-    keyid: str | None = None
-    signature_verified: bool = False
-
-    @property
-    def predicate(self) -> dict[str, Any]:
-        return dict(self.statement["predicate"])
-
-    @property
-    def job(self) -> dict[str, Any]:
-        return dict(self.predicate["job"])
-
-    @property
-    def code(self) -> dict[str, Any]:
-        return dict(self.predicate["code"])
-
-    @property
-    def image(self) -> dict[str, Any] | None:
-        image = self.predicate.get("image")
-        return dict(image) if image else None
-
-    @property
-    def checkpoints(self) -> list[dict[str, Any]]:
-        return [dict(c) for c in self.predicate["checkpoints"]]
-
-    @property
-    def fingerprint(self) -> dict[str, Any]:
-        return dict(self.predicate["fingerprint"])
-
-    @property
-    def execution(self) -> dict[str, Any]:
-        return dict(self.predicate["execution"])
-
-    @property
-    def runtime(self) -> str:
-        return str(self.predicate["runtime"])
-
-    @property
-    def verified_runs(self) -> int:
-        return int(self.predicate["runs"]["verified"])
 
 
 def attestation_path_for(job_file: Path) -> Path:

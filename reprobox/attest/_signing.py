@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprobox.attest._model import DSSE_PAYLOAD_TYPE
 from reprobox.errors import Problem, SpecError, UsageError
-from reprobox.records.manifest import write_bytes_atomic
+from reprobox.records.attestation import DSSE_PAYLOAD_TYPE
+from reprobox.records.files import write_bytes_atomic
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey

@@ -17,11 +17,11 @@ from typing import Any
 from reprobox import codetree
 from reprobox._version import __version__
 from reprobox.attest._code import attested_tree
-from reprobox.attest._model import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_TYPE
 from reprobox.compare import IDENTICAL, compare_runs
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import redact_env
+from reprobox.records.attestation import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_TYPE
 from reprobox.records.manifest import RunRecord
 
 
@@ -35,12 +35,16 @@ def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:
         raise UsageError("give at least one run directory to attest, e.g. runs/<job>/<run-id>")
     _check_attestable(records)
     first = records[0]
-    data = first.data
-    job_file = Path(str(data.get("job_file") or data["job"]["job_file"]))
-    code = data.get("code") or {}
-    code_dir = Path(str(code.get("path") or data["job"]["code"]))
-    job_text = _job_text(job_file, str(data.get("job_file_sha256")), first.run_dir)
-    tree = attested_tree(codetree.CodeTree(digest=str(code["sha256"]), files=dict(code["files"])))
+    job_file, job_sha256, code_sha256 = first.job_file, first.job_file_sha256, first.code_sha256
+    if job_file is None or job_sha256 is None or code_sha256 is None:
+        raise UsageError(
+            f"run {first.run_dir} does not record its job file and code tree; "
+            "attest runs made by `reprobox run` or `reprobox verify`"
+        )
+    code = first.code
+    code_dir = Path(str(code.get("path") or first.job_spec["code"]))
+    job_text = _job_text(job_file, job_sha256, first.run_dir)
+    tree = attested_tree(codetree.CodeTree(digest=code_sha256, files=first.code_files))
     fingerprint = first.fingerprint
     checkpoints = [
         _checkpoint_entry(c, records) for c in sorted(first.checkpoints, key=lambda c: str(c["path"]))
@@ -49,31 +53,31 @@ def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:
         "schema": PREDICATE_SCHEMA,
         "reprobox_version": __version__,
         "job": {
-            "name": str(data.get("job_name", "")),
+            "name": first.job_name,
             "file": Path(os.path.relpath(job_file, code_dir)).as_posix(),
             "code": Path(os.path.relpath(code_dir, job_file.parent)).as_posix(),
-            "sha256": str(data["job_file_sha256"]),
+            "sha256": job_sha256,
             "text": job_text,
-            "spec": data.get("job", {}),
+            "spec": first.job_spec,
         },
         "code": {
             "schema": codetree.CODE_TREE_SCHEMA,
             "sha256": tree.digest,
             "files": tree.files,
-            "run_sha256": str(code["sha256"]),
+            "run_sha256": code_sha256,
             "git": _git_entry(code),
         },
-        "runtime": str((data.get("runtime") or {}).get("name", "local")),
-        "image": _image_entry(data),
-        "execution": _execution(data, fingerprint),
+        "runtime": first.runtime_name,
+        "image": _image_entry(first),
+        "execution": _execution(first, fingerprint),
         "fingerprint": fingerprint,
         "stack_digest": fingerprint.get("stack_digest"),
         "runs": {
             "verified": len(records),
             "run_ids": [r.run_id for r in records],
             "stack_digests": sorted({str(r.fingerprint.get("stack_digest")) for r in records}),
-            "started_at": min(str(r.data.get("started_at", "")) for r in records),
-            "ended_at": max(str(r.data.get("ended_at", "")) for r in records),
+            "started_at": min(r.started_at for r in records),
+            "ended_at": max(r.ended_at for r in records),
         },
         "checkpoints": checkpoints,
         "trail": _trail_entry(first),
@@ -93,7 +97,7 @@ def _check_attestable(records: Sequence[RunRecord]) -> None:
                 f"run {record.run_dir} {record.status} ({record.failure or 'no reason recorded'}); "
                 "attest only runs that succeeded"
             )
-        if record.data.get("prefix_check") or record.data.get("stopped_early"):
+        if record.stopped_short:
             raise UsageError(
                 f"run {record.run_dir} stopped early (a prefix check); "
                 "attest complete runs, made without --max-steps"
@@ -103,24 +107,24 @@ def _check_attestable(records: Sequence[RunRecord]) -> None:
                 f"run {record.run_dir} recorded no checkpoints, so there is nothing to attest; "
                 "write them to $REPROBOX_OUTPUT_DIR and list them under 'checkpoints' in the job file"
             )
-    first = records[0].data
+    first = records[0]
     for record in records[1:]:
-        for key, what in (
-            ("job_file_sha256", "job file"),
-            ("seed", "seed"),
-            ("job_name", "job"),
+        for same, what in (
+            (record.job_file_sha256 == first.job_file_sha256, "job file"),
+            (record.seed == first.seed, "seed"),
+            (record.job_name == first.job_name, "job"),
         ):
-            if record.data.get(key) != first.get(key):
+            if not same:
                 raise UsageError(
                     f"runs {records[0].run_dir} and {record.run_dir} have different {what}s; "
                     "attest runs of one job, e.g. the runs of one `reprobox verify`"
                 )
-        if (record.data.get("code") or {}).get("sha256") != (first.get("code") or {}).get("sha256"):
+        if record.code_sha256 != first.code_sha256:
             raise UsageError(
                 f"runs {records[0].run_dir} and {record.run_dir} ran different code trees; "
                 "attest runs of one job, e.g. the runs of one `reprobox verify`"
             )
-        if _image_id(record.data) != _image_id(first):
+        if record.image_id != first.image_id:
             raise UsageError(
                 f"runs {records[0].run_dir} and {record.run_dir} ran in different images; "
                 "attest runs of one image, e.g. the runs of one `reprobox verify`"
@@ -160,15 +164,10 @@ def _git_entry(code: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"commit": git.get("commit"), "dirty": bool(git.get("dirty"))}
 
 
-def _image_id(data: Mapping[str, Any]) -> str | None:
-    image = (data.get("runtime") or {}).get("image") or {}
-    return str(image["id"]) if image.get("id") else None
-
-
-def _image_entry(data: Mapping[str, Any]) -> dict[str, Any] | None:
+def _image_entry(record: RunRecord) -> dict[str, Any] | None:
     """The image as a reviewer finds it: by digest when it was pushed, else by id; lock and labels."""
-    image = (data.get("runtime") or {}).get("image") or {}
-    if not image.get("id"):
+    image = record.image
+    if image is None:
         return None
     labels = {str(k): str(v) for k, v in (image.get("labels") or {}).items()}
     repo_digest = image.get("repo_digest")
@@ -184,22 +183,22 @@ def _image_entry(data: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _execution(data: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> dict[str, Any]:
+def _execution(record: RunRecord, fingerprint: Mapping[str, Any]) -> dict[str, Any]:
     """The settings a reviewer replays: seed, determinism, the effective thread counts, world size, env."""
-    job = data.get("job") or {}
+    job = record.job_spec
     software = fingerprint.get("software") or {}
     launcher = job.get("launcher") or {}
     world_size = (software.get("distributed") or {}).get("world_size")
     if not isinstance(world_size, int):
         world_size = int(launcher.get("nproc_per_node", 1)) * int(launcher.get("nnodes", 1))
     return {
-        "seed": data.get("seed", job.get("seed", 0)),
+        "seed": record.seed if record.seed is not None else job.get("seed", 0),
         "determinism": job.get("determinism") or {},
         "threads": software.get("threads") or {},
         "world_size": world_size,
         "launcher": launcher,
         "env": redact_env(job.get("env") or {}),  # again: manifests older than value redaction
-        "trail_every": (job.get("trail") or {}).get("every"),
+        "trail_every": record.trail_every,
     }
 
 
@@ -213,10 +212,8 @@ def _checkpoint_entry(entry: Mapping[str, Any], records: Sequence[RunRecord]) ->
 
 
 def _trail_entry(record: RunRecord) -> dict[str, Any] | None:
-    name = record.data.get("trail")
-    if not name:
+    if record.trail_name is None:
         return None
-    path = record.run_dir / str(name)
+    path = record.run_dir / record.trail_name
     digest = file_sha256(path) if path.is_file() else None
-    every = ((record.data.get("job") or {}).get("trail") or {}).get("every")
-    return {"file": str(name), "sha256": digest, "every": every}
+    return {"file": record.trail_name, "sha256": digest, "every": record.trail_every}

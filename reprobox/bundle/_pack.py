@@ -38,7 +38,7 @@ from reprobox.bundle._model import (
 from reprobox.bundle._streams import HashingReader, HashingWriter
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.guest.filehash import file_sha256
-from reprobox.records.manifest import write_text_atomic
+from reprobox.records.files import AtomicFile, write_text_atomic
 
 
 def pack(
@@ -159,23 +159,13 @@ def _image_archive(
 
 def _write_bundle(out: Path, index: dict[str, Any], members: list[Member]) -> tuple[str, int]:
     """The tar, written to a temporary file and renamed into place; returns (sha256, size)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            writer = HashingWriter(raw)
-            with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:
-                index_bytes = json.dumps(index, indent=1, sort_keys=True).encode()
-                _add(archive, bytes_member(INDEX_NAME, index_bytes))
-                for member in sorted(members, key=lambda m: m.name):
-                    _add(archive, member)
-            raw.flush()
-            os.fsync(raw.fileno())
-        Path(tmp_name).chmod(0o644)
-        Path(tmp_name).replace(out)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with AtomicFile(out, mode=0o644) as raw:
+        writer = HashingWriter(raw)
+        with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:
+            index_bytes = json.dumps(index, indent=1, sort_keys=True).encode()
+            _add(archive, bytes_member(INDEX_NAME, index_bytes))
+            for member in sorted(members, key=lambda m: m.name):
+                _add(archive, member)
     return writer.hexdigest(), writer.size
 
 

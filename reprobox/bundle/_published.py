@@ -37,7 +37,7 @@ def check_published(attestation: attest.Attestation, directory: Path) -> tuple[P
             raise refused(
                 path, "", "matches neither the attested file sha256 nor its content hash: not the author's"
             )
-    expected_trail = (attestation.predicate.get("trail") or {}).get("sha256")
+    expected_trail = attestation.trail_sha256
     if trail is not None and (expected_trail is None or file_sha256(trail) != expected_trail):
         trail = None  # a trail that is not the attested one explains nothing
     return outputs, trail

@@ -129,7 +129,6 @@ def _jobs_by_image(runs_dir: Path) -> dict[str, set[str]]:
             record = read_record(manifest)
         except SpecError:  # a damaged record elsewhere must not break the listing
             continue
-        image_id = (record.data.get("runtime") or {}).get("image", {}).get("id")
-        if image_id:
-            users.setdefault(image_id, set()).add(str(record.data.get("job_name")))
+        if record.image_id:
+            users.setdefault(record.image_id, set()).add(record.job_name)
     return users

@@ -162,7 +162,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def attest_command(args: argparse.Namespace, out: Output) -> int:
     records = [read_record(path) for path in args.runs]
     statement = attest.build_attestation(records)
-    job_file = Path(str(records[0].data.get("job_file", "job.yaml")))
+    job_file = records[0].job_file or Path("job.yaml")
     target = args.output or attest.attestation_path_for(job_file)
     attest.write_attestation(target, statement, key=args.sign.expanduser() if args.sign else None)
     predicate = statement["predicate"]

@@ -126,11 +126,10 @@ def explain_difference(a: RunRecord, b: RunRecord, closeness_text: str | None) -
 def input_differences(a: RunRecord, b: RunRecord) -> list[str]:
     """What the user changed between the runs, as short phrases: seed, code, job settings, image."""
     found = []
-    if a.data.get("seed") != b.data.get("seed"):
-        found.append(f"seed {a.data.get('seed')} vs {b.data.get('seed')}")
-    code_a, code_b = a.data.get("code") or {}, b.data.get("code") or {}
-    if code_a.get("sha256") != code_b.get("sha256"):
-        changes = codetree.changed_files(code_a.get("files") or {}, code_b.get("files") or {})
+    if a.seed != b.seed:
+        found.append(f"seed {a.seed} vs {b.seed}")
+    if a.code_sha256 != b.code_sha256:
+        changes = codetree.changed_files(a.code_files, b.code_files)
         named = [*changes["changed"], *changes["added"], *changes["removed"]]
         found.append(
             "code "
@@ -139,21 +138,16 @@ def input_differences(a: RunRecord, b: RunRecord) -> list[str]:
         )
     # Determinism flags and thread counts are left to the fingerprint: they are part of the stack.
     for key in ("env", "command", "launcher"):
-        if (a.data.get("job") or {}).get(key) != (b.data.get("job") or {}).get(key):
+        if a.job_spec.get(key) != b.job_spec.get(key):
             found.append(f"job {key}")
-    image_a = ((a.data.get("runtime") or {}).get("image") or {}).get("id")
-    image_b = ((b.data.get("runtime") or {}).get("image") or {}).get("id")
-    if image_a != image_b:
-        found.append("image" if image_a and image_b else "runtime (container vs local)")
+    if a.image_id != b.image_id:
+        found.append("image" if a.image_id and b.image_id else "runtime (container vs local)")
     return found
 
 
 def _judged_by_trail(record: RunRecord) -> bool:
     """Prefix checks and runs stopped at a divergence have no final checkpoints: their trails decide."""
-    return (
-        bool(record.data.get("prefix_check") or record.data.get("stopped_early"))
-        or record.status == STATUS_CANCELLED
-    )
+    return record.stopped_short or record.status == STATUS_CANCELLED
 
 
 def _compare_trails(records: Sequence[RunRecord], out: Comparison) -> None:
@@ -179,7 +173,7 @@ def _compare_trails(records: Sequence[RunRecord], out: Comparison) -> None:
         if not same and out.verdict == IDENTICAL:
             out.verdict = FAILED
             out.notes.append(f"run {other.run_dir} recorded no optimizer step in common with the reference")
-    prefix = records[0].data.get("prefix_check")
+    prefix = records[0].prefix_check
     if prefix and out.verdict == IDENTICAL:
         out.notes.append(f"prefix check: the first {prefix['max_steps']} optimizer steps are bit-identical")
 

@@ -9,7 +9,7 @@ from reprobox.records.manifest import RunRecord
 
 
 def ignore_rules(record: RunRecord) -> list[tuple[str, str | None]]:
-    rules = ((record.data.get("job") or {}).get("compare") or {}).get("ignore") or []
+    rules = record.compare_ignore
     return [(str(r.get("file")), r.get("key")) for r in rules if isinstance(r, dict) and r.get("file")]
 
 

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from reprobox.guest import settings
+from reprobox.records.files import write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,6 @@ def _write_fingerprint(run_dir: Path) -> None:
     rank = os.environ.get("RANK", "0")
     target = fingerprint_path(run_dir, rank)
     try:
-        data = fingerprint.collect()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, sort_keys=True), encoding="utf-8")
-        tmp.replace(target)
+        write_json_atomic(target, fingerprint.collect(), indent=None, mode=None)
     except Exception:  # noqa: BLE001 - a probe must not turn a finished job into a crash
         return

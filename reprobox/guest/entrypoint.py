@@ -9,6 +9,7 @@ so nothing is still writing to them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -24,12 +25,12 @@ from typing import Any
 
 from reprobox import saferead
 from reprobox.guest import determinism, settings
+from reprobox.records.guest import GuestRecord, write_guest_record
+from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
 
-GUEST_SCHEMA = "reprobox.guest/1"
 GRACE_SECONDS = 5.0
 FINGERPRINT_LIMIT = 16 * saferead.MIB
-STOP_FILE_LIMIT = saferead.MIB
 MAX_RANK_FILES = 4096
 
 
@@ -53,15 +54,21 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"reprobox: the command uses ${{{exc.args[0]}}}, which is not set\n")
             return 2
         output_dir.mkdir(parents=True, exist_ok=True)
-        result: dict[str, Any] = {"schema": GUEST_SCHEMA, "command": command, "started_at": utc_now()}
-        returncode = _run(command, child_env, result)
-        result["ended_at"] = utc_now()
-        stopped = _stopped_early(run_dir)
-        if stopped is not None:
-            result["stopped_early"] = stopped
-        result["environment"] = determinism.process_environment(seed, det)
-        _record_outputs(result, run_dir, output_dir)
-        _write_json(run_dir / settings.GUEST_STATE / settings.GUEST_RESULT, result)
+        started_at = utc_now()
+        returncode, ended = _run(command, child_env)
+        checkpoints, hash_error = _hash_outputs(output_dir)
+        record = dataclasses.replace(
+            ended,
+            command=command,
+            started_at=started_at,
+            ended_at=utc_now(),
+            stopped_early=_stopped_early(run_dir),
+            environment=determinism.process_environment(seed, det),
+            checkpoints=checkpoints,
+            hash_error=hash_error,
+            fingerprint=_fingerprint(run_dir),
+        )
+        write_guest_record(run_dir, record)
         return returncode
     finally:
         shutil.rmtree(boot_dir, ignore_errors=True)
@@ -115,15 +122,17 @@ def become_subreaper() -> bool:
         return False
 
 
-def _run(command: list[str], env: dict[str, str], result: dict[str, Any]) -> int:
-    """Run the command in our process group, forward termination signals, stop leftovers after it."""
+def _run(command: list[str], env: dict[str, str]) -> tuple[int, GuestRecord]:
+    """Run the command in our process group, forward termination signals, stop leftovers after it.
+
+    Returns our own exit status and how the command ended (exit code or signal, processes stopped).
+    """
     become_subreaper()
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
         sys.stderr.write(f"reprobox: cannot start {command[0]!r}: {exc.strerror}\n")
-        result.update(exit_code=127, signal=None, error=f"cannot start {command[0]!r}: {exc.strerror}")
-        return 127
+        return 127, GuestRecord(exit_code=127, error=f"cannot start {command[0]!r}: {exc.strerror}")
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if child.poll() is None:
@@ -133,11 +142,12 @@ def _run(command: list[str], env: dict[str, str], result: dict[str, Any]) -> int
         signal.signal(signum, forward)
     returncode = child.wait()
     stopped = stop_other_group_members()
-    result["exit_code"] = returncode if returncode >= 0 else None
-    result["signal"] = -returncode if returncode < 0 else None
-    if stopped:
-        result["stray_processes_stopped"] = stopped
-    return returncode if returncode >= 0 else 128 - returncode
+    ended = GuestRecord(
+        exit_code=returncode if returncode >= 0 else None,
+        signal=-returncode if returncode < 0 else None,
+        stray_processes_stopped=stopped or None,
+    )
+    return (returncode if returncode >= 0 else 128 - returncode), ended
 
 
 def stop_other_group_members() -> int:
@@ -212,18 +222,16 @@ def _reap() -> None:
         pass
 
 
-def _record_outputs(result: dict[str, Any], run_dir: Path, output_dir: Path) -> None:
-    """Hash the checkpoints and attach the fingerprint; a failure here is recorded, not raised."""
+def _hash_outputs(output_dir: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """The checkpoints' hashes, or none and why: a failure here is recorded, not raised."""
     patterns = json.loads(os.environ.get(settings.CHECKPOINTS) or "[]")
     try:
         from reprobox.guest import hashing
 
         digests = hashing.hash_outputs(output_dir, patterns)
-        result["checkpoints"] = [d.to_json() for d in digests]
     except Exception as exc:  # noqa: BLE001 - recorded; the controller marks the run failed
-        result["checkpoints"] = []
-        result["hash_error"] = f"{type(exc).__name__}: {exc}"
-    result["fingerprint"] = _fingerprint(run_dir)
+        return [], f"{type(exc).__name__}: {exc}"
+    return [dict(d.to_json()) for d in digests], None
 
 
 def _fingerprint(run_dir: Path) -> dict[str, Any]:
@@ -246,19 +254,10 @@ def _fingerprint(run_dir: Path) -> dict[str, Any]:
     return dict(fingerprint.collect())
 
 
-def _stopped_early(run_dir: Path) -> dict[str, Any] | None:
+def _stopped_early(run_dir: Path) -> StoppedEarly | None:
     """Why the step hook ended the job early (a prefix check, or divergence from the reference), if it did."""
-    from reprobox.guest.trail import STOP_FILE
-
     try:  # the job's processes write it: never follow a link, block on a FIFO or read without bound
         data = saferead.read_json(run_dir / settings.GUEST_STATE / STOP_FILE, STOP_FILE_LIMIT, root=run_dir)
     except (OSError, saferead.UnsafeFile):
         return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+    return StoppedEarly.from_json(data)

@@ -14,14 +14,14 @@ The sum and norm (float64) are there to show how far two runs drift apart, not t
 The same hook ends the job cleanly at `--max-steps` and, with a reference trail, stops a rerun at the
 first step whose digests differ from the reference, waiting for the reference when it is behind.
 `log(step, **scalars)` lets a job add its own values (the loss of the last backward() is recorded
-automatically).
+automatically). The line format lives in `reprobox.records.trail`, shared with the trail's readers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
-import json
 import math
 import os
 import threading
@@ -33,16 +33,27 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from reprobox.guest import settings
+from reprobox.records.files import write_json_atomic
+from reprobox.records.trail import (
+    STOP_DIVERGED,
+    STOP_FILE,
+    STOP_MAX_STEPS,
+    StepRecord,
+    StepScalars,
+    StoppedEarly,
+    TrailHeader,
+    TrailVersionError,
+    decode_line,
+    encode_line,
+)
 
 if TYPE_CHECKING:
     import torch
 
-TRAIL_SCHEMA = "reprobox.trail/1"
 REFERENCE_WAIT_SECONDS = 600.0
-STOP_FILE = "stop.json"
 
 
-class _Trail:
+class _StepRecorder:
     """Per-process trail state; one instance, created when the step hook is installed."""
 
     def __init__(self, torch_module: ModuleType, run_dir: Path, every: int, max_steps: int | None) -> None:
@@ -59,10 +70,10 @@ class _Trail:
         self.lock = threading.Lock()
         self.handle = (run_dir / settings.TRAIL_FILE).open("a", encoding="utf-8", buffering=1)
         self.reference = _Reference(run_dir, os.environ.get(settings.REFERENCE_TRAIL))
-        self.write({"schema": TRAIL_SCHEMA, "every": every, "max_steps": max_steps, "pid": os.getpid()})
+        self.write(TrailHeader(every, max_steps, os.getpid()))
 
-    def write(self, record: dict[str, Any]) -> None:
-        self.handle.write(json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n")
+    def write(self, record: TrailHeader | StepRecord | StepScalars) -> None:
+        self.handle.write(encode_line(record))
 
     def records(self, step: int) -> bool:
         """Whether optimizer step `step` gets a trail record."""
@@ -82,11 +93,11 @@ class _Trail:
             self.write(record)
         diverged = self.reference.differs(record)
         if diverged:
-            self.stop("diverged", step, parameters=diverged)
+            self.stop(StoppedEarly(STOP_DIVERGED, step, diverged))
         if last:
-            self.stop("max_steps", step)
+            self.stop(StoppedEarly(STOP_MAX_STEPS, step))
 
-    def record(self, step: int, params: list[torch.Tensor]) -> dict[str, Any]:
+    def record(self, step: int, params: list[torch.Tensor]) -> StepRecord:
         if not self.names:
             self.names = _parameter_names(self.torch, params)
         digests: dict[str, list[Any]] = {}
@@ -97,19 +108,15 @@ class _Trail:
         model = hashlib.sha256(
             "".join(f"{n}={d[0]};" for n, d in sorted(digests.items())).encode()
         ).hexdigest()
-        record: dict[str, Any] = {"step": step, "model": model, "params": digests}
         scalars = self.pending_scalars.pop(step, {})
         if self.last_loss is not None:
             scalars.setdefault("loss", float(self.last_loss))
-        if scalars:
-            record["scalars"] = scalars
-        return record
+        return StepRecord(step, digests, model, scalars)
 
-    def stop(self, reason: str, step: int, **details: Any) -> None:
+    def stop(self, stopped: StoppedEarly) -> None:
         """End the job at once, cleanly (finally blocks run), saying why for the guest to record."""
-        state = self.run_dir / settings.GUEST_STATE
-        state.mkdir(parents=True, exist_ok=True)
-        (state / STOP_FILE).write_text(json.dumps({"reason": reason, "step": step, **details}))
+        path = self.run_dir / settings.GUEST_STATE / STOP_FILE
+        write_json_atomic(path, stopped.to_json(), indent=None, mode=None)
         self.handle.flush()
         raise SystemExit(0)
 
@@ -119,24 +126,22 @@ class _Reference:
 
     def __init__(self, run_dir: Path, location: str | None) -> None:
         self.path = None if not location else Path(location)
-        self.records: dict[int, dict[str, Any]] = {}
+        self.records: dict[int, StepRecord] = {}
         self.offset = 0
         self.buffer = ""
         self.finished = False
 
-    def differs(self, record: dict[str, Any]) -> list[str]:
+    def differs(self, record: StepRecord) -> list[str]:
         """Names of parameters whose digest differs from the reference at the same step ([] if equal)."""
         if self.path is None:
             return []
-        reference = self.wait_for(record["step"])
+        reference = self.wait_for(record.step)
         if reference is None:
             return []
-        ours, theirs = record["params"], reference.get("params", {})
-        return sorted(
-            n for n in set(ours) | set(theirs) if (ours.get(n) or [None])[0] != (theirs.get(n) or [None])[0]
-        )
+        ours, theirs = record.digests(), reference.digests()
+        return sorted(n for n in set(ours) | set(theirs) if ours.get(n) != theirs.get(n))
 
-    def wait_for(self, step: int) -> dict[str, Any] | None:
+    def wait_for(self, step: int) -> StepRecord | None:
         deadline = time.monotonic() + REFERENCE_WAIT_SECONDS
         while step not in self.records and not self.finished and time.monotonic() < deadline:
             if not self.read_more():
@@ -160,14 +165,14 @@ class _Reference:
         self.buffer += chunk
         *lines, self.buffer = self.buffer.split("\n")
         for line in lines:
-            if line.strip():
-                item = json.loads(line)
-                if "step" in item and "params" in item:
-                    self.records[int(item["step"])] = item
+            with contextlib.suppress(TrailVersionError):  # only the steps are compared
+                item = decode_line(line) if line.strip() else None
+                if isinstance(item, StepRecord):
+                    self.records[item.step] = item
         return True
 
 
-_TRAIL: _Trail | None = None
+_TRAIL: _StepRecorder | None = None
 
 
 def install_step_hook(torch_module: ModuleType) -> None:
@@ -179,7 +184,7 @@ def install_step_hook(torch_module: ModuleType) -> None:
     every = int(os.environ.get(settings.TRAIL_EVERY) or 0)
     max_steps = int(os.environ[settings.MAX_STEPS]) if os.environ.get(settings.MAX_STEPS) else None
     # A prefix check without an explicit trail records every step, so a divergence is located exactly.
-    _TRAIL = _Trail(torch_module, Path(run_dir), every or 1, max_steps)
+    _TRAIL = _StepRecorder(torch_module, Path(run_dir), every or 1, max_steps)
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     trail = _TRAIL
@@ -194,7 +199,7 @@ def log(step: int, **scalars: float) -> None:
     values = {name: float(value) for name, value in scalars.items()}
     with _TRAIL.lock:
         if step <= _TRAIL.step:
-            _TRAIL.write({"step_scalars": step, "scalars": values})
+            _TRAIL.write(StepScalars(step, values))
         else:
             _TRAIL.pending_scalars.setdefault(step, {}).update(values)
 

@@ -1,53 +1,144 @@
-"""The guest's account of a run (`.reprobox/guest.json`), read as the untrusted file it is.
+"""The guest's account of a run (`.reprobox/guest.json`, schema reprobox.guest/1): written by the guest
+when the job's command ended, read by the controller as the untrusted file it is.
 
 The job can write in its run directory, so the record may have been replaced by a FIFO, a link, a
 directory, a huge file or JSON of the wrong shape. Reading it never hangs or follows a link, and every
-field the manifest takes from it is checked for its type: a bad record makes the run fail with a
-sentence saying what the job did, never a traceback.
+field is checked for its type: a bad record makes the run fail with a sentence saying what the job
+did, never a traceback.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
 from reprobox.guest import settings
+from reprobox.records._shape import (
+    ARRAY,
+    OBJECT,
+    TEXT,
+    WHOLE,
+    all_text,
+    unknown_version,
+    wrong_type,
+)
+from reprobox.records.files import write_json_atomic
+from reprobox.records.trail import StoppedEarly
 
+GUEST_SCHEMA_PREFIX = "reprobox.guest/"
+GUEST_SCHEMA = GUEST_SCHEMA_PREFIX + "1"
 GUEST_RESULT_LIMIT = 64 * saferead.MIB
 RECORD = f"{settings.GUEST_STATE}/{settings.GUEST_RESULT}"
 
-# field -> the JSON types it may have (None: absent or null is fine for every field)
+# field -> the JSON types it may have (absent or null is fine for every field)
 _FIELDS: dict[str, tuple[type, ...]] = {
-    "exit_code": (int,),
-    "signal": (int,),
-    "command": (list,),
-    "environment": (dict,),
-    "fingerprint": (dict,),
-    "checkpoints": (list,),
-    "stopped_early": (dict,),
-    "hash_error": (str,),
+    "schema": TEXT,
+    "exit_code": WHOLE,
+    "signal": WHOLE,
+    "command": ARRAY,
+    "environment": OBJECT,
+    "fingerprint": OBJECT,
+    "checkpoints": ARRAY,
+    "stopped_early": OBJECT,
+    "hash_error": TEXT,
+    "error": TEXT,
+    "started_at": TEXT,
+    "ended_at": TEXT,
+    "stray_processes_stopped": WHOLE,
 }
+
+
+@dataclass(frozen=True)
+class GuestRecord:
+    """What the guest saw: the command as run, how it ended, the checkpoints' hashes, the stack.
+
+    None for a field means the guest did not record it (`command`: the controller's own stands).
+    """
+
+    command: list[str] | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    error: str | None = None  # the command could not be started
+    stray_processes_stopped: int | None = None
+    stopped_early: StoppedEarly | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    fingerprint: dict[str, Any] | None = None
+    hash_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's fields; those never recorded are left out, as the guest always wrote them."""
+        data: dict[str, Any] = {"schema": GUEST_SCHEMA}
+        for name in ("command", "started_at", "ended_at", "exit_code", "signal", "error"):
+            if name in ("exit_code", "signal") or getattr(self, name) is not None:
+                data[name] = getattr(self, name)
+        optional = {
+            "stray_processes_stopped": self.stray_processes_stopped,
+            "stopped_early": self.stopped_early.to_json() if self.stopped_early else None,
+            "fingerprint": self.fingerprint,
+            "hash_error": self.hash_error,
+        }
+        data.update({name: value for name, value in optional.items() if value is not None})
+        data["environment"] = self.environment
+        data["checkpoints"] = self.checkpoints
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GuestRecord:
+        """The record from a checked file (see `check_guest_record`)."""
+        return cls(
+            command=list(data["command"]) if data.get("command") is not None else None,
+            exit_code=data.get("exit_code"),
+            signal=data.get("signal"),
+            started_at=data.get("started_at"),
+            ended_at=data.get("ended_at"),
+            error=data.get("error"),
+            stray_processes_stopped=data.get("stray_processes_stopped"),
+            stopped_early=StoppedEarly.from_json(data.get("stopped_early")),
+            environment=dict(data.get("environment") or {}),
+            checkpoints=list(data.get("checkpoints") or []),
+            fingerprint=data.get("fingerprint"),
+            hash_error=data.get("hash_error"),
+        )
 
 
 @dataclass(frozen=True)
 class GuestResult:
     """The guest's record, or None with `problem` saying why it cannot be used (None: it is missing)."""
 
-    data: dict[str, Any] | None
+    record: GuestRecord | None
     problem: str | None = None
 
 
+def guest_record_path(run_dir: Path) -> Path:
+    return run_dir / settings.GUEST_STATE / settings.GUEST_RESULT
+
+
+def write_guest_record(
+    run_dir: Path, record: GuestRecord | dict[str, Any], *, mode: int | None = None
+) -> None:
+    """Write guest.json atomically (a dict: a record already in its JSON form, e.g. redacted).
+
+    The guest creates it as any new file (0o666 less the umask): the controller may be another user.
+    """
+    data = record.to_json() if isinstance(record, GuestRecord) else record
+    write_json_atomic(guest_record_path(run_dir), data, indent=1, mode=mode)
+
+
 def read_guest_result(run_dir: Path) -> GuestResult:
-    path = run_dir / settings.GUEST_STATE / settings.GUEST_RESULT
     try:
-        data = saferead.read_json(path, GUEST_RESULT_LIMIT, root=run_dir, check=check_guest_result)
+        data = saferead.read_json(
+            guest_record_path(run_dir), GUEST_RESULT_LIMIT, root=run_dir, check=check_guest_record
+        )
     except FileNotFoundError:
         return GuestResult(None)
     except saferead.UnsafeFile as exc:
         return GuestResult(None, describe(exc, RECORD))
-    return GuestResult(data)
+    return GuestResult(GuestRecord.from_json(data))
 
 
 def describe(error: saferead.UnsafeFile, record: str) -> str:
@@ -57,16 +148,35 @@ def describe(error: saferead.UnsafeFile, record: str) -> str:
     return f"reprobox's record {record} {error.problem}; the run cannot be trusted"
 
 
-def check_guest_result(data: Any) -> str | None:
-    """What is wrong with the shape of a guest result, or None."""
+def check_guest_record(data: Any) -> str | None:
+    """What is wrong with the shape of a guest record, or None."""
     if not isinstance(data, dict):
         return f"holds {type(data).__name__}, not a JSON object"
-    for name, types in _FIELDS.items():
-        value = data.get(name)
-        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
-            return f"has {name} of type {type(value).__name__}, which reprobox never writes"
-    if not all(isinstance(part, str) for part in data.get("command") or []):
-        return "has a command that is not a list of strings"
-    if not all(isinstance(entry, dict) for entry in data.get("checkpoints") or []):
-        return "has checkpoints that are not JSON objects"
-    return None
+    problem = wrong_type(data, _FIELDS)
+    if problem is not None:
+        return problem
+    schema, stopped = data.get("schema"), data.get("stopped_early")
+    if schema is not None and schema != GUEST_SCHEMA:
+        return "has schema " + unknown_version(
+            schema,
+            GUEST_SCHEMA,
+            GUEST_SCHEMA_PREFIX,
+            "install the same reprobox version where the job runs as where you run reprobox",
+            "it was not written by reprobox's guest",
+        )
+    checks = (
+        (data.get("command") is None or all_text(data["command"]), "a command that is not a list of strings"),
+        (
+            all(isinstance(value, str) for value in (data.get("environment") or {}).values()),
+            "an environment whose values are not all strings",
+        ),
+        (
+            all(isinstance(entry, dict) for entry in data.get("checkpoints") or []),
+            "checkpoints that are not JSON objects",
+        ),
+        (
+            stopped is None or StoppedEarly.from_json(stopped) is not None,
+            "a stopped_early that is not a reason and an optimizer step",
+        ),
+    )
+    return next((f"has {what}" for fine, what in checks if not fine), None)

@@ -1,95 +1,70 @@
 """The run record (`manifest.json`, schema reprobox.run/1): what ran, where, and what it produced.
 
-Records are plain JSON written atomically; readers accept a run directory or a manifest path.
-The run directory is writable by the job: anything the job put at `manifest.json` is moved aside
+Records are plain JSON written atomically and read back through one validating reader; the read form
+is `RunRecord` (`reprobox.records.run`). Readers accept a run directory or a manifest path. The run
+directory is writable by the job: anything the job put at `manifest.json` is moved aside
 (`move_aside_planted`) before the record is written, and the run is failed for it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reprobox.errors import EnvironmentProblem, Problem, SpecError
+from reprobox.records._shape import ARRAY, FLAG, OBJECT, TEXT, WHOLE, all_text, unknown_version, wrong_type
+from reprobox.records.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from reprobox.records.run import (
+    STATUS_CANCELLED,
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    STATUS_SUCCEEDED,
+    STATUSES,
+    RunRecord,
+)
 from reprobox.saferead import UnsafeFile, kind_of, read_json
 
-RUN_SCHEMA = "reprobox.run/1"
+__all__ = [  # the read form and statuses are RunRecord's; the two writers are kept for older imports
+    "MANIFEST_NAME",
+    "MAX_MANIFEST_BYTES",
+    "RUN_SCHEMA",
+    "RUN_SCHEMA_PREFIX",
+    "STATUSES",
+    "STATUS_CANCELLED",
+    "STATUS_FAILED",
+    "STATUS_INTERRUPTED",
+    "STATUS_SUCCEEDED",
+    "STDOUT_LOG",
+    "RunRecord",
+    "check_manifest",
+    "move_aside_planted",
+    "read_record",
+    "rewrite_record",
+    "write_bytes_atomic",
+    "write_record",
+    "write_text_atomic",
+]
+
+RUN_SCHEMA_PREFIX = "reprobox.run/"
+RUN_SCHEMA = RUN_SCHEMA_PREFIX + "1"
 MANIFEST_NAME = "manifest.json"
 STDOUT_LOG = "stdout.log"
 MAX_MANIFEST_BYTES = 256 << 20  # far above any real manifest; a planted or corrupt one is refused
 
-STATUS_SUCCEEDED = "succeeded"
-STATUS_FAILED = "failed"
-STATUS_INTERRUPTED = "interrupted"
-STATUS_CANCELLED = "cancelled"  # stopped by reprobox once the verdict was known (verify --stop-on-divergence)
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """A manifest as loaded from disk; `data` is the JSON object, `run_dir` where it lives."""
-
-    run_dir: Path
-    data: dict[str, Any]
-
-    @property
-    def run_id(self) -> str:
-        return str(self.data.get("run_id", self.run_dir.name))
-
-    @property
-    def status(self) -> str:
-        return str(self.data.get("status"))
-
-    @property
-    def succeeded(self) -> bool:
-        return self.status == STATUS_SUCCEEDED
-
-    @property
-    def failure(self) -> str | None:
-        value = self.data.get("failure")
-        return str(value) if value else None
-
-    @property
-    def checkpoints(self) -> list[dict[str, Any]]:
-        return list(self.data.get("checkpoints") or [])
-
-    @property
-    def fingerprint(self) -> dict[str, Any]:
-        return dict(self.data.get("fingerprint") or {})
-
-    @property
-    def output_dir(self) -> Path:
-        return self.run_dir / "outputs"
-
-    def checkpoint(self, path: str) -> dict[str, Any] | None:
-        return next((c for c in self.checkpoints if c.get("path") == path), None)
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write a file so that readers see the old one or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp_name).replace(path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+# field -> the JSON types it may hold (absent or null is fine for every field: older records lack some)
+_FIELDS: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(("run_id", "job_name", "status", "failure", "started_at", "ended_at", "trail"), TEXT),
+    **dict.fromkeys(
+        ("reprobox_version", "job_file", "job_file_sha256", "reference_run", "attestation"), TEXT
+    ),
+    **dict.fromkeys(("exit_code", "signal", "seed"), WHOLE)
+    | dict.fromkeys(("timed_out", "oom_killed"), FLAG),
+    **dict.fromkeys(
+        ("job", "code", "environment", "runtime", "fingerprint", "prefix_check", "stopped_early"), OBJECT
+    ),
+    **dict.fromkeys(("data", "command", "checkpoints", "notes"), ARRAY),
+}
 
 
 def move_aside_planted(run_dir: Path) -> str | None:
@@ -123,10 +98,17 @@ def write_record(run_dir: Path, data: dict[str, Any]) -> RunRecord:
     try:
         if path.is_dir() and not path.is_symlink():  # a rename cannot replace a folder
             move_aside_planted(run_dir)
-        write_json_atomic(path, data)
+        write_json_atomic(path, data, sync_folder=True)
     except OSError as exc:
         raise _cannot_write(path, exc) from None
     return RunRecord(run_dir, data)
+
+
+def rewrite_record(record: RunRecord, **changes: Any) -> RunRecord:
+    """Write the record again with some fields changed (a run's status once the verify ended)."""
+    data = {**record.data, **changes}
+    data.pop("schema", None)
+    return write_record(record.run_dir, data)
 
 
 def _cannot_write(path: Path, exc: OSError) -> EnvironmentProblem:
@@ -153,14 +135,43 @@ def read_record(location: Path | str) -> RunRecord:
         ) from None
     if not isinstance(data, dict) or data.get("schema") != RUN_SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else None
+        sentence = "is " + unknown_version(
+            found,
+            RUN_SCHEMA,
+            RUN_SCHEMA_PREFIX,
+            "read it with the reprobox version that made the run (its reprobox_version)",
+            "is this a reprobox run?",
+        )
+        raise SpecError([Problem(manifest, None, "schema", sentence)])
+    problem = check_manifest(data)
+    if problem is not None:
         raise SpecError(
-            [
-                Problem(
-                    manifest,
-                    None,
-                    "schema",
-                    f"is {found!r}, expected {RUN_SCHEMA!r}; is this a reprobox run?",
-                )
-            ]
+            [Problem(manifest, None, "", f"{problem}; the record was damaged or edited: run the job again")]
         )
     return RunRecord(manifest.parent.resolve(), data)
+
+
+def check_manifest(data: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of a manifest's fields, or None."""
+    problem = wrong_type(data, _FIELDS)
+    if problem is not None:
+        return problem
+    status, seed = data.get("status"), data.get("seed")
+    image = (data.get("runtime") or {}).get("image")
+    checks = (
+        (status is None or status in STATUSES, f"status {status!r}, which reprobox never writes"),
+        (seed is None or seed >= 0, f"seed {seed}, below 0"),
+        (data.get("command") is None or all_text(data["command"]), "a command that is not a list of strings"),
+        (data.get("notes") is None or all_text(data["notes"]), "notes that are not a list of strings"),
+        (
+            all(
+                isinstance(c, dict) and isinstance(c.get("path"), str) for c in data.get("checkpoints") or ()
+            ),
+            "checkpoints that are not objects with a path",
+        ),
+        (
+            image is None or (isinstance(image, dict) and isinstance(image.get("id") or "", str)),
+            "a runtime image that is not an object with an id",
+        ),
+    )
+    return next((f"has {what}" for fine, what in checks if not fine), None)

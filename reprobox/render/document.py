@@ -69,7 +69,7 @@ def headline(data: ReportData) -> str:
 
 
 def title(data: ReportData) -> str:
-    return f"reprobox report: {data.records[0].data.get('job_name', '')}"
+    return f"reprobox report: {data.records[0].job_name}"
 
 
 def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> list[Block]:
@@ -158,7 +158,7 @@ def _run_rows(data: ReportData) -> list[list[str]]:
     rows = []
     for index, record in enumerate(data.records):
         digest = record.fingerprint.get("stack_digest")
-        started = str(record.data.get("started_at", ""))
+        started = record.started_at
         label = f"{chr(ord('A') + index)}: {record.run_dir}"
         rows.append([label, record.status, started, short(digest if isinstance(digest, str) else None)])
     return rows

@@ -8,7 +8,6 @@ fingerprint table (`reprobox.guest.fingerprint`) cannot import the controller an
 from __future__ import annotations
 
 import json
-import math
 
 from reprobox.guest.fingerprint import is_absent
 
@@ -36,10 +35,3 @@ def show_value(value: object, *, none: str = UNSET) -> str:
 def show_number(value: float | None) -> str:
     """A measured difference to three significant digits; ``-`` when there is none."""
     return BLANK if value is None else f"{value:.3g}"
-
-
-def json_number(value: float | None) -> float | str | None:
-    """A float that strict JSON can hold: NaN and the infinities become ``"nan"``, ``"inf"``, ``"-inf"``."""
-    if value is None or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")

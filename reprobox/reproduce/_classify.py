@@ -173,17 +173,16 @@ def _published_record(ctx: Context, report_dir: Path) -> RunRecord:
     if ctx.published_trail is not None:
         trail = bundle.TRAIL_NAME
         (where / trail).symlink_to(ctx.published_trail.absolute())
-    runs = attestation.predicate.get("runs") or {}
     return write_record(
         where,
         {
             "run_id": "published",
             "job_name": attestation.job["name"],
             "status": "succeeded",
-            "started_at": runs.get("started_at", ""),
-            "ended_at": runs.get("ended_at", ""),
+            "started_at": attestation.runs_started_at,
+            "ended_at": attestation.runs_ended_at,
             "attestation": str(attestation.path),
-            "job": attestation.job.get("spec", {}),
+            "job": attestation.job_spec,
             "fingerprint": attestation.fingerprint,
             "checkpoints": attestation.checkpoints,
             "trail": trail,

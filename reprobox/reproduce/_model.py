@@ -9,8 +9,8 @@ from typing import Any
 
 from reprobox import attest, bundle, stackdiff
 from reprobox.compare import Comparison
+from reprobox.records.files import json_number
 from reprobox.records.manifest import RunRecord
-from reprobox.render.values import json_number
 
 BIT_IDENTICAL = "bit-identical"
 REPRODUCED = "reproduced"  # every tensor and value equal; only run-specific values or file bytes differ

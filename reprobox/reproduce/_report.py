@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reprobox.records.manifest import RunRecord, write_json_atomic, write_text_atomic
+from reprobox.records.files import write_json_atomic, write_text_atomic
+from reprobox.records.manifest import RunRecord
 from reprobox.render import document
 from reprobox.render.html import html_document
 from reprobox.render.markdown import markdown

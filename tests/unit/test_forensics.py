@@ -121,12 +121,12 @@ def test_trail_log_adds_scalars(tmp_path: Path) -> None:
     )
     runs = tmp_path / "runs"
     assert cli.main(["run", str(job), "--runtime", "local", "--runs-dir", str(runs), "-q"]) == 0
-    from reprobox.trails import read_trail
+    from reprobox.records.trail import read_trail
 
     (run_dir,) = list_runs(runs, "logs")
     trail = read_trail(run_dir / "trail.jsonl")
     assert sorted(trail.steps) == [2, 4]
-    assert trail.steps[2]["params"].keys() == {"param.0"}  # not held by any nn.Module
+    assert trail.steps[2].params.keys() == {"param.0"}  # not held by any nn.Module
     assert trail.scalars[1] == {"accuracy": 0.1}
     assert trail.scalars[4]["accuracy"] == 0.4 and trail.scalars[4]["loss"] > 0
 

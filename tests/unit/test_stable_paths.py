@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,9 +38,8 @@ from reprobox.runtimes.stable_paths import job_environment, layout_for, user_roo
 
 JOBS = Path(__file__).parents[1] / "jobs"
 JOB = JOBS / "saves-paths"
-NAMESPACES = _namespace_works(
-    sys.executable, Path(__file__).parent
-)  # the probe's mounts stay in its namespace
+# The probe's mounts stay in its namespace; its memory goes beside a throwaway root, not into the tree.
+NAMESPACES = _namespace_works(sys.executable, Path(tempfile.mkdtemp(prefix="reprobox-probe-")) / "root")
 needs_namespace = pytest.mark.skipif(not NAMESPACES, reason="this kernel refuses a private mount namespace")
 
 

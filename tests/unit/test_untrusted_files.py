@@ -23,11 +23,11 @@ from reprobox import codetree, saferead
 from reprobox.errors import EXIT_BAD_INPUT, EnvironmentProblem, UsageError
 from reprobox.guest import entrypoint
 from reprobox.jobfile import load_job
-from reprobox.records.guest import read_guest_result
+from reprobox.records.guest import GuestRecord, read_guest_result
 from reprobox.records.manifest import MANIFEST_NAME, move_aside_planted, read_record, write_record
+from reprobox.records.trail import read_trail
 from reprobox.runner import RunOptions, _TeeSink, execute
 from reprobox.runtimes.local._runtime import LocalRuntime, _pump
-from reprobox.trails import read_trail
 
 JOBS = Path(__file__).parents[1] / "jobs"
 
@@ -139,7 +139,7 @@ def test_iter_lines_streams_lines_and_marks_overlong_ones(
 def test_a_replaced_guest_result_fails_the_run_with_a_reason(tmp_path: Path, kind: str, found: str) -> None:
     plant(tmp_path / ".reprobox" / "guest.json", kind)
     result = read_guest_result(tmp_path)
-    assert result.data is None
+    assert result.record is None
     assert result.problem == (
         f"the job replaced reprobox's record .reprobox/guest.json with {found}; the run cannot be trusted"
     )
@@ -151,7 +151,7 @@ def test_a_huge_or_misshapen_guest_result_is_a_problem_not_a_crash(tmp_path: Pat
     (tmp_path / ".reprobox" / "guest.json").write_text(json.dumps({"exit_code": 0, "checkpoints": "x"}))
     assert "has checkpoints of type str" in str(read_guest_result(tmp_path).problem)
     (tmp_path / ".reprobox" / "guest.json").write_text(json.dumps({"exit_code": 0, "checkpoints": []}))
-    assert read_guest_result(tmp_path).data == {"exit_code": 0, "checkpoints": []}
+    assert read_guest_result(tmp_path).record == GuestRecord(exit_code=0, checkpoints=[])
     (tmp_path / ".reprobox" / "guest.json").unlink()
     assert read_guest_result(tmp_path).problem is None  # missing: the runner's own sentence covers it
 

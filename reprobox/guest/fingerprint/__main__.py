@@ -6,14 +6,13 @@ import argparse
 import contextlib
 import importlib
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from reprobox.guest.fingerprint import TORCH_NOT_IMPORTED, _collect, format_table
 from reprobox.guest.fingerprint._absent import _reason
+from reprobox.records.files import write_text_atomic
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,24 +37,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fp = _collect(nvml=None, image=None, torch_reason=torch_reason)
     text = json.dumps(fp, indent=2) + "\n"
     if args.output is not None:
-        _write_atomically(args.output, text)
+        write_text_atomic(args.output, text, mode=None)
     if args.table:
         sys.stdout.write(format_table(fp) + "\n")
     elif args.output is None:
         sys.stdout.write(text)
     return 0
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        Path(temporary).replace(path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 if __name__ == "__main__":

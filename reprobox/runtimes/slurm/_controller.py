@@ -15,7 +15,7 @@ from typing import Any
 
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.jobfile import JobSpec, redact_env
-from reprobox.records.manifest import write_text_atomic
+from reprobox.records.files import write_text_atomic
 from reprobox.runtimes.base import ImageChoice, OutputSink, RunOutcome, RunPlan
 from reprobox.runtimes.slurm._model import (
     CONTAINER_ENV,

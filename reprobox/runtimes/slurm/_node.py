@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any
 
 from reprobox.errors import EnvironmentProblem
-from reprobox.records.manifest import write_text_atomic
+from reprobox.records.files import write_text_atomic
 from reprobox.runtimes.base import RunOutcome, RunPlan, Runtime
 from reprobox.runtimes.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
 from reprobox.runtimes.slurm._model import NODE_OUTCOME_FILE, STATE_SUBDIR
