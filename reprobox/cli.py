@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reprobox import crash, errors, signals
+from reprobox import crash, errors, progress, signals
 from reprobox._version import __version__
 
 MAIN_EPILOG = """\
@@ -34,19 +34,13 @@ class Output:
         self.as_json = as_json
         self.quiet = quiet
         self.text_stream = sys.stderr if as_json else sys.stdout
+        self.reporter: progress.Reporter = progress.Silent() if quiet else TerminalProgress(sys.stderr)
 
     def say(self, text: str) -> None:
         print(text, file=self.text_stream, flush=True)
 
     def progress(self, text: str) -> None:
-        if not self.quiet:
-            print(f"reprobox: {text}", file=sys.stderr, flush=True)
-
-    def build_progress(self) -> Callable[[str], None]:
-        """Image build output: each build step on its own line; on a terminal, other output as a spinner."""
-        if self.quiet:
-            return lambda _line: None
-        return BuildProgress(sys.stderr)
+        self.reporter.notice(text)
 
     def job_output(self) -> Callable[[bytes], None] | None:
         if self.quiet:
@@ -69,9 +63,10 @@ class Output:
             self.say(text)
 
 
-class BuildProgress:
-    """Shows build steps (`Step N/M : ...`) and reprobox's own notices as lines; on a terminal, the
-    output in between as a one-line spinner, so a long pip install visibly moves without flooding."""
+class TerminalProgress:
+    """The progress reporter of a command: notices as `reprobox: ...` lines on stderr; of an image
+    build's output, each build step (`Step N/M : ...`) as a line and, on a terminal, the output in
+    between as a one-line spinner, so a long pip install visibly moves without flooding."""
 
     FRAMES = "|/-\\"
     WIDTH = 100
@@ -82,13 +77,16 @@ class BuildProgress:
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.frame = 0
 
-    def __call__(self, line: str) -> None:
+    def notice(self, text: str) -> None:
+        self._clear()
+        print(f"reprobox: {text}", file=self.stream, flush=True)
+
+    def build_output(self, line: str) -> None:
         text = line.rstrip()
         if not text:
             return
         if text.startswith(self.HEADLINES):
-            self._clear()
-            print(f"reprobox: {text}", file=self.stream, flush=True)
+            self.notice(text)
         elif self.tty:
             self.frame += 1
             status = f"{self.FRAMES[self.frame % len(self.FRAMES)]} {text}"[: self.WIDTH]
@@ -98,6 +96,7 @@ class BuildProgress:
     def _clear(self) -> None:
         if self.tty and self.frame:
             self.stream.write("\r" + " " * self.WIDTH + "\r")
+            self.frame = 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return errors.EXIT_BAD_INPUT
     out = Output(getattr(args, "json", False), getattr(args, "quiet", False))
-    with signals.interrupting() as caught:
+    with signals.interrupting() as caught, progress.reporting(out.reporter):
         return _dispatch(args, out, caught, list(argv) if argv is not None else None)
 
 

@@ -47,7 +47,6 @@ class RunOptions:
     reference_run: Path | None = None  # stop as soon as this run's trail diverges from this run's
     audit: bool = False  # record nondeterministic-op warnings (reprobox audit)
     extra_env: dict[str, str] = field(default_factory=dict)
-    progress: Callable[[str], None] | None = None  # what preparing the inputs is doing (large data)
 
 
 class _TeeSink:
@@ -161,7 +160,7 @@ def prepare_inputs(job: JobSpec, options: RunOptions) -> RunInputs:
     """Snapshot the code (runs/<job>/.code/<tree digest>/) and digest the data sources."""
     store = options.runs_dir / job.name / codetree.SNAPSHOTS_DIR
     code = codetree.snapshot_code(job.code, store, exclude=(options.runs_dir,))
-    return RunInputs(code=code, data=codetree.digest_data(job.data, options.progress))
+    return RunInputs(code=code, data=codetree.digest_data(job.data))
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,12 @@ then stopped too; the verdict comes as soon as the first differing step is known
 
 from __future__ import annotations
 
+import contextvars
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
+from reprobox import progress
 from reprobox.compare import DIFFERENT, FAILED, Comparison, compare_runs
 from reprobox.errors import Interrupted, UsageError
 from reprobox.jobfile import JobSpec, Trail
@@ -32,8 +33,6 @@ from reprobox.runner import (
     prepare_inputs,
 )
 from reprobox.runtimes.base import Runtime
-
-Progress = Callable[[str], None]
 
 MAX_RUNS = 100  # each run is a full training job and a run directory; more is a typo, not a plan
 
@@ -52,21 +51,20 @@ def verify(
     runtime: Runtime,
     run_options: RunOptions,
     options: VerifyOptions,
-    progress: Progress | None = None,
 ) -> tuple[Comparison, list[RunRecord]]:
+    """Run the job `options.runs` times (reporting each run to the current progress reporter) and compare."""
     check_counts(options)
-    say = progress or (lambda _message: None)
-    inputs = prepare_inputs(job, replace(run_options, progress=run_options.progress or progress))
-    say(_inputs_text(inputs))
+    inputs = prepare_inputs(job, run_options)
+    progress.say(_inputs_text(inputs))
     if options.stop_on_divergence or options.parallel > 1:
-        return _verify_together(job, runtime, run_options, options, say, inputs=inputs)
+        return _verify_together(job, runtime, run_options, options, inputs=inputs)
     records: list[RunRecord] = []
     comparison: Comparison | None = None
     for index in range(options.runs):
-        say(f"run {index + 1}/{options.runs} of {job.name} ({runtime.name})")
+        progress.say(f"run {index + 1}/{options.runs} of {job.name} ({runtime.name})")
         record = execute(job, runtime, run_options, inputs=inputs)
         records.append(record)
-        say(
+        progress.say(
             f"run {index + 1}/{options.runs}: {record.status}"
             + (f" ({record.failure})" if record.failure else "")
         )
@@ -109,7 +107,6 @@ def _verify_together(
     runtime: Runtime,
     run_options: RunOptions,
     options: VerifyOptions,
-    say: Progress,
     *,
     inputs: RunInputs,
 ) -> tuple[Comparison, list[RunRecord]]:
@@ -124,7 +121,7 @@ def _verify_together(
     rerun_options = replace(quiet, reference_run=reference.plan.run_dir) if live else quiet
     workers = options.runs if live else max(1, min(options.parallel, options.runs))
     how = "each checked step by step against the first" if live else f"{workers} at a time"
-    say(f"{options.runs} runs of {job.name} side by side ({runtime.name}), {how}")
+    progress.say(f"{options.runs} runs of {job.name} side by side ({runtime.name}), {how}")
     stop = threading.Event()
 
     def start(index: int) -> RunRecord | None:
@@ -142,14 +139,19 @@ def _verify_together(
     records: dict[int, RunRecord] = {}
     interrupted = False
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(start, index): index for index in range(options.runs)}
+        # Each run in a copy of this context, so that what the runtime reports reaches the same reporter.
+        futures = {
+            pool.submit(contextvars.copy_context().run, start, index): index for index in range(options.runs)
+        }
         try:
             for future in as_completed(futures):
                 record = future.result()
                 if record is None:
                     continue
                 records[futures[future]] = record
-                say(f"run {futures[future] + 1}/{options.runs}: {record.status}" + _stop_text(record))
+                progress.say(
+                    f"run {futures[future] + 1}/{options.runs}: {record.status}" + _stop_text(record)
+                )
                 if _ends_verification(record):
                     stop.set()  # the verdict is known: stop the others
         except KeyboardInterrupt:

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from reprobox import progress
 from reprobox.engine import connect
 from reprobox.jobfile import ImageSpec, JobSpec
 from reprobox.runtimes.base import RunPlan
@@ -78,20 +79,19 @@ def bare_run(image_id: str) -> float:
 
 
 def reuse_check(args: argparse.Namespace) -> tuple[float, list[str]]:
-    progress: list[str] = []
     started = time.perf_counter()
     engine = connect()
-    ensure_image(
-        ImageSpec(),
-        engine=engine,
-        progress=progress.append,
-        base_image=args.base_image,
-        wheelhouse=args.wheelhouse,
-        lock=args.lock,
-    )
+    with progress.reporting(progress.Recorder()) as reported:
+        ensure_image(
+            ImageSpec(),
+            engine=engine,
+            base_image=args.base_image,
+            wheelhouse=args.wheelhouse,
+            lock=args.lock,
+        )
     elapsed = time.perf_counter() - started
     engine.client.close()
-    return elapsed, [line for line in progress if line.startswith("Step ")]
+    return elapsed, [line for line in reported.lines if line.startswith("Step ")]
 
 
 def main() -> int:

@@ -29,7 +29,6 @@ from reprobox.bundle._model import (
     TREE,
     Bundle,
     PackResult,
-    Progress,
     digest_file_for,
     looks_like_bundle,
 )
@@ -49,7 +48,6 @@ __all__ = [
     "TREE",
     "Bundle",
     "PackResult",
-    "Progress",
     "check_published",
     "describe_changes",
     "digest_file_for",

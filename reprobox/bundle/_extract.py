@@ -24,8 +24,9 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from reprobox import progress
 from reprobox.bundle._index import read_index
-from reprobox.bundle._model import CHUNK, Bundle, Progress, digest_file_for, quiet, refused
+from reprobox.bundle._model import CHUNK, Bundle, digest_file_for, refused
 from reprobox.bundle._streams import HashingReader
 from reprobox.bundle._tarsafe import CheckedTarInfo, Unsafe, is_sparse
 from reprobox.errors import EnvironmentProblem, UsageError
@@ -36,9 +37,7 @@ MAX_TOTAL_BYTES = 256 << 30  # everything a bundle may unpack to
 FREE_SPACE_MARGIN = 64 << 20  # left free beyond what the index declares
 
 
-def open_bundle(
-    path: Path, dest_parent: Path, *, expected_sha256: str | None = None, progress: Progress = quiet
-) -> Bundle:
+def open_bundle(path: Path, dest_parent: Path, *, expected_sha256: str | None = None) -> Bundle:
     """Check and unpack a bundle under `dest_parent`; SpecError (and nothing left behind) when it is
     truncated, altered, or holds a member that could write outside its folder."""
     if not path.is_file():
@@ -48,7 +47,7 @@ def open_bundle(
     dest_parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".bundle-", dir=dest_parent))
     try:
-        progress(f"checking bundle {path} ...")
+        progress.say(f"checking bundle {path} ...")
         digest, index = _unpack_checked(path, staging)
         if expected is not None and digest != expected:
             raise refused(

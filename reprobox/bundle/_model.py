@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,6 @@ TRAIL_NAME = TRAIL_FILE  # the author's trail, under published/, named as in the
 MEMBER_MTIME = 946684800  # 2000-01-01T00:00:00Z, as in image build contexts
 MAX_INDEX_BYTES = 64 << 20
 CHUNK = 1 << 20
-
-Progress = Callable[[str], None]
-
-
-def quiet(_line: str) -> None:
-    """A progress callback that shows nothing."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from reprobox import attest
+from reprobox import attest, progress
 from reprobox.bundle._index import build_index
 from reprobox.bundle._members import (
     Member,
@@ -31,9 +31,7 @@ from reprobox.bundle._model import (
     INDEX_NAME,
     MEMBER_MTIME,
     PackResult,
-    Progress,
     digest_file_for,
-    quiet,
 )
 from reprobox.bundle._streams import HashingReader, HashingWriter
 from reprobox.errors import EnvironmentProblem, UsageError
@@ -49,7 +47,6 @@ def pack(
     published: Path | None = None,
     data: bool = False,
     engine: Any = None,
-    progress: Progress = quiet,
 ) -> PackResult:
     """Write a bundle for `attestation_path`; checks the code against the attestation first."""
     attestation = attest.read_attestation(attestation_path)
@@ -79,7 +76,7 @@ def pack(
         members.extend(published_members(attestation, published))
     members.append(bytes_member(ATTESTATION_MEMBER, attestation_path.read_bytes()))
     out.parent.mkdir(parents=True, exist_ok=True)
-    with _image_archive(attestation, engine, out.parent, progress) as image:
+    with _image_archive(attestation, engine, out.parent) as image:
         if image is not None:
             members.append(image)
         index = build_index(
@@ -92,7 +89,7 @@ def pack(
             published=published,
             data_sources=data_sources,
         )
-        progress(f"writing {out} ({len(members)} files)")
+        progress.say(f"writing {out} ({len(members)} files)")
         sha256, size = _write_bundle(out, index, members)
     digest_file = digest_file_for(out)
     write_text_atomic(digest_file, f"{sha256}  {out.name}\n")
@@ -120,9 +117,7 @@ def describe_changes(changes: dict[str, list[str]], shown: int = 5) -> str:
 
 
 @contextlib.contextmanager
-def _image_archive(
-    attestation: attest.Attestation, engine: Any, workdir: Path, progress: Progress
-) -> Iterator[Member | None]:
+def _image_archive(attestation: attest.Attestation, engine: Any, workdir: Path) -> Iterator[Member | None]:
     """`docker save` of the attested image into a temporary file, checked to be that image."""
     image = attestation.image
     if image is None:
@@ -144,7 +139,7 @@ def _image_archive(
             f"image {ref} on this engine is {found.id[:19]}, not the attested {image['id'][:19]}; "
             "pack on the machine that ran `reprobox verify`"
         )
-    progress(f"saving image {ref} ({found.id[:19]}) ...")
+    progress.say(f"saving image {ref} ({found.id[:19]}) ...")
     handle = tempfile.NamedTemporaryFile(prefix=".image-", suffix=".tar", dir=workdir, delete=False)  # noqa: SIM115
     path = Path(handle.name)
     try:

@@ -10,18 +10,18 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reprobox import progress
 from reprobox.codetree._tree import tree_digest
 from reprobox.errors import UsageError
 
 if TYPE_CHECKING:
     from reprobox.jobfile import DataMount
 
-Progress = Callable[[str], None]
 LARGE_BYTES = 256 << 20  # from this size on, hashing says what it is doing
 PROGRESS_EVERY_S = 5.0
 _CHUNK = 4 << 20
@@ -47,17 +47,17 @@ class DataDigest:
         }
 
 
-def digest_data(mounts: Sequence[DataMount], progress: Progress | None = None) -> tuple[DataDigest, ...]:
-    """One digest per data source, in the job file's order."""
-    return tuple(_digest_source(m.source, m.target, progress or (lambda _message: None)) for m in mounts)
+def digest_data(mounts: Sequence[DataMount]) -> tuple[DataDigest, ...]:
+    """One digest per data source, in the job file's order; large ones report progress as they go."""
+    return tuple(_digest_source(m.source, m.target) for m in mounts)
 
 
-def _digest_source(source: Path, target: str, say: Progress) -> DataDigest:
+def _digest_source(source: Path, target: str) -> DataDigest:
     if not source.exists():
         raise UsageError(f"data source {source} does not exist; fetch the data or fix data[].source")
     listed = [("", source)] if source.is_file() else _list_folder(source)
     total = sum(path.stat().st_size for _, path in listed)
-    meter = _Meter(source, total, say)
+    meter = _Meter(source, total)
     digests: dict[str, str] = {}
     for relative, path in listed:
         try:
@@ -94,26 +94,26 @@ def _list_folder(root: Path) -> list[tuple[str, Path]]:
 class _Meter:
     """Reports progress on large sources: at the start, every few seconds, and at the end."""
 
-    def __init__(self, source: Path, total: int, say: Progress) -> None:
-        self.source, self.total, self.say = source, total, say
+    def __init__(self, source: Path, total: int) -> None:
+        self.source, self.total = source, total
         self.read = 0
         self.started = self.last = time.monotonic()
         self.loud = total >= LARGE_BYTES
         if self.loud:
-            say(f"hashing data {source} ({_size(total)}) once for all runs ...")
+            progress.say(f"hashing data {source} ({_size(total)}) once for all runs ...")
 
     def add(self, count: int) -> None:
         self.read += count
         now = time.monotonic()
         if self.loud and now - self.last >= PROGRESS_EVERY_S:
             self.last = now
-            self.say(
+            progress.say(
                 f"hashing data {self.source}: {100 * self.read // max(self.total, 1)}% of {_size(self.total)}"
             )
 
     def done(self) -> None:
         if self.loud:
-            self.say(f"hashed data {self.source} in {time.monotonic() - self.started:.0f} s")
+            progress.say(f"hashed data {self.source} in {time.monotonic() - self.started:.0f} s")
 
 
 def _sha256(path: Path, meter: _Meter) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprobox import runner, runtimes
-from reprobox.commands.common import add_command, add_run_flags, image_choice, load_job_with_flags
+from reprobox.commands.common import add_command, add_run_flags, load_job_with_flags, runtime_options
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.guest import settings
 
@@ -58,9 +58,7 @@ def audit_command(args: argparse.Namespace, out: Output) -> int:
     failure = None
     if not args.static_only:
         audited = spec.with_overrides(determinism=replace(spec.determinism, algorithms=True, warn_only=True))
-        runtime = runtimes.open_runtime(
-            args.runtime, audited, image_choice(args), out.progress, out.build_progress()
-        )
+        runtime = runtimes.open_runtime(args.runtime, runtime_options(args, audited))
         options = runner.RunOptions(
             runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps, audit=True
         )

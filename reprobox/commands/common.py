@@ -6,13 +6,10 @@ import argparse
 import os
 from pathlib import Path
 
-from reprobox import jobfile
+from reprobox import jobfile, runtimes
 from reprobox.errors import UsageError
 from reprobox.runner import runs_dir_default
-from reprobox.runtimes.base import ImageChoice
-
-RUNTIME_CHOICES = ("auto", "docker", "local", "slurm")
-
+from reprobox.runtimes.base import RuntimeOptions
 
 Commands = argparse._SubParsersAction  # the `add_subparsers()` object every command module registers on
 
@@ -49,12 +46,16 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def image_choice(args: argparse.Namespace) -> ImageChoice:
-    """The image flags as the library takes them (commands without them get the defaults)."""
-    return ImageChoice(
+def runtime_options(args: argparse.Namespace, job: jobfile.JobSpec | None = None) -> RuntimeOptions:
+    """The runtime flags as the library takes them, made once per command (absent flags: the defaults)."""
+    return RuntimeOptions(
         base_image=getattr(args, "base_image", None),
         wheelhouse=getattr(args, "wheelhouse", None),
         lock=getattr(args, "lock", None),
+        image=getattr(args, "image", None),
+        job=job,
+        slurm_container=getattr(args, "slurm_container", None),
+        sbatch_args=getattr(args, "sbatch_args", None),
     )
 
 
@@ -71,11 +72,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", type=Path, metavar="JOB", help="a job.yaml file, or a folder holding one")
     parser.add_argument(
         "--runtime",
-        choices=RUNTIME_CHOICES,
-        default="auto",
-        help="where to run: docker (a hardened container), local (a subprocess here), slurm (sbatch "
-        "jobs; the runs dir must be shared with the nodes); auto = docker when an engine answers, "
-        "else local (default: auto)",
+        choices=runtimes.names(),
+        default=runtimes.AUTO,
+        help=f"where to run: one of {', '.join(runtimes.RUNTIMES)} (docker: a hardened container; local: "
+        "a subprocess here; slurm: sbatch jobs, the runs dir shared with the nodes); auto = docker when "
+        "an engine answers, else local (default: auto)",
     )
     parser.add_argument(
         "--slurm-container",

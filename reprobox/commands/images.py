@@ -82,7 +82,6 @@ def build_command(args: argparse.Namespace, out: Output) -> int:
     info = ensure_image(
         spec,
         engine=engine.connect(),
-        progress=out.build_progress(),
         base_image=args.base_image,
         wheelhouse=args.wheelhouse,
         lock=args.lock,

@@ -6,14 +6,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprobox import probe
+from reprobox import runtimes
 from reprobox.commands.common import (
-    RUNTIME_CHOICES,
     add_command,
     add_image_flags,
     add_output_flags,
     check_output_file,
-    image_choice,
+    runtime_options,
 )
 from reprobox.errors import EXIT_OK, UsageError
 from reprobox.records.manifest import read_record
@@ -73,7 +72,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "numerics.",
     )
     fingerprint.add_argument(
-        "--runtime", choices=RUNTIME_CHOICES, default="local", help="where to probe (default: local)"
+        "--runtime", choices=runtimes.names(), default="local", help="where to probe (default: local)"
     )
     fingerprint.add_argument(
         "--image", help="image to probe with --runtime docker (default: the reprobox image)"
@@ -114,9 +113,7 @@ def report_command(args: argparse.Namespace, out: Output) -> int:
 def fingerprint_command(args: argparse.Namespace, out: Output) -> int:
     from reprobox.guest.fingerprint import format_table
 
-    fp = probe.fingerprint(
-        args.runtime, image=args.image, choice=image_choice(args), progress=out.build_progress()
-    )
+    fp = runtimes.open_runtime(args.runtime, runtime_options(args)).fingerprint()
     out.result(fp, format_table(fp))
     return EXIT_OK
 

@@ -13,8 +13,8 @@ from reprobox.commands.common import (
     add_run_flags,
     check_output_file,
     check_runs_dir,
-    image_choice,
     load_job_with_flags,
+    runtime_options,
 )
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.records.manifest import read_record
@@ -121,17 +121,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
-    return runner.RunOptions(
-        runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps, progress=out.progress
-    )
+    return runner.RunOptions(runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps)
 
 
 def run_command(args: argparse.Namespace, out: Output) -> int:
     spec = load_job_with_flags(args)
     check_runs_dir(args.runs_dir)
-    runtime = runtimes.open_runtime(
-        args.runtime, spec, image_choice(args), out.progress, out.build_progress()
-    )
+    runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
     record = runner.execute(spec, runtime, _run_options(args, out))
     data = {
         "status": record.status,
@@ -155,10 +151,8 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     spec = load_job_with_flags(args)
     check_runs_dir(args.runs_dir)
     _check_attestation_target(args, spec.job_file)
-    runtime = runtimes.open_runtime(
-        args.runtime, spec, image_choice(args), out.progress, out.build_progress()
-    )
-    comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings, out.progress)
+    runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
+    comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings)
     data = comparison.to_json()
     if comparison.verdict == compare.IDENTICAL and args.max_steps is None and not args.no_attestation:
         from reprobox import attest

@@ -200,7 +200,7 @@ def reproduce_command(args: argparse.Namespace, out: Output) -> int:
         wheelhouse=args.wheelhouse,
         echo=out.job_output(),
     )
-    result = reproduce.reproduce(args.source, options, out.progress)
+    result = reproduce.reproduce(args.source, options)
     out.result(result.to_json(), _reproduce_text(result))
     return result.exit_code
 
@@ -230,7 +230,6 @@ def pack_command(args: argparse.Namespace, out: Output) -> int:
         code=args.code,
         published=args.published,
         data=args.data,
-        progress=out.progress,
     )
     text = (
         f"wrote {result.path} ({result.size / 1e6:.1f} MB, sha256 {result.sha256})\n"

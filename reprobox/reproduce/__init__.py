@@ -27,7 +27,6 @@ from reprobox.reproduce._model import (
     NONDETERMINISTIC,
     REPRODUCED,
     SENTENCE_IDENTICAL,
-    Progress,
     ReproduceOptions,
     ReproduceResult,
 )
@@ -47,7 +46,6 @@ __all__ = [
     "RESULT_NAME",
     "SENTENCE_IDENTICAL",
     "THREAD_VARIABLES",
-    "Progress",
     "ReproduceOptions",
     "ReproduceResult",
     "image_mismatch",

@@ -6,21 +6,19 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reprobox import attest, bundle
+from reprobox import attest, bundle, progress
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, UsageError
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import JobSpec
 from reprobox.records.manifest import RunRecord
 from reprobox.reproduce._classify import classify
-from reprobox.reproduce._image import open_runtime
+from reprobox.reproduce._image import runtime_for
 from reprobox.reproduce._model import (
     CODE_MISMATCH,
     IMAGE_MISMATCH,
     Context,
-    Progress,
     ReproduceOptions,
     ReproduceResult,
-    quiet,
 )
 from reprobox.reproduce._replay import replay_job
 from reprobox.reproduce._report import write_reports
@@ -28,9 +26,8 @@ from reprobox.runner import RunOptions, execute, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
 
-def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None = None) -> ReproduceResult:
+def reproduce(source: Path, options: ReproduceOptions) -> ReproduceResult:
     """Reproduce the job an attestation (or a bundle made by `reprobox pack`) describes."""
-    say = progress or quiet
     _check_options(options)
     if source.is_dir() and (found := attest.attestation_in(source)) is not None:
         source = found  # `reprobox reproduce .` in the paper's code folder
@@ -38,12 +35,12 @@ def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None
     attestation_path = source
     if source.is_file() and bundle.looks_like_bundle(source):
         opened = bundle.open_bundle(
-            source, options.runs_dir / "bundles", expected_sha256=options.bundle_sha256, progress=say
+            source, options.runs_dir / "bundles", expected_sha256=options.bundle_sha256
         )
         attestation_path = opened.attestation
-        say(f"bundle {source} checked (sha256 {opened.sha256[:16]}), unpacked to {opened.root}")
+        progress.say(f"bundle {source} checked (sha256 {opened.sha256[:16]}), unpacked to {opened.root}")
     attestation = attest.read_attestation(attestation_path, verify_signature=options.verify_signature)
-    ctx = Context(attestation, options, say, notes=[], bundle=opened)
+    ctx = Context(attestation, options, notes=[], bundle=opened)
     result = ReproduceResult(
         verdict="", sentence="", exit_code=EXIT_OK, attestation=attestation_path, notes=ctx.notes
     )
@@ -58,7 +55,7 @@ def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None
 
     code_dir = (options.code or (opened.code_dir if opened else attest.locate_code(attestation))).absolute()
     result.code_dir = code_dir
-    say(f"checking the code in {code_dir} against the attestation ...")
+    progress.say(f"checking the code in {code_dir} against the attestation ...")
     changes = _code_changes(attestation, code_dir, options.runs_dir)
     if changes:
         result.verdict, result.exit_code, result.code_changes = CODE_MISMATCH, EXIT_BAD_INPUT, changes
@@ -73,7 +70,7 @@ def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None
 
     spec, extra_env, result.settings = replay_job(attestation, code_dir, options, ctx.notes)
     ctx.replay_pin = result.settings["threads"].get("pinned_by_replay")
-    runtime, image_facts, mismatch = open_runtime(ctx, spec)
+    runtime, image_facts, mismatch = runtime_for(ctx, spec)
     result.image = image_facts
     if mismatch:
         result.verdict, result.exit_code = IMAGE_MISMATCH, EXIT_ENVIRONMENT
@@ -81,7 +78,7 @@ def reproduce(source: Path, options: ReproduceOptions, progress: Progress | None
         result.sentence = f"the image differs from the attested image ({shown})"
         return result
 
-    records = _run(spec, runtime, options, extra_env, say)
+    records = _run(spec, runtime, options, extra_env)
     result.runs = [r.run_dir for r in records]
     classify(ctx, records, result)
     result.reports = write_reports(ctx, records, result)
@@ -133,17 +130,17 @@ def _find_published(ctx: Context) -> None:
     if directory is None:
         return
     ctx.published, ctx.published_trail = bundle.check_published(ctx.attestation, directory)
-    ctx.say(f"the author's checkpoints in {ctx.published} match the attestation")
+    progress.say(f"the author's checkpoints in {ctx.published} match the attestation")
 
 
 def _run(
-    spec: JobSpec, runtime: Runtime, options: ReproduceOptions, extra_env: dict[str, str], say: Progress
+    spec: JobSpec, runtime: Runtime, options: ReproduceOptions, extra_env: dict[str, str]
 ) -> list[RunRecord]:
-    run_options = RunOptions(runs_dir=options.runs_dir, echo=options.echo, extra_env=extra_env, progress=say)
+    run_options = RunOptions(runs_dir=options.runs_dir, echo=options.echo, extra_env=extra_env)
     inputs = prepare_inputs(spec, run_options)  # one code snapshot and one data hash for all runs
     records: list[RunRecord] = []
     for index in range(options.runs):
-        say(f"run {index + 1}/{options.runs} of {spec.name} ({runtime.name})")
+        progress.say(f"run {index + 1}/{options.runs} of {spec.name} ({runtime.name})")
         record = execute(spec, runtime, run_options, inputs=inputs)
         records.append(record)
         if not record.succeeded:

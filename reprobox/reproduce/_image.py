@@ -5,42 +5,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from reprobox import progress
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.image import LABEL_PREFIX, plan_build
 from reprobox.jobfile import JobSpec
 from reprobox.reproduce._model import Context
-from reprobox.runtimes.base import Runtime
+from reprobox.runtimes import open_runtime
+from reprobox.runtimes.base import Runtime, RuntimeOptions
 
 
-def open_runtime(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] | None, list[dict[str, Any]]]:
-    """The runtime to use; for docker, the attested image found, loaded from the bundle, or rebuilt."""
+def runtime_for(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] | None, list[dict[str, Any]]]:
+    """The runtime to use, its image's facts and the label mismatch list; for docker, the attested image
+    found, loaded from the bundle, or rebuilt, then opened through the registry like any other."""
     attested = ctx.attestation.image
     name = ctx.options.runtime or ("docker" if ctx.attestation.runtime == "docker" else "local")
     if name == "local":
-        from reprobox.runtimes.local import LocalRuntime
-
         if attested is not None:
             ctx.notes.append(
                 f"the author ran in image {attested['id'][:19]}; --runtime local runs on this machine's "
                 "Python stack instead, so bitwise equality needs the same stack"
             )
-        return LocalRuntime(), None, []
+        return open_runtime("local", RuntimeOptions()), None, []
     from reprobox import engine as engine_module
-    from reprobox.runtimes.docker import DockerRuntime, image_facts
+    from reprobox.runtimes.docker import image_facts
 
     engine = ctx.options.engine or engine_module.connect()
     if attested is None:
         ctx.notes.append(
             "the author ran without a container; this run uses the reprobox image of this checkout"
         )
-        runtime = DockerRuntime.for_job(
-            spec,
-            base_image=ctx.options.base_image,
-            wheelhouse=ctx.options.wheelhouse,
-            progress=ctx.say,
-            engine=engine,
+        options = RuntimeOptions(
+            job=spec, base_image=ctx.options.base_image, wheelhouse=ctx.options.wheelhouse, engine=engine
         )
-        return runtime, {**image_facts(runtime.image), "how": "built for this run"}, []
+        runtime = open_runtime(name, options)
+        return runtime, {**runtime.describe()["image"], "how": "built for this run"}, []
     info, how = _attested_image(ctx, spec, engine)
     mismatch = image_mismatch(attested, dict(info.labels))
     if info.id != attested["id"] and not mismatch:
@@ -48,7 +46,8 @@ def open_runtime(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] |
             f"image {info.id[:19]} is not the author's {attested['id'][:19]} byte for byte, but was built "
             "from the same inputs (its build, context and lock digests match)"
         )
-    return DockerRuntime(info, engine=engine), {**image_facts(info), "how": how}, mismatch
+    runtime = open_runtime(name, RuntimeOptions(image=info.id, engine=engine))
+    return runtime, {**image_facts(info), "how": how}, mismatch
 
 
 def image_mismatch(attested: dict[str, Any], labels: dict[str, str]) -> list[dict[str, Any]]:
@@ -69,7 +68,7 @@ def _attested_image(ctx: Context, spec: JobSpec, engine: Any) -> tuple[Any, str]
     how = ""
     archive = ctx.bundle.image_archive if ctx.bundle else None
     if archive is not None and not engine.image_exists(attested["id"]):
-        ctx.say(f"loading image {attested['id'][:19]} from the bundle (docker load) ...")
+        progress.say(f"loading image {attested['id'][:19]} from the bundle (docker load) ...")
         with archive.open("rb") as stream:
             engine_module.load_image(engine, stream)
         how = "loaded from the bundle"
@@ -92,7 +91,7 @@ def _rebuild(ctx: Context, spec: JobSpec, engine: Any) -> Any:
     )
     if spec.image.reference:
         try:
-            return ensure_image(spec.image, engine=engine, progress=ctx.say)
+            return ensure_image(spec.image, engine=engine)
         except EnvironmentProblem as exc:
             raise EnvironmentProblem(f"{missing} and pulling {spec.image.reference} failed; {fix}") from exc
     labels = attested.get("labels", {})
@@ -113,5 +112,5 @@ def _rebuild(ctx: Context, spec: JobSpec, engine: Any) -> Any:
             f"(build digest {str(found)[7:23]}, attested {str(wanted)[7:23]}); {fix}, or install reprobox "
             f"{version} with the author's base image and wheelhouse"
         )
-    ctx.say(f"rebuilding image {plan.tag} from the attested inputs ...")
-    return ensure_image(spec.image, engine=engine, progress=ctx.say, base_image=base, lock=lock)
+    progress.say(f"rebuilding image {plan.tag} from the attested inputs ...")
+    return ensure_image(spec.image, engine=engine, base_image=base, lock=lock)

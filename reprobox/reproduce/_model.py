@@ -25,12 +25,6 @@ SENTENCE_REPRODUCED = (
     "reproduced: every tensor and value equals the published ones, except run-specific values (listed)"
 )
 
-Progress = Callable[[str], None]
-
-
-def quiet(_line: str) -> None:
-    """A progress callback that shows nothing."""
-
 
 @dataclass(frozen=True)
 class ReproduceOptions:
@@ -102,7 +96,6 @@ class Context:
 
     attestation: attest.Attestation
     options: ReproduceOptions
-    say: Progress
     notes: list[str]
     bundle: bundle.Bundle | None = None
     published: Path | None = None  # outputs folder holding the author's checkpoints

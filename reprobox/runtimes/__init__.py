@@ -1,44 +1,52 @@
-"""Choose and prepare a runtime: `docker` (the default when an engine answers) or `local`."""
+"""Where a job runs, chosen in one place: `open_runtime(name, options)`.
+
+`RUNTIMES` maps each runtime's name to the module that implements it; each such module exposes
+`create(options: RuntimeOptions) -> Runtime`. Modules are imported only when chosen, so the CLI
+starts without the docker SDK or Slurm. `auto` is docker when an engine answers, else local.
+A new runtime is one module with `create` plus one line here.
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import cast
 
-from reprobox.errors import EnvironmentProblem
-from reprobox.jobfile import JobSpec
-from reprobox.runtimes.base import ImageChoice, Runtime
-from reprobox.runtimes.local import LocalRuntime
+from reprobox import progress
+from reprobox.errors import UsageError
+from reprobox.runtimes.base import Runtime, RuntimeOptions
 
-Progress = Callable[[str], None]
+AUTO = "auto"
+
+RUNTIMES: dict[str, str] = {
+    "docker": "reprobox.runtimes.docker",
+    "local": "reprobox.runtimes.local",
+    "slurm": "reprobox.runtimes.slurm",
+}
 
 
-def open_runtime(
-    name: str,
-    job: JobSpec,
-    image: ImageChoice,
-    progress: Progress,
-    build_progress: Progress | None = None,
-) -> Runtime:
-    """The runtime to use; for docker, the job's image is built first (or reused when unchanged)."""
-    if name == "local":
-        return LocalRuntime()
-    if name == "slurm":
-        from reprobox.runtimes.slurm import SlurmRuntime
+def names() -> tuple[str, ...]:
+    """Every name `open_runtime` accepts, `auto` first (the CLI's --runtime choices)."""
+    return (AUTO, *RUNTIMES)
 
-        return SlurmRuntime.for_job(job, image, progress)
-    from reprobox import engine
 
-    if name == "auto" and not engine.engine_available():
-        progress("no Docker engine answers; running on the local runtime (use --runtime docker to insist)")
-        return LocalRuntime()
-    if name not in ("auto", "docker"):
-        raise EnvironmentProblem(f"unknown runtime {name!r}; use docker, local or slurm")
-    from reprobox.runtimes.docker import DockerRuntime
+def open_runtime(name: str, options: RuntimeOptions) -> Runtime:
+    """The named runtime, ready to run; for docker the job's image is built first (or reused)."""
+    if name == AUTO:
+        from reprobox import engine
 
-    return DockerRuntime.for_job(
-        job,
-        base_image=image.base_image,
-        wheelhouse=image.wheelhouse,
-        lock=image.lock,
-        progress=build_progress or progress,
-    )
+        if engine.engine_available():
+            name = "docker"
+        else:
+            progress.say(
+                "no Docker engine answers; running on the local runtime (use --runtime docker to insist)"
+            )
+            name = "local"
+    module = RUNTIMES.get(name)
+    if module is None:
+        raise UsageError(f"unknown runtime {name!r}; use one of {', '.join(names())}")
+    create = cast(Callable[[RuntimeOptions], Runtime], importlib.import_module(module).create)
+    return create(options)
+
+
+__all__ = ["AUTO", "RUNTIMES", "Runtime", "RuntimeOptions", "names", "open_runtime"]

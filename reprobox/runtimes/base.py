@@ -23,15 +23,24 @@ OUTPUTS_SUBDIR = "outputs"
 
 
 @dataclass(frozen=True)
-class ImageChoice:
-    """How a command may build the job's image (--base-image, --wheelhouse, --lock); None: the default.
+class RuntimeOptions:
+    """Everything a runtime may need to be created; each runtime reads the fields it uses.
 
-    Made once from the command line by the CLI; the library reads this, never the parsed arguments.
+    Made once from the command line by the CLI (or by the library for reproduce and the Slurm node);
+    the library reads this, never the parsed arguments. None means the default.
     """
 
-    base_image: str | None = None
-    wheelhouse: Path | None = None
-    lock: str | None = None
+    base_image: str | None = None  # --base-image: the base of the reprobox image when it is built
+    wheelhouse: Path | None = None  # --wheelhouse: local wheels for offline builds
+    lock: str | None = None  # --lock: cpu, cuda or a path under env/
+    image: str | None = None  # an image id or tag to run as is instead of building the job's image
+    job: JobSpec | None = None  # the job: its image section is built, its launcher/resources read
+    engine: Any = None  # an already connected reprobox.engine.Engine to reuse
+    python: str | None = None  # the local runtime's interpreter (default: this one)
+    hostname: str | None = None  # a container's hostname (the Slurm node's name); default: fixed
+    stop_grace: float | None = None  # seconds a stopped container gets before SIGKILL
+    slurm_container: str | None = None  # none or docker (default: $REPROBOX_SLURM_CONTAINER, else none)
+    sbatch_args: str | None = None  # extra sbatch options, shell-quoted (default: $REPROBOX_SBATCH_ARGS)
 
 
 class OutputSink(Protocol):
@@ -111,7 +120,10 @@ def signal_name(number: int) -> str:
 
 
 class Runtime(Protocol):
-    """One place to run the guest: `local` (a subprocess) or `docker` (a hardened container)."""
+    """One place to run the guest: `local` (a subprocess), `docker` (a hardened container), `slurm`, ...
+
+    Made by `reprobox.runtimes.open_runtime(name, RuntimeOptions(...))`, the only chooser.
+    """
 
     name: str
 
@@ -126,4 +138,8 @@ class Runtime(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Facts about this runtime for the manifest (image id and digest, engine version, ...)."""
+        ...
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The stack a job here would run on (hardware, torch, ...), probed with torch imported."""
         ...

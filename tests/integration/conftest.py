@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobox import image
+from reprobox import image, progress
 from reprobox.engine import Engine, EngineUnavailable, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.jobfile import ImageSpec
@@ -113,17 +113,16 @@ def built_image(
         base_image=offline_base, wheelhouse=wheelhouse, lock="cpu", project=project, environ={}
     )
     assert not engine.image_exists(plan.tag)
-    progress: list[str] = []
     started = time.monotonic()
-    info = ensure_image(
-        ImageSpec(),
-        engine=engine,
-        progress=progress.append,
-        base_image=offline_base,
-        wheelhouse=wheelhouse,
-        lock="cpu",
-        network=False,
-        project=project,
-    )
+    with progress.reporting(progress.Recorder()) as reported:
+        info = ensure_image(
+            ImageSpec(),
+            engine=engine,
+            base_image=offline_base,
+            wheelhouse=wheelhouse,
+            lock="cpu",
+            network=False,
+            project=project,
+        )
     created.images.append(plan.tag)
-    return BuiltImage(info=info, plan=plan, progress=progress, seconds=time.monotonic() - started)
+    return BuiltImage(info=info, plan=plan, progress=reported.lines, seconds=time.monotonic() - started)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reprobox import image
+from reprobox import image, progress
 from reprobox.engine import Engine
 from reprobox.errors import EnvironmentProblem
 from reprobox.jobfile import ImageSpec
@@ -36,19 +36,18 @@ def test_image_carries_its_labels_and_non_root_user(built_image: Any) -> None:
 def test_unchanged_context_reuses_the_image_without_a_build_step(
     engine: Engine, built_image: Any, wheelhouse: Path, project: image.ProjectFiles
 ) -> None:
-    progress: list[str] = []
-    again = ensure_image(
-        ImageSpec(),
-        engine=engine,
-        progress=progress.append,
-        base_image=built_image.plan.base_image,
-        wheelhouse=wheelhouse,
-        lock="cpu",
-        project=project,
-    )
+    with progress.reporting(progress.Recorder()) as reported:
+        again = ensure_image(
+            ImageSpec(),
+            engine=engine,
+            base_image=built_image.plan.base_image,
+            wheelhouse=wheelhouse,
+            lock="cpu",
+            project=project,
+        )
     assert again.id == built_image.info.id
-    assert not [line for line in progress if line.startswith("Step ")]
-    assert progress == [f"image {built_image.plan.tag} is up to date; no build needed"]
+    assert not [line for line in reported.lines if line.startswith("Step ")]
+    assert reported.lines == [f"image {built_image.plan.tag} is up to date; no build needed"]
 
 
 def test_missing_base_image_names_the_offline_base(

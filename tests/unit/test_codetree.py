@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobox import attest, cli, codetree, verify
+from reprobox import attest, cli, codetree, progress, verify
 from reprobox.compare import Comparison
 from reprobox.errors import UsageError
 from reprobox.guest.hashing import file_sha256
@@ -164,20 +164,21 @@ def test_the_snapshot_is_read_only_reused_and_replaced_when_damaged(tmp_path: Pa
 def verify_in_process(
     job_file: Path, runs_dir: Path, on_progress: dict[str, Callable[[], None]] | None = None
 ) -> tuple[Comparison, list[RunRecord], list[str]]:
-    """verify on the local runtime with a progress callback that can act between runs."""
+    """verify on the local runtime with a progress reporter that can act between runs."""
     spec = load_job(job_file)
-    messages: list[str] = []
 
-    def progress(message: str) -> None:
-        messages.append(message)
-        action = (on_progress or {}).get(message.split(" of ", maxsplit=1)[0])
-        if action is not None:
-            action()
+    class Acting(progress.Recorder):
+        def notice(self, text: str) -> None:
+            super().notice(text)
+            action = (on_progress or {}).get(text.split(" of ", maxsplit=1)[0])
+            if action is not None:
+                action()
 
-    comparison, records = verify.verify(
-        spec, LocalRuntime(), RunOptions(runs_dir=runs_dir), verify.VerifyOptions(runs=2), progress
-    )
-    return comparison, records, messages
+    with progress.reporting(Acting()) as reporter:
+        comparison, records = verify.verify(
+            spec, LocalRuntime(), RunOptions(runs_dir=runs_dir), verify.VerifyOptions(runs=2)
+        )
+    return comparison, records, reporter.lines
 
 
 def test_an_edit_during_verify_changes_nothing(tmp_path: Path) -> None:

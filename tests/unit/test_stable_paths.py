@@ -23,7 +23,8 @@ from reprobox.records.manifest import read_record
 from reprobox.runner import list_runs
 from reprobox.runtimes.base import RunPlan
 from reprobox.runtimes.docker._settings import container_paths, container_settings
-from reprobox.runtimes.local._runtime import LocalRuntime, _namespace_works
+from reprobox.runtimes.local import LocalRuntime
+from reprobox.runtimes.local._namespace import namespace_works
 from reprobox.runtimes.local.fixed_paths import (
     LOCK_FILE,
     OWNER_FILE,
@@ -39,7 +40,7 @@ from reprobox.runtimes.stable_paths import job_environment, layout_for, user_roo
 JOBS = Path(__file__).parents[1] / "jobs"
 JOB = JOBS / "saves-paths"
 # The probe's mounts stay in its namespace; its memory goes beside a throwaway root, not into the tree.
-NAMESPACES = _namespace_works(sys.executable, Path(tempfile.mkdtemp(prefix="reprobox-probe-")) / "root")
+NAMESPACES = namespace_works(sys.executable, Path(tempfile.mkdtemp(prefix="reprobox-probe-")) / "root")
 needs_namespace = pytest.mark.skipif(not NAMESPACES, reason="this kernel refuses a private mount namespace")
 
 
@@ -133,7 +134,7 @@ def test_an_unknown_isolation_is_refused(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_a_refused_namespace_falls_back_to_fixed_folders_unless_insisted(tmp_path: Path) -> None:
     python = str(tmp_path / "python-without-namespaces")
-    assert not _namespace_works(python, tmp_path)  # it cannot even start: refused
+    assert not namespace_works(python, tmp_path)  # it cannot even start: refused
     layout = layout_for(load_job(JOB), uid=os.getuid())
     assert LocalRuntime(python=python).mode(layout) == "fixed"
     with pytest.raises(EnvironmentProblem, match="refuses a private mount namespace"):

@@ -27,7 +27,8 @@ from reprobox.records.guest import GuestRecord, read_guest_result
 from reprobox.records.manifest import MANIFEST_NAME, move_aside_planted, read_record, write_record
 from reprobox.records.trail import read_trail
 from reprobox.runner import RunOptions, _TeeSink, execute
-from reprobox.runtimes.local._runtime import LocalRuntime, _pump
+from reprobox.runtimes.local import LocalRuntime
+from reprobox.runtimes.local._process import _pump
 
 JOBS = Path(__file__).parents[1] / "jobs"
 

@@ -8,19 +8,18 @@ records what `docker inspect` says was in force before it removes the container.
 
 Modules: `_settings` (the pure translation: plan -> create arguments, inspect -> evidence, exit status),
 `_image` (build or reuse the job's image, its recorded facts, the fingerprint inside it) and `_runtime`
-(`DockerRuntime`).
+(`DockerRuntime` and `create`, the registry's entry).
 """
 
 from __future__ import annotations
 
 from reprobox.runtimes.docker._image import (
     FINGERPRINT_TIMEOUT,
-    Progress,
     ensure_image,
     image_facts,
     image_fingerprint,
 )
-from reprobox.runtimes.docker._runtime import STOP_GRACE_SECONDS, DockerRuntime
+from reprobox.runtimes.docker._runtime import STOP_GRACE_SECONDS, DockerRuntime, create
 from reprobox.runtimes.docker._settings import (
     CONTAINER_HOME,
     CONTAINER_HOSTNAME,
@@ -51,11 +50,11 @@ __all__ = [
     "STOP_GRACE_SECONDS",
     "TMPFS_OPTIONS",
     "DockerRuntime",
-    "Progress",
     "apply_exit_status",
     "container_name",
     "container_settings",
     "container_user",
+    "create",
     "effective_settings",
     "ensure_image",
     "hardened_settings",

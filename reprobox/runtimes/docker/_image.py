@@ -6,12 +6,12 @@ import collections
 import json
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from reprobox import image as image_module
-from reprobox.engine import BuildFailed, Engine, GpuUnavailable, ImageInfo, connect
+from reprobox import progress
+from reprobox.engine import BuildFailed, Engine, GpuUnavailable, ImageInfo
 from reprobox.errors import EnvironmentProblem
 from reprobox.jobfile import ImageSpec
 from reprobox.pipfailure import explain_pip_failure
@@ -20,18 +20,11 @@ from reprobox.runtimes.docker._settings import CONTAINER_HOME, hardened_settings
 FINGERPRINT_TIMEOUT = 300.0
 BUILD_LOG_LINES = 500  # what a failed build's install step is read from
 
-Progress = Callable[[str], None]
-
-
-def quiet(_line: str) -> None:
-    """A progress callback that shows nothing."""
-
 
 def ensure_image(
     spec: ImageSpec,
     *,
     engine: Engine,
-    progress: Progress = quiet,
     base_image: str | None = None,
     wheelhouse: Path | None = None,
     lock: str | None = None,
@@ -42,26 +35,27 @@ def ensure_image(
     """The job's image: a prebuilt reference as is, or the reprobox image, reused by tag or built now.
 
     `network=False` builds with no network at all (every wheel must come from the wheelhouse);
-    `project` builds from another source checkout than this package's.
+    `project` builds from another source checkout than this package's. What it does goes to the
+    current progress reporter: notices, and the build's (or pull's) output line by line.
     """
     if spec.reference:
         if engine.image_exists(spec.reference):
             return engine.inspect_image(spec.reference)
-        progress(f"pulling {spec.reference} ...")
-        return engine.pull(spec.reference, progress)
+        progress.say(f"pulling {spec.reference} ...")
+        return engine.pull(spec.reference, progress.build_output)
     plan = image_module.plan_build(
         spec, base_image=base_image, lock=lock, wheelhouse=wheelhouse, project=project
     )
     if not rebuild and engine.image_exists(plan.tag):
-        progress(f"image {plan.tag} is up to date; no build needed")
+        progress.say(f"image {plan.tag} is up to date; no build needed")
         return engine.inspect_image(plan.tag)
     offline = ", offline from the wheelhouse" if plan.offline else ""
-    progress(f"building image {plan.tag} from {plan.base_image} ({plan.lock}{offline}) ...")
+    progress.say(f"building image {plan.tag} from {plan.base_image} ({plan.lock}{offline}) ...")
     log: collections.deque[str] = collections.deque(maxlen=BUILD_LOG_LINES)
 
     def record(line: str) -> None:
         log.append(line)
-        progress(line)
+        progress.build_output(line)
 
     with tempfile.TemporaryFile() as context:
         image_module.write_build_context(plan, context)
@@ -94,26 +88,9 @@ def image_facts(image: ImageInfo) -> dict[str, Any]:
     }
 
 
-def image_fingerprint(
-    *,
-    image: str | None,
-    base_image: str | None = None,
-    wheelhouse: Path | None = None,
-    lock: str | None = None,
-    progress: Progress = quiet,
-    engine: Engine | None = None,
-) -> dict[str, Any]:
-    """The fingerprint as seen inside an image (the reprobox image when `image` is None), torch imported."""
-    engine = engine or connect()
-    info = ensure_image(
-        ImageSpec(reference=image),
-        engine=engine,
-        progress=progress,
-        base_image=base_image,
-        wheelhouse=wheelhouse,
-        lock=lock,
-    )
-    created = hardened_settings(info, host_uid=os.getuid(), host_gid=os.getgid())
+def image_fingerprint(engine: Engine, image: ImageInfo) -> dict[str, Any]:
+    """The fingerprint as seen inside the image, torch imported, in a hardened throwaway container."""
+    created = hardened_settings(image, host_uid=os.getuid(), host_gid=os.getgid())
     created.update(
         entrypoint=["python3"],
         command=["-m", "reprobox.guest.fingerprint", "--import-torch"],

@@ -12,9 +12,9 @@ from typing import Any
 
 from reprobox.engine import Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
-from reprobox.jobfile import JobSpec
-from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan
-from reprobox.runtimes.docker._image import Progress, ensure_image, image_facts, quiet
+from reprobox.jobfile import ImageSpec
+from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, Runtime, RuntimeOptions
+from reprobox.runtimes.docker._image import ensure_image, image_facts, image_fingerprint
 from reprobox.runtimes.docker._settings import (
     apply_exit_status,
     container_paths,
@@ -24,6 +24,24 @@ from reprobox.runtimes.docker._settings import (
 from reprobox.timestamps import utc_now
 
 STOP_GRACE_SECONDS = 5.0
+
+
+def create(options: RuntimeOptions) -> Runtime:
+    """Connect (or reuse `options.engine`), then the image: `options.image` as is (pulled when absent),
+    else the job's image (the reprobox image without a job), built now or reused when unchanged."""
+    engine = options.engine or connect()
+    if options.image is not None:
+        image = ensure_image(ImageSpec(reference=options.image), engine=engine)
+    else:
+        image = ensure_image(
+            options.job.image if options.job is not None else ImageSpec(),
+            engine=engine,
+            base_image=options.base_image,
+            wheelhouse=options.wheelhouse,
+            lock=options.lock,
+        )
+    grace = STOP_GRACE_SECONDS if options.stop_grace is None else options.stop_grace
+    return DockerRuntime(image, engine=engine, stop_grace=grace, hostname=options.hostname)
 
 
 class DockerRuntime:
@@ -40,6 +58,7 @@ class DockerRuntime:
         host_uid: int | None = None,
         host_gid: int | None = None,
         stop_grace: float = STOP_GRACE_SECONDS,
+        hostname: str | None = None,
     ) -> None:
         self.image = image
         self.engine = engine or connect()
@@ -47,32 +66,8 @@ class DockerRuntime:
         self.host_uid = os.getuid() if host_uid is None else host_uid
         self.host_gid = os.getgid() if host_gid is None else host_gid
         self.stop_grace = stop_grace
+        self.hostname = hostname  # None: the fixed hostname of container_settings
         self._engine_version: str | None = None
-
-    @classmethod
-    def for_job(
-        cls,
-        job: JobSpec,
-        *,
-        base_image: str | None = None,
-        wheelhouse: Path | None = None,
-        lock: str | None = None,
-        rebuild: bool = False,
-        progress: Progress = quiet,
-        engine: Engine | None = None,
-    ) -> DockerRuntime:
-        """Connect, then build the job's image or reuse it (an unchanged job builds nothing)."""
-        engine = engine or connect()
-        image = ensure_image(
-            job.image,
-            engine=engine,
-            progress=progress,
-            base_image=base_image,
-            wheelhouse=wheelhouse,
-            lock=lock,
-            rebuild=rebuild,
-        )
-        return cls(image, engine=engine)
 
     def describe(self) -> dict[str, Any]:
         if self._engine_version is None:
@@ -83,10 +78,16 @@ class DockerRuntime:
             "engine": {"version": self._engine_version},
         }
 
+    def fingerprint(self) -> dict[str, Any]:
+        return image_fingerprint(self.engine, self.image)
+
     def settings(self, plan: RunPlan) -> dict[str, Any]:
-        return container_settings(
+        created = container_settings(
             plan, self.image, host_uid=self.host_uid, host_gid=self.host_gid, entrypoint=self.entrypoint
         )
+        if self.hostname is not None:
+            created["hostname"] = self.hostname
+        return created
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
         created = self.settings(plan)

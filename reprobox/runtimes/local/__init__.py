@@ -1,5 +1,10 @@
-"""The `local` runtime: the guest as a child process of the controller, on this machine's Python."""
+"""The `local` runtime: the guest as a child process of the controller, on this machine's Python.
 
-from reprobox.runtimes.local._runtime import LocalRuntime
+Modules: `_runtime` (`LocalRuntime`: stable paths, isolation mode, one run), `_process` (the guest's
+process group: start, stream, stop), `_namespace` (the private mount namespace: probe and binds),
+`fixed_paths` (fixed folders where no namespace is allowed), `namespace_launcher` and `jobprocs`.
+"""
 
-__all__ = ["LocalRuntime"]
+from reprobox.runtimes.local._runtime import LocalRuntime, create
+
+__all__ = ["LocalRuntime", "create"]

@@ -18,13 +18,19 @@ Under `docker` the container's hostname is the node's name (not the fixed `repro
 runtime), so the fingerprint's `hardware.hostname` names the node that ran each rank.
 
 Modules: `_model` (options and the state directory), `_script` (the sbatch script and node plan, pure),
-`_states` (Slurm's answers, pure), `_scheduler` (the Slurm commands), `_controller` (`SlurmRuntime`) and
-`_node` (the node side).
+`_states` (Slurm's answers, pure), `_scheduler` (the Slurm commands), `_controller` (`SlurmRuntime`, and
+`create`, the registry's entry) and `_node` (the node side, which opens its runtime through the registry).
 """
 
 from __future__ import annotations
 
-from reprobox.runtimes.slurm._controller import POLL_SECONDS, TAIL_SECONDS, UNREACHABLE_LIMIT, SlurmRuntime
+from reprobox.runtimes.slurm._controller import (
+    POLL_SECONDS,
+    TAIL_SECONDS,
+    UNREACHABLE_LIMIT,
+    SlurmRuntime,
+    create,
+)
 from reprobox.runtimes.slurm._model import (
     CONTAINER_ENV,
     CONTAINER_MODES,
@@ -35,7 +41,6 @@ from reprobox.runtimes.slurm._model import (
     SBATCH_ARGS_ENV,
     SCRIPT_FILE,
     STATE_SUBDIR,
-    Progress,
     SlurmOptions,
     state_dir,
 )
@@ -90,7 +95,6 @@ __all__ = [
     "TAIL_SECONDS",
     "UNREACHABLE_LIMIT",
     "JobState",
-    "Progress",
     "SlurmOptions",
     "SlurmRuntime",
     "apply_final_state",
@@ -98,6 +102,7 @@ __all__ = [
     "cancel_and_wait",
     "cancel_by_name",
     "cpus_per_task",
+    "create",
     "current_state",
     "final_state",
     "job_name",

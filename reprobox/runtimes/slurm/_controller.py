@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reprobox import progress
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.jobfile import JobSpec, redact_env
+from reprobox.jobfile import ImageSpec, redact_env
 from reprobox.records.files import write_text_atomic
-from reprobox.runtimes.base import ImageChoice, OutputSink, RunOutcome, RunPlan
+from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, Runtime, RuntimeOptions
 from reprobox.runtimes.slurm._model import (
     CONTAINER_ENV,
     CONTAINER_MODES,
@@ -25,9 +26,7 @@ from reprobox.runtimes.slurm._model import (
     PYTHON_ENV,
     SBATCH_ARGS_ENV,
     SCRIPT_FILE,
-    Progress,
     SlurmOptions,
-    quiet,
     state_dir,
 )
 from reprobox.runtimes.slurm._scheduler import (
@@ -57,7 +56,6 @@ class SlurmRuntime:
         options: SlurmOptions,
         *,
         image: Mapping[str, Any] | None = None,
-        progress: Progress = quiet,
         slurm_version: str = "",
     ) -> None:
         if options.container not in CONTAINER_MODES:
@@ -65,40 +63,10 @@ class SlurmRuntime:
                 f"{options.container!r} is not a Slurm container mode; set {CONTAINER_ENV} to none or docker"
             )
         if options.container == "docker" and image is None:
-            raise UsageError("the docker mode of the slurm runtime needs an image; use SlurmRuntime.for_job")
+            raise UsageError("the docker mode of the slurm runtime needs an image; open it with create()")
         self.options = options
         self.image = dict(image) if image is not None else None
-        self.progress = progress
         self.slurm_version = slurm_version
-
-    @classmethod
-    def for_job(cls, job: JobSpec, choice: ImageChoice, progress: Progress = quiet) -> SlurmRuntime:
-        """Check Slurm answers and read the options; in docker mode build or reuse the job's image here.
-
-        Options: $REPROBOX_SLURM_CONTAINER (none or docker), $REPROBOX_SBATCH_ARGS (extra sbatch
-        options; sbatch's own SBATCH_* variables work too), $REPROBOX_SLURM_PYTHON.
-        """
-        version = sbatch_version()
-        container = os.environ.get(CONTAINER_ENV) or "none"
-        raw_args = os.environ.get(SBATCH_ARGS_ENV, "")
-        try:
-            extra = tuple(shlex.split(raw_args))
-        except ValueError as exc:
-            raise UsageError(
-                f"{SBATCH_ARGS_ENV} cannot be split like shell arguments ({exc}); fix its quoting"
-            ) from exc
-        options = SlurmOptions(
-            container=container, python=os.environ.get(PYTHON_ENV) or sys.executable, sbatch_args=extra
-        )
-        image: dict[str, Any] | None = None
-        if container == "docker":
-            if job.launcher.nnodes > 1:
-                raise UsageError(
-                    f"{job.job_file}: launcher.nnodes is {job.launcher.nnodes}, but multi-node jobs run on "
-                    f"Slurm only in the nodes' prepared environment; unset {CONTAINER_ENV} or set it to none"
-                )
-            image = _job_image(job, choice, progress)
-        return cls(options, image=image, progress=progress, slurm_version=version)
 
     def describe(self) -> dict[str, Any]:
         facts: dict[str, Any] = {
@@ -112,6 +80,12 @@ class SlurmRuntime:
         if self.image is not None:
             facts["image"] = self.image
         return facts
+
+    def fingerprint(self) -> dict[str, Any]:
+        raise UsageError(
+            "the slurm runtime cannot fingerprint a node from here; run `srun reprobox fingerprint` to "
+            "probe a node (every run's manifest records the fingerprint of the nodes it ran on)"
+        )
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
@@ -135,7 +109,7 @@ class SlurmRuntime:
             slurm["job_id"] = job_id
             slurm["output"] = str(folder / f"slurm-{job_id}.out")
             tail.path = folder / f"slurm-{job_id}.out"
-            self.progress(f"run {plan.run_id}: submitted as Slurm job {job_id}")
+            progress.say(f"run {plan.run_id}: submitted as Slurm job {job_id}")
             self._watch(job_id, plan, tail, stop, outcome)
         except KeyboardInterrupt:
             outcome.interrupted = True
@@ -182,7 +156,7 @@ class SlurmRuntime:
                 except EnvironmentProblem as exc:
                     if unreachable_since is None:
                         unreachable_since = now
-                        self.progress(f"run {plan.run_id}: {exc.message}; retrying")
+                        progress.say(f"run {plan.run_id}: {exc.message}; retrying")
                     if now - unreachable_since > UNREACHABLE_LIMIT:
                         raise
                     continue
@@ -191,7 +165,7 @@ class SlurmRuntime:
                     return
                 if (state.state, state.reason, state.nodes) != seen:
                     seen = (state.state, state.reason, state.nodes)
-                    self.progress(_status_line(plan, job_id, state))
+                    progress.say(_status_line(plan, job_id, state))
                 if state.state == "RUNNING" and running_since is None:
                     running_since = now
                 if not state.active:
@@ -236,18 +210,51 @@ def _status_line(plan: RunPlan, job_id: str, state: JobState) -> str:
     return f"run {plan.run_id}: Slurm job {job_id} {state.state}{where}{why}"
 
 
-def _job_image(job: JobSpec, choice: ImageChoice, progress: Progress) -> dict[str, Any]:
+def create(options: RuntimeOptions) -> Runtime:
+    """Check Slurm answers and read the options; in docker mode build or reuse the job's image here.
+
+    Options: `options.slurm_container`, else $REPROBOX_SLURM_CONTAINER (none or docker);
+    `options.sbatch_args`, else $REPROBOX_SBATCH_ARGS (extra sbatch options; sbatch's own SBATCH_*
+    variables work too); $REPROBOX_SLURM_PYTHON (the interpreter on the nodes).
+    """
+    container = options.slurm_container or os.environ.get(CONTAINER_ENV) or "none"
+    raw_args, source = (
+        (options.sbatch_args, "--sbatch-args")
+        if options.sbatch_args
+        else (os.environ.get(SBATCH_ARGS_ENV, ""), SBATCH_ARGS_ENV)
+    )
+    try:
+        extra = tuple(shlex.split(raw_args))
+    except ValueError as exc:
+        raise UsageError(f"{source} cannot be split like shell arguments ({exc}); fix its quoting") from exc
+    slurm = SlurmOptions(
+        container=container, python=os.environ.get(PYTHON_ENV) or sys.executable, sbatch_args=extra
+    )
+    version = sbatch_version()  # after the options: a typo is refused even where Slurm does not answer
+    image: dict[str, Any] | None = None
+    if container == "docker":
+        job = options.job
+        if job is not None and job.launcher.nnodes > 1:
+            raise UsageError(
+                f"{job.job_file}: launcher.nnodes is {job.launcher.nnodes}, but multi-node jobs run on Slurm "
+                "only in the nodes' prepared environment; use --slurm-container none "
+                f"(or unset {CONTAINER_ENV})"
+            )
+        image = _job_image(options)
+    return SlurmRuntime(slurm, image=image, slurm_version=version)
+
+
+def _job_image(options: RuntimeOptions) -> dict[str, Any]:
     """Build or reuse the job's image with this machine's engine (the nodes must be able to run it)."""
     from reprobox.engine import connect
     from reprobox.runtimes.docker import ensure_image, image_facts
 
     info = ensure_image(
-        job.image,
-        engine=connect(),
-        progress=progress,
-        base_image=choice.base_image,
-        wheelhouse=choice.wheelhouse,
-        lock=choice.lock,
+        options.job.image if options.job is not None else ImageSpec(),
+        engine=options.engine or connect(),
+        base_image=options.base_image,
+        wheelhouse=options.wheelhouse,
+        lock=options.lock,
     )
     return image_facts(info)
 

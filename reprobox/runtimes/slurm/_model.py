@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from reprobox.guest import settings
 from reprobox.runtimes.base import RunPlan
-
-Progress = Callable[[str], None]
 
 CONTAINER_MODES = ("none", "docker")
 CONTAINER_ENV = "REPROBOX_SLURM_CONTAINER"  # none (default) or docker
@@ -21,10 +18,6 @@ PLAN_FILE = "plan.json"
 SCRIPT_FILE = "job.sbatch"
 NODE_OUTCOME_FILE = "node-outcome.json"
 NODE_PLAN_SCHEMA = "reprobox.slurm-node/1"
-
-
-def quiet(_line: str) -> None:
-    """A progress callback that shows nothing."""
 
 
 @dataclass(frozen=True)

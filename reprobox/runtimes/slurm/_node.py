@@ -19,7 +19,7 @@ from typing import Any
 
 from reprobox.errors import EnvironmentProblem
 from reprobox.records.files import write_text_atomic
-from reprobox.runtimes.base import RunOutcome, RunPlan, Runtime
+from reprobox.runtimes.base import RunOutcome, RunPlan, Runtime, RuntimeOptions
 from reprobox.runtimes.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
 from reprobox.runtimes.slurm._model import NODE_OUTCOME_FILE, STATE_SUBDIR
 from reprobox.runtimes.slurm._script import plan_from_node_plan
@@ -79,25 +79,19 @@ def run_on_node(plan_path: Path) -> int:
 
 
 def _node_runtime(data: Mapping[str, Any], node_name: str) -> Runtime:
-    if data["container"] == "docker":
-        from reprobox.engine import connect
-        from reprobox.runtimes.docker import DockerRuntime
+    """The plan's runtime on this node, through the registry: local on the plan's interpreter, or docker
+    with the plan's image (which must be on this node) and the node's name as the container's hostname."""
+    from reprobox.runtimes import open_runtime
 
-        class NodeDockerRuntime(DockerRuntime):
-            """The docker runtime with the node's name as hostname (see the package docstring)."""
+    if data["container"] != "docker":
+        return open_runtime("local", RuntimeOptions(python=data["python"]))
+    from reprobox.engine import connect
 
-            def settings(self, plan: RunPlan) -> dict[str, Any]:
-                created = super().settings(plan)
-                created["hostname"] = node_name
-                return created
-
-        engine = connect()
-        image_id = str((data.get("image") or {}).get("id"))
-        if not engine.image_exists(image_id):
-            raise EnvironmentProblem(
-                f"image {image_id[:19]} is not on node {node_name}; load it there (docker save | docker load)"
-            )
-        return NodeDockerRuntime(engine.inspect_image(image_id), engine=engine, stop_grace=NODE_STOP_GRACE)
-    from reprobox.runtimes.local import LocalRuntime
-
-    return LocalRuntime(python=data["python"])
+    engine = connect()
+    image_id = str((data.get("image") or {}).get("id"))
+    if not engine.image_exists(image_id):
+        raise EnvironmentProblem(
+            f"image {image_id[:19]} is not on node {node_name}; load it there (docker save | docker load)"
+        )
+    options = RuntimeOptions(image=image_id, engine=engine, hostname=node_name, stop_grace=NODE_STOP_GRACE)
+    return open_runtime("docker", options)

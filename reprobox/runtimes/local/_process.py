@@ -1,0 +1,139 @@
+"""The guest as a child process: start it in its own process group, stream its output, stop it whole.
+
+Whatever ends the run (the job itself, the deadline, a stop request, Ctrl-C), no process of the job
+outlives it: the group is signalled, then every process of the job found by ancestry or run id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from reprobox import controller
+from reprobox.guest import settings
+from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan
+from reprobox.runtimes.local import jobprocs
+
+GRACE_SECONDS = 5.0
+
+
+def supervise(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    *,
+    plan: RunPlan,
+    sink: OutputSink,
+    stop: threading.Event | None,
+    outcome: RunOutcome,
+) -> None:
+    """Start the guest in its own process group, stream its output, and record how it ended."""
+    run_id = env.get(settings.RUN_ID)
+    env = {**env, controller.CONTROLLER_VARIABLE: controller.current().encode()}  # for `reprobox clean`
+    try:
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: we can stop the whole job at once
+        )
+    except OSError as exc:
+        sink.write(f"reprobox: cannot start the guest: {exc}\n".encode())
+        return
+    assert process.stdout is not None
+    pump = threading.Thread(target=_pump, args=(process.stdout, sink), daemon=True)
+    pump.start()
+    try:
+        outcome.exit_code = _wait(process, plan.timeout, stop)
+    except subprocess.TimeoutExpired:
+        outcome.timed_out = True
+        _stop_group(process, run_id)
+    except _Cancelled:
+        outcome.cancelled = True
+        _stop_group(process, run_id)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        _stop_group(process, run_id)
+    finally:
+        _kill_group(process.pid, run_id)  # nothing of the job outlives the run
+        pump.join(timeout=5)
+        if not pump.is_alive():
+            process.stdout.close()
+    if outcome.timed_out or outcome.interrupted or outcome.cancelled:
+        outcome.exit_code = None
+    elif process.returncode is not None and process.returncode < 0:
+        outcome.exit_code, outcome.signal = None, -process.returncode
+
+
+class _Cancelled(Exception):
+    """The controller asked this run to stop."""
+
+
+def _wait(process: subprocess.Popen[bytes], timeout: float | None, stop: threading.Event | None) -> int:
+    """Wait for the guest, in short slices so a stop request or the deadline is noticed promptly."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if stop is not None and stop.is_set():
+            raise _Cancelled
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise subprocess.TimeoutExpired(process.args, timeout or 0)
+        slice_seconds = 0.1 if remaining is None else min(0.1, remaining)
+        try:
+            return process.wait(timeout=slice_seconds)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _pump(stream: IO[bytes], sink: OutputSink) -> None:
+    """Drain the job's output into the sink until the pipe closes, whatever the sink does: a sink that
+    fails (a full disk under the log) must not stop the draining, or the job blocks on a full pipe."""
+    fd = stream.fileno()
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the pipe was closed under us: nothing more will come
+            return
+        if not chunk:
+            return
+        with contextlib.suppress(Exception):  # the sink records its own failure (runner._TeeSink.lost)
+            sink.write(chunk)
+
+
+def _stop_group(process: subprocess.Popen[bytes], run_id: str | None) -> None:
+    """SIGTERM every process of the job, then SIGKILL whatever is left after a grace period.
+
+    The job's processes are looked up before the first signal: one that called setsid is found as a
+    descendant of the guest while its parent still lives, later by the run id in its environment.
+    """
+    members = jobprocs.job_processes(process.pid, run_id)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    jobprocs.signal_all(members, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            process.wait(timeout=0.05)
+            if not jobprocs.job_processes(process.pid, run_id):
+                break
+            time.sleep(0.05)
+        except subprocess.TimeoutExpired:
+            continue
+        except KeyboardInterrupt:
+            break  # a second Ctrl-C: stop waiting politely
+    _kill_group(process.pid, run_id)
+    process.wait()
+
+
+def _kill_group(pgid: int, run_id: str | None = None) -> None:
+    """SIGKILL the job's process group and every other process of the job (see jobprocs)."""
+    jobprocs.kill_job(pgid, run_id)
