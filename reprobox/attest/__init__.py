@@ -9,12 +9,18 @@ Statement itself, indented for people.
 
 from __future__ import annotations
 
-from reprobox.attest._code import attested_tree, code_changes, job_file_in, locate_code
-from reprobox.attest._file import read_attestation, write_attestation
+from reprobox.attest._code import (
+    code_changes,
+    job_file_in,
+    locate_code,
+)
+from reprobox.attest._file import (
+    read_attestation,
+    write_attestation,
+)
 from reprobox.attest._model import (
     ATTESTATION_NAME,
     DEFAULT_KEY,
-    REPROBOX_ARTEFACTS,
     attestation_in,
     attestation_path_for,
 )
@@ -24,10 +30,10 @@ from reprobox.attest._signing import (
     key_id,
     load_private_key,
     load_public_key,
-    pae,
 )
-from reprobox.attest._statement import build_attestation
-from reprobox.attest._validate import validate_statement
+from reprobox.attest._statement import (
+    build_attestation,
+)
 from reprobox.records.attestation import (
     DSSE_PAYLOAD_TYPE,
     MAX_ATTESTATION_BYTES,
@@ -48,12 +54,10 @@ __all__ = [
     "PREDICATE_SCHEMA_PREFIX",
     "PREDICATE_TYPE",
     "PREDICATE_TYPE_PREFIX",
-    "REPROBOX_ARTEFACTS",
     "STATEMENT_TYPE",
     "Attestation",
     "attestation_in",
     "attestation_path_for",
-    "attested_tree",
     "build_attestation",
     "canonical_json",
     "code_changes",
@@ -63,8 +67,6 @@ __all__ = [
     "load_private_key",
     "load_public_key",
     "locate_code",
-    "pae",
     "read_attestation",
-    "validate_statement",
     "write_attestation",
 ]

@@ -15,44 +15,34 @@ checks everything before anything runs (see ``_extract``).
 
 from __future__ import annotations
 
-from reprobox.bundle._extract import open_bundle
+from reprobox.bundle._extract import (
+    open_bundle,
+)
 from reprobox.bundle._model import (
-    ATTESTATION_MEMBER,
     BUNDLE_SCHEMA,
-    CHUNK,
-    IMAGE_MEMBER,
-    INDEX_NAME,
-    MAX_INDEX_BYTES,
     MEMBER_MTIME,
-    PUBLISHED,
     TRAIL_NAME,
-    TREE,
     Bundle,
-    PackResult,
     digest_file_for,
     looks_like_bundle,
 )
-from reprobox.bundle._pack import describe_changes, pack
-from reprobox.bundle._published import check_published, published_parts
+from reprobox.bundle._pack import (
+    describe_changes,
+    pack,
+)
+from reprobox.bundle._published import (
+    check_published,
+)
 
 __all__ = [
-    "ATTESTATION_MEMBER",
     "BUNDLE_SCHEMA",
-    "CHUNK",
-    "IMAGE_MEMBER",
-    "INDEX_NAME",
-    "MAX_INDEX_BYTES",
     "MEMBER_MTIME",
-    "PUBLISHED",
     "TRAIL_NAME",
-    "TREE",
     "Bundle",
-    "PackResult",
     "check_published",
     "describe_changes",
     "digest_file_for",
     "looks_like_bundle",
     "open_bundle",
     "pack",
-    "published_parts",
 ]

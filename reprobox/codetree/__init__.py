@@ -9,50 +9,44 @@
 
 from __future__ import annotations
 
-from reprobox.codetree._data import DataDigest, digest_data
-from reprobox.codetree._digest import digest_selection, digest_tree
+from reprobox.codetree._data import (
+    DataDigest,
+    digest_data,
+)
+from reprobox.codetree._digest import (
+    digest_tree,
+)
 from reprobox.codetree._select import (
     ATTESTATION_NAME,
-    IGNORE_FILE,
-    IGNORED_DIRS,
-    IGNORED_SUFFIXES,
     MODE_GIT,
     MODE_IGNORE_FILE,
-    Selection,
     is_reprobox_artefact,
-    select_files,
 )
-from reprobox.codetree._snapshot import SNAPSHOTS_DIR, CodeSnapshot, snapshot_code
+from reprobox.codetree._snapshot import (
+    SNAPSHOTS_DIR,
+    CodeSnapshot,
+    snapshot_code,
+)
 from reprobox.codetree._tree import (
     CODE_TREE_SCHEMA,
     CodeTree,
-    GitFacts,
     changed_files,
-    entry_digest,
     tree_digest,
 )
 
 __all__ = [
     "ATTESTATION_NAME",
     "CODE_TREE_SCHEMA",
-    "IGNORED_DIRS",
-    "IGNORED_SUFFIXES",
-    "IGNORE_FILE",
     "MODE_GIT",
     "MODE_IGNORE_FILE",
     "SNAPSHOTS_DIR",
     "CodeSnapshot",
     "CodeTree",
     "DataDigest",
-    "GitFacts",
-    "Selection",
     "changed_files",
     "digest_data",
-    "digest_selection",
     "digest_tree",
-    "entry_digest",
     "is_reprobox_artefact",
-    "select_files",
     "snapshot_code",
     "tree_digest",
 ]

@@ -28,12 +28,15 @@ from reprobox.compare._model import (
     NO_VERDICT,
     NOT_REPRODUCIBLE,
     REPRODUCED,
-    TENSOR_DETAIL_LIMIT,
     WHOLE_FILE,
     Comparison,
 )
-from reprobox.compare._outputs import compare_pair
-from reprobox.compare._tensors import differing_tensor_names
+from reprobox.compare._outputs import (
+    compare_pair,
+)
+from reprobox.compare._tensors import (
+    differing_tensor_names,
+)
 from reprobox.records.manifest import STATUS_CANCELLED, RunRecord
 from reprobox.render.values import show_number
 
@@ -45,7 +48,6 @@ __all__ = [
     "NOT_REPRODUCIBLE",
     "NO_VERDICT",
     "REPRODUCED",
-    "TENSOR_DETAIL_LIMIT",
     "WHOLE_FILE",
     "Comparison",
     "checkpoint_table",

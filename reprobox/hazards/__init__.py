@@ -31,22 +31,28 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reprobox.errors import UsageError
-from reprobox.hazards._call_rules import ASSIGN_RULES, CALL_RULES, AssignRule, CallRule
-from reprobox.hazards._rules import COVERED_BY_REPROBOX, INFO, RULES, WARNING, Finding, Rule
-from reprobox.hazards._scanner import _Scanner
+from reprobox.hazards._call_rules import (
+    ASSIGN_RULES,
+    CALL_RULES,
+)
+from reprobox.hazards._rules import (
+    COVERED_BY_REPROBOX,
+    RULES,
+    WARNING,
+    Finding,
+)
+from reprobox.hazards._scanner import (
+    _Scanner,
+)
 
 __all__ = [
     "ASSIGN_RULES",
     "CALL_RULES",
     "COVERED_BY_REPROBOX",
     "DEFAULT_EXCLUDE",
-    "INFO",
     "RULES",
     "WARNING",
-    "AssignRule",
-    "CallRule",
     "Finding",
-    "Rule",
     "scan_source",
     "scan_tree",
 ]

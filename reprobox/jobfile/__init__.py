@@ -1,22 +1,14 @@
 """The job file: its schema (`schema`: what a job.yaml may say) and its loader (`load`: reading and
 validating one, every problem at once with file:line and a fix)."""
 
-from reprobox.jobfile.load import load_job
+from reprobox.jobfile.load import (
+    load_job,
+)
 from reprobox.jobfile.schema import (
-    ALWAYS_SET,
-    CUBLAS_WORKSPACE_CONFIGS,
-    ENV_NAME_PATTERN,
-    LAUNCHER_TYPES,
     MAX_SEED,
-    NAME_PATTERN,
-    NCCL_ALGOS,
     REDACTED,
-    SCHEMA_VERSION,
     SECRET_PATTERN,
-    TOP_LEVEL_KEYS,
-    CompareSpec,
     DataMount,
-    IgnoreRule,
     ImageSpec,
     JobSpec,
     Launcher,
@@ -28,20 +20,10 @@ from reprobox.jobfile.schema import (
 )
 
 __all__ = [
-    "ALWAYS_SET",
-    "CUBLAS_WORKSPACE_CONFIGS",
-    "ENV_NAME_PATTERN",
-    "LAUNCHER_TYPES",
     "MAX_SEED",
-    "NAME_PATTERN",
-    "NCCL_ALGOS",
     "REDACTED",
-    "SCHEMA_VERSION",
     "SECRET_PATTERN",
-    "TOP_LEVEL_KEYS",
-    "CompareSpec",
     "DataMount",
-    "IgnoreRule",
     "ImageSpec",
     "JobSpec",
     "Launcher",

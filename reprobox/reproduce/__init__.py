@@ -15,40 +15,29 @@ classify the result against the published hashes:
 from __future__ import annotations
 
 from reprobox.image import LABEL_PREFIX
-from reprobox.reproduce._classify import NAMED_FIELDS
-from reprobox.reproduce._flow import reproduce
-from reprobox.reproduce._image import image_mismatch
+from reprobox.reproduce._flow import (
+    reproduce,
+)
 from reprobox.reproduce._model import (
     BIT_IDENTICAL,
     CODE_MISMATCH,
     DIFFERENT_STACK,
-    FAILED,
     IMAGE_MISMATCH,
     NONDETERMINISTIC,
-    REPRODUCED,
     SENTENCE_IDENTICAL,
     ReproduceOptions,
     ReproduceResult,
 )
-from reprobox.reproduce._replay import THREAD_VARIABLES, replay_job
-from reprobox.reproduce._report import RESULT_NAME
 
 __all__ = [
     "BIT_IDENTICAL",
     "CODE_MISMATCH",
     "DIFFERENT_STACK",
-    "FAILED",
     "IMAGE_MISMATCH",
     "LABEL_PREFIX",
-    "NAMED_FIELDS",
     "NONDETERMINISTIC",
-    "REPRODUCED",
-    "RESULT_NAME",
     "SENTENCE_IDENTICAL",
-    "THREAD_VARIABLES",
     "ReproduceOptions",
     "ReproduceResult",
-    "image_mismatch",
-    "replay_job",
     "reproduce",
 ]

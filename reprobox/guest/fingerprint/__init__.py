@@ -35,22 +35,24 @@ from types import ModuleType
 from typing import Any, Final
 
 from reprobox.errors import EnvironmentProblem
-from reprobox.guest.fingerprint._absent import _attempt, absent, is_absent
+from reprobox.guest.fingerprint._absent import (
+    _attempt,
+    absent,
+    is_absent,
+)
 from reprobox.guest.fingerprint._fields import (
     FIELDS,
     RECORDED_ENVIRONMENT,
     THREAD_ENVIRONMENT,
-    FieldSpec,
     field_spec,
     iter_fields,
-    numerics_fields,
     stack_digest,
 )
-from reprobox.guest.fingerprint._probes_nvidia import CUDA_CORES_PER_SM, _probe_nvidia
+from reprobox.guest.fingerprint._probes_nvidia import (
+    _probe_nvidia,
+)
 from reprobox.guest.fingerprint._probes_stack import (
-    NUMPY_NOT_IMPORTED,
     TORCH_NOT_IMPORTED,
-    TRACKED_LIBRARIES,
     _distribution_digest,
     _installed_distributions,
     _probe_numpy,
@@ -59,8 +61,6 @@ from reprobox.guest.fingerprint._probes_stack import (
     loaded_libraries,
 )
 from reprobox.guest.fingerprint._probes_system import (
-    NUMERICS_CPU_FLAG_PREFIXES,
-    NUMERICS_CPU_FLAGS,
     _environment,
     _image,
     _int_or_text,
@@ -71,17 +71,11 @@ from reprobox.guest.fingerprint._probes_system import (
 )
 
 __all__ = [
-    "CUDA_CORES_PER_SM",
     "FIELDS",
-    "NUMERICS_CPU_FLAGS",
-    "NUMERICS_CPU_FLAG_PREFIXES",
-    "NUMPY_NOT_IMPORTED",
     "RECORDED_ENVIRONMENT",
     "SCHEMA",
     "THREAD_ENVIRONMENT",
     "TORCH_NOT_IMPORTED",
-    "TRACKED_LIBRARIES",
-    "FieldSpec",
     "absent",
     "collect",
     "collect_in_new_process",
@@ -91,7 +85,6 @@ __all__ = [
     "is_absent",
     "iter_fields",
     "loaded_libraries",
-    "numerics_fields",
     "stack_digest",
 ]
 

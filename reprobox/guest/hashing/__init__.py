@@ -53,55 +53,43 @@ from pathlib import Path
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.guest.filehash import FILE_CHUNK_BYTES, file_sha256
 from reprobox.guest.hashing._arrays import (
-    Buffers,
     _Array,
     _Content,
     _ContentError,
     _opaque,
-    contiguous_pieces,
 )
 from reprobox.guest.hashing._canonical import (
-    ROOT_NAME,
     CheckpointDigest,
     TensorDigest,
-    canonical_json,
-    canonical_value,
     content_sha256,
-    expand_quantized,
     flatten,
     metadata_sha256,
-    numpy_dtype_name,
     torch_dtype_name,
 )
-from reprobox.guest.hashing._formats import TORCH_SUFFIXES, _plan, format_of
-from reprobox.guest.hashing._load import load_tensors
-from reprobox.guest.hashing._safetensors import (
-    MAX_SAFETENSORS_HEADER,
-    SAFETENSORS_DTYPES,
-    SafetensorsEntry,
-    read_safetensors_header,
+from reprobox.guest.hashing._formats import (
+    _plan,
+    format_of,
 )
-from reprobox.guest.hashing._select import _files_under, _matches, _pattern_parts
-from reprobox.guest.hashing._text import TEXT_FORMATS
+from reprobox.guest.hashing._load import (
+    load_tensors,
+)
+from reprobox.guest.hashing._select import (
+    _files_under,
+    _matches,
+    _pattern_parts,
+)
+from reprobox.guest.hashing._text import (
+    TEXT_FORMATS,
+)
 
 __all__ = [
     "COPY_BUDGET_BYTES",
     "FILE_CHUNK_BYTES",
-    "MAX_SAFETENSORS_HEADER",
-    "ROOT_NAME",
-    "SAFETENSORS_DTYPES",
-    "TORCH_SUFFIXES",
-    "Buffers",
     "CheckpointDigest",
-    "SafetensorsEntry",
     "TensorDigest",
-    "canonical_json",
-    "canonical_value",
     "content_digest",
     "content_sha256",
-    "contiguous_pieces",
     "default_workers",
-    "expand_quantized",
     "file_sha256",
     "flatten",
     "format_of",
@@ -109,8 +97,6 @@ __all__ = [
     "hash_outputs",
     "load_tensors",
     "metadata_sha256",
-    "numpy_dtype_name",
-    "read_safetensors_header",
     "torch_dtype_name",
 ]
 
