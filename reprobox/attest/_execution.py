@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from reprobox.errors import SpecError
-from reprobox.jobfile.yamlsource import parse_yaml
+from reprobox.yamlsource import parse_yaml
 
 MAX_SEED = 2**32 - 1  # as job files: NumPy's legacy global RNG takes seeds below 2**32
 MAX_THREADS = 4096

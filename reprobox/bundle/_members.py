@@ -14,7 +14,7 @@ from reprobox.bundle._model import PUBLISHED, TRAIL_NAME, TREE
 from reprobox.bundle._published import check_published
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import file_sha256
-from reprobox.jobfile.yamlsource import parse_yaml
+from reprobox.yamlsource import parse_yaml
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     import torch
 
 REFERENCE_WAIT_SECONDS = 600.0
+REFERENCE_CHUNK_CHARS = 1 << 20  # read a growing reference trail a bounded piece at a time
+REFERENCE_LINE_LIMIT = 64 << 20
 
 
 class _StepRecorder:
@@ -149,14 +151,20 @@ class _Reference:
         return self.records.get(step)
 
     def read_more(self) -> bool:
+        from reprobox import saferead  # only runs checked against a reference pay for it
+
         assert self.path is not None
         try:
-            with self.path.open("r", encoding="utf-8") as handle:
-                handle.seek(self.offset)
-                chunk = handle.read()
-                self.offset = handle.tell()
+            fd = saferead.open_regular(self.path)
         except FileNotFoundError:
             return False
+        except saferead.UnsafeFile:
+            self.finished = True  # a link or FIFO planted in the reference run is no reference
+            return False
+        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read(REFERENCE_CHUNK_CHARS)
+            self.offset = handle.tell()
         if not chunk:
             self.finished = (self.path.parent / settings.GUEST_STATE / settings.GUEST_RESULT).exists() or (
                 self.path.with_name(settings.GUEST_RESULT).exists()
@@ -164,6 +172,8 @@ class _Reference:
             return False
         self.buffer += chunk
         *lines, self.buffer = self.buffer.split("\n")
+        if len(self.buffer) > REFERENCE_LINE_LIMIT:  # no trail line is this long: not a trail
+            self.finished = True
         for line in lines:
             with contextlib.suppress(TrailVersionError):  # only the steps are compared
                 item = decode_line(line) if line.strip() else None

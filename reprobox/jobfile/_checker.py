@@ -12,7 +12,7 @@ from typing import Any
 
 from reprobox.errors import Problem
 from reprobox.jobfile._limits import MAX_PATH_BYTES, MAX_PATH_COMPONENT_BYTES
-from reprobox.jobfile.yamlsource import Located
+from reprobox.yamlsource import Located
 
 
 class Checker:

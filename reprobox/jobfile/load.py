@@ -30,7 +30,7 @@ from reprobox.jobfile._program import (
     check_version,
 )
 from reprobox.jobfile.schema import TOP_LEVEL_KEYS, JobSpec
-from reprobox.jobfile.yamlsource import load_yaml
+from reprobox.yamlsource import load_yaml
 
 
 def load_job(path: Path | str, *, host_env: Mapping[str, str] | None = None) -> JobSpec:

@@ -14,7 +14,7 @@ from typing import Any
 
 from reprobox.errors import EnvironmentProblem, Problem, SpecError
 from reprobox.records._shape import ARRAY, FLAG, OBJECT, TEXT, WHOLE, all_text, unknown_version, wrong_type
-from reprobox.records.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from reprobox.records.files import write_json_atomic
 from reprobox.records.run import (
     STATUS_CANCELLED,
     STATUS_FAILED,
@@ -25,7 +25,7 @@ from reprobox.records.run import (
 )
 from reprobox.saferead import UnsafeFile, kind_of, read_json
 
-__all__ = [  # the read form and statuses are RunRecord's; the two writers are kept for older imports
+__all__ = [  # the read form and statuses are RunRecord's
     "MANIFEST_NAME",
     "MAX_MANIFEST_BYTES",
     "RUN_SCHEMA",
@@ -41,9 +41,7 @@ __all__ = [  # the read form and statuses are RunRecord's; the two writers are k
     "move_aside_planted",
     "read_record",
     "rewrite_record",
-    "write_bytes_atomic",
     "write_record",
-    "write_text_atomic",
 ]
 
 RUN_SCHEMA_PREFIX = "reprobox.run/"

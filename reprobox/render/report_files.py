@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from reprobox.records.manifest import RunRecord, write_bytes_atomic, write_text_atomic
+from reprobox.records.files import write_bytes_atomic, write_text_atomic
+from reprobox.records.manifest import RunRecord
 from reprobox.render.document import ReportData, gather
 from reprobox.render.html import html_document
 from reprobox.render.markdown import markdown

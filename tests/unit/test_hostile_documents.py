@@ -20,9 +20,9 @@ from reprobox import attest, codetree
 from reprobox.errors import EXIT_BAD_INPUT, SpecError
 from reprobox.guest.hashing import hash_checkpoint
 from reprobox.guest.hashing._numpy_files import MAX_NPZ_RATIO, _npz_bomb
-from reprobox.jobfile.yamlsource import MAX_YAML_BYTES, load_yaml, parse_yaml
 from reprobox.records.attestation import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_TYPE
 from reprobox.records.files import MAX_JSON_DEPTH, JsonTooDeep, loads_bounded
+from reprobox.yamlsource import MAX_YAML_BYTES, load_yaml, parse_yaml
 
 DOCUMENT_ERRORS = (SpecError,)
 

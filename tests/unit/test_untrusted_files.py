@@ -351,3 +351,16 @@ def test_a_run_dir_from_elsewhere_with_a_planted_manifest_is_refused_not_followe
     for run, found in ((fifo_run, "FIFO"), (link_run, "symlink")):
         with pytest.raises(SpecError, match=found):
             read_record(run)
+
+
+def test_a_fifo_planted_as_the_reference_trail_is_no_reference(tmp_path: Path) -> None:
+    """The guest compares its steps with a reference run's trail while both run; a job in the reference
+    run that replaces its trail by a FIFO must not hang this run (opening a FIFO blocks)."""
+    from reprobox.guest.trail import _Reference
+    from reprobox.records.trail import StepRecord
+
+    planted = tmp_path / "trail.jsonl"
+    os.mkfifo(planted)
+    reference = _Reference(tmp_path, str(planted))
+    assert reference.differs(StepRecord(1, {"w": ["sha256:aa", 1.0, 1.0]})) == []
+    assert reference.finished

@@ -55,7 +55,7 @@ def _parse(kind: str, text: str, path: Path) -> object:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     if kind == "yaml":
         from reprobox.errors import SpecError
-        from reprobox.jobfile.yamlsource import parse_yaml
+        from reprobox.yamlsource import parse_yaml
 
         try:  # the job files' safe, bounded loader: aliases, nesting and expansion are capped there
             return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
