@@ -294,10 +294,14 @@ class Engine:
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
-def connect(*, timeout: float = CONNECT_TIMEOUT) -> Engine:
-    """The engine named by DOCKER_HOST (or the default socket); EnvironmentProblem when none answers."""
+def connect(*, timeout: float = CONNECT_TIMEOUT, base_url: str | None = None) -> Engine:
+    """The engine at `base_url` (default: DOCKER_HOST, else the default socket); EnvironmentProblem when
+    none answers."""
     try:
-        client = docker.from_env(timeout=int(timeout))
+        if base_url is None:
+            client = docker.from_env(timeout=int(timeout))
+        else:
+            client = docker.DockerClient(base_url=base_url, timeout=int(timeout))
         client.ping()
     except _ENGINE_ERRORS as exc:
         raise EnvironmentProblem(

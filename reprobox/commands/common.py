@@ -71,11 +71,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", type=Path, metavar="JOB", help="a job.yaml file, or a folder holding one")
     parser.add_argument(
         "--runtime",
-        choices=RUNTIME_CHOICES,
+        choices=(*RUNTIME_CHOICES, "podman"),
         default="auto",
-        help="where to run: docker (a hardened container), local (a subprocess here), slurm (sbatch "
-        "jobs; the runs dir must be shared with the nodes); auto = docker when an engine answers, "
-        "else local (default: auto)",
+        help="where to run: docker (a hardened container), podman (the same container under Podman, "
+        "rootless where the kernel allows), local (a subprocess here), slurm (sbatch jobs; the runs dir "
+        "must be shared with the nodes); auto = docker when an engine answers, else local (default: auto)",
     )
     parser.add_argument(
         "--slurm-container",

@@ -1,4 +1,4 @@
-"""Choose and prepare a runtime: `docker` (the default when an engine answers) or `local`."""
+"""Choose and prepare a runtime: `docker` (the default when an engine answers), `local`, `podman`, `slurm`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from reprobox.errors import EnvironmentProblem
 from reprobox.jobfile import JobSpec
-from reprobox.runtimes.base import ImageChoice, Runtime
+from reprobox.runtimes.base import ImageChoice, Runtime, RuntimeOptions
 from reprobox.runtimes.local import LocalRuntime
 
 Progress = Callable[[str], None]
@@ -26,13 +26,20 @@ def open_runtime(
         from reprobox.runtimes.slurm import SlurmRuntime
 
         return SlurmRuntime.for_job(job, image, progress)
+    if name == "podman":
+        from reprobox.runtimes import podman
+
+        options = RuntimeOptions(
+            base_image=image.base_image, wheelhouse=image.wheelhouse, lock=image.lock, job=job
+        )
+        return podman.create(options, progress=build_progress or progress)
     from reprobox import engine
 
     if name == "auto" and not engine.engine_available():
         progress("no Docker engine answers; running on the local runtime (use --runtime docker to insist)")
         return LocalRuntime()
     if name not in ("auto", "docker"):
-        raise EnvironmentProblem(f"unknown runtime {name!r}; use docker, local or slurm")
+        raise EnvironmentProblem(f"unknown runtime {name!r}; use docker, local, podman or slurm")
     from reprobox.runtimes.docker import DockerRuntime
 
     return DockerRuntime.for_job(

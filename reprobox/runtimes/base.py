@@ -34,6 +34,22 @@ class ImageChoice:
     lock: str | None = None
 
 
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Everything a runtime may need to open (image flags, the job, a connected engine); None: the default.
+
+    Made once from the command line by the CLI; each runtime module's `create(options)` reads this.
+    """
+
+    base_image: str | None = None
+    wheelhouse: Path | None = None
+    lock: str | None = None
+    image: str | None = None  # an existing image to run as is, instead of the job's reprobox image
+    job: JobSpec | None = None
+    engine: Any = None  # an engine the caller already connected, else the runtime connects its own
+    python: str | None = None
+
+
 class OutputSink(Protocol):
     """Receives the job's combined stdout/stderr as it arrives (the runner tees it to stdout.log)."""
 
