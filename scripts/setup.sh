@@ -10,14 +10,22 @@
 #      REPROBOX_BASE_IMAGE and REPROBOX_WHEELHOUSE for them
 #   5. the reprobox image, built by `reprobox build`
 #   6. `reprobox verify examples/tiny-mlp/job.yaml --runs 2` in containers
+# With --podman, also Podman from Debian (scripts/install-podman.sh), for --runtime podman and its test.
 #
-# Usage: sudo scripts/setup.sh [--no-verify]
+# Usage: sudo scripts/setup.sh [--no-verify] [--podman]      (as root: scripts/setup.sh ...)
 # Machines that can pull the pinned CUDA base may skip step 4 by setting REPROBOX_BASE_IMAGE themselves.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 verify=1
-[[ "${1:-}" == "--no-verify" ]] && verify=0
+podman=0
+for argument in "$@"; do
+    case "${argument}" in
+        --no-verify) verify=0 ;;
+        --podman) podman=1 ;;
+        *) echo "setup.sh: unknown argument '${argument}' (use --no-verify, --podman)" >&2; exit 2 ;;
+    esac
+done
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -38,6 +46,11 @@ if [[ ${EUID} -eq 0 ]]; then
     scripts/start-slurm.sh
 else
     echo "setup.sh: not root; skipping Slurm (its tests will be skipped)" >&2
+fi
+
+if [[ ${podman} -eq 1 ]]; then
+    step "Podman (for --runtime podman: rootless where the kernel allows, as root otherwise)"
+    scripts/install-podman.sh
 fi
 
 step "Python environment (.venv)"

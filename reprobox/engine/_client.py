@@ -26,10 +26,14 @@ class Engine(ImageVerbs, ContainerVerbs):
         return str(version.get("Version", "unknown"))
 
 
-def connect(*, timeout: float = CONNECT_TIMEOUT) -> Engine:
-    """The engine named by DOCKER_HOST (or the default socket); EngineUnavailable when none answers."""
+def connect(*, timeout: float = CONNECT_TIMEOUT, base_url: str | None = None) -> Engine:
+    """The engine at `base_url` (Podman's socket), else the one DOCKER_HOST or the default socket names;
+    EngineUnavailable when none answers."""
     with translated(None):
-        client = docker.from_env(timeout=int(timeout))
+        if base_url is None:
+            client = docker.from_env(timeout=int(timeout))
+        else:
+            client = docker.DockerClient(base_url=base_url, timeout=int(timeout))
         client.ping()
     # Long operations (build, wait, log streams) must not hit the short connect timeout.
     client.api.timeout = None

@@ -21,6 +21,7 @@ AUTO = "auto"
 RUNTIMES: dict[str, str] = {
     "docker": "reprobox.runtimes.docker",
     "local": "reprobox.runtimes.local",
+    "podman": "reprobox.runtimes.podman",
     "slurm": "reprobox.runtimes.slurm",
 }
 

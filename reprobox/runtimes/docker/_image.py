@@ -6,6 +6,7 @@ import collections
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +89,17 @@ def image_facts(image: ImageInfo) -> dict[str, Any]:
     }
 
 
-def image_fingerprint(engine: Engine, image: ImageInfo) -> dict[str, Any]:
-    """The fingerprint as seen inside the image, torch imported, in a hardened throwaway container."""
+def image_fingerprint(
+    engine: Engine, image: ImageInfo, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The fingerprint as seen inside the image, torch imported, in a hardened throwaway container
+    (`extra`: create arguments an engine needs besides, such as Podman's rlimits)."""
     created = hardened_settings(image, host_uid=os.getuid(), host_gid=os.getgid())
     created.update(
         entrypoint=["python3"],
         command=["-m", "reprobox.guest.fingerprint", "--import-torch"],
         working_dir=CONTAINER_HOME,
+        **(extra or {}),
     )
     try:
         return _fingerprint_container(

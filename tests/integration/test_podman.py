@@ -1,0 +1,115 @@
+"""The podman runtime against a real Podman (its API service, started by the runtime when none answers).
+
+Skipped with the reason where Podman cannot run: not installed, or refused by this kernel (e.g. no user
+namespaces for a rootless user). Images come over from the Docker engine the other integration tests use.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reprobox.engine import Engine
+from reprobox.errors import EnvironmentProblem
+from reprobox.image import MANAGED_LABEL
+from reprobox.jobfile import JobSpec
+from reprobox.records.manifest import read_record
+from reprobox.runtimes.base import RunPlan
+from reprobox.runtimes.docker import RUN_ID_LABEL
+from reprobox.runtimes.podman import PodmanRuntime, find_image, from_docker, open_engine
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def podman_runs() -> None:
+    """Skip, saying why, where Podman is missing or cannot run a container here."""
+    if shutil.which("podman") is None:
+        pytest.skip("Podman is not installed; install it with: sudo scripts/setup.sh --podman")
+    done = subprocess.run(["podman", "info"], capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"Podman cannot run here: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+
+
+@pytest.fixture(scope="session")
+def podman(podman_runs: None) -> Iterator[Engine]:
+    """This user's Podman engine; when no socket answers, a service started for the session."""
+    try:
+        engine, service = open_engine()
+    except EnvironmentProblem as exc:
+        pytest.skip(f"Podman's API service cannot start here: {exc.message}")
+    yield engine
+    if service is not None:
+        service.stop()
+
+
+@pytest.fixture
+def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, wheelhouse: Path) -> None:
+    monkeypatch.setenv("REPROBOX_BASE_IMAGE", offline_base)
+    monkeypatch.setenv("REPROBOX_WHEELHOUSE", str(wheelhouse))
+
+
+@pytest.mark.slow
+def test_verify_example_under_podman(offline_env: None, podman: Engine, verify_example) -> None:
+    before = set(podman.list_containers([MANAGED_LABEL]))
+    code, data = verify_example("tiny-mlp", "podman")
+    assert code == 0, data
+    assert data["verdict"] == "identical"
+    for run in data["runs"]:
+        runtime = read_record(run).data["runtime"]
+        assert runtime["name"] == "podman"
+        assert runtime["engine"]["name"] == "podman" and runtime["engine"]["version"]
+        assert isinstance(runtime["engine"]["rootless"], bool)
+        assert runtime["image"]["id"].startswith("sha256:")
+        container = runtime["container"]
+        assert container["network_mode"] == "none" and not container["cap_add"]
+        assert {"CHOWN", "SETUID", "SETGID", "NET_RAW"} <= set(container["cap_drop"])
+        assert container["security_opt"] == ["no-new-privileges"] and container["read_only_rootfs"]
+        assert container["user"] == "10001:10001" or container["user"] == f"{os.getuid()}:{os.getgid()}"
+        code_mount = next(m for m in container["mounts"] if m["target"] == "/reprobox/code")
+        assert code_mount["mode"] == "ro"
+    assert set(podman.list_containers([MANAGED_LABEL])) <= before
+
+
+def test_a_container_that_fails_to_start_is_removed(
+    podman: Engine, offline_base: str, tmp_path: Path
+) -> None:
+    """Podman keeps a container whose start failed ("Created"); the runtime removes it all the same."""
+    image = find_image(podman, offline_base) or from_docker(podman, offline_base, lambda _line: None)
+    assert image is not None
+    runtime = PodmanRuntime(image, engine=podman)
+    runtime.ulimits = [{"name": "nofile", "soft": 1 << 30, "hard": 1 << 30}]  # beyond any hard limit
+    code, run_dir = tmp_path / "code", tmp_path / "run"
+    code.mkdir()
+    (run_dir / "outputs").mkdir(parents=True)
+    job = JobSpec(job_file=code / "job.yaml", name="fails-to-start", command=("true",), code=code)
+    plan = RunPlan(
+        job=job,
+        run_id=f"start-fails-{os.getpid()}",
+        run_dir=run_dir,
+        guest_env={},
+        command=("true",),
+        timeout=60.0,
+    )
+    with pytest.raises(EnvironmentProblem, match="starting container"):
+        runtime.run(plan, sink=_Discard())
+    assert podman.list_containers({RUN_ID_LABEL: plan.run_id}) == []
+
+
+def test_a_service_started_for_the_command_stops_with_it(podman_runs: None, tmp_path: Path) -> None:
+    engine, service = open_engine(uid=os.getuid() or 4321, environ={"XDG_RUNTIME_DIR": str(tmp_path)})
+    assert service is not None  # no socket answers under this runtime dir: one was started
+    assert engine.engine_version()
+    service.stop()
+    assert service.process.poll() is not None
+    assert not service.folder.exists()
+
+
+class _Discard:
+    def write(self, chunk: bytes) -> None:
+        pass
