@@ -113,4 +113,7 @@ def _rebuild(ctx: Context, spec: JobSpec, engine: Any) -> Any:
             f"{version} with the author's base image and wheelhouse"
         )
     progress.say(f"rebuilding image {plan.tag} from the attested inputs ...")
-    return ensure_image(spec.image, engine=engine, base_image=base, lock=lock)
+    # The same inputs the digest was checked with: a wheelhouse changes what the build installs from.
+    return ensure_image(
+        spec.image, engine=engine, base_image=base, lock=lock, wheelhouse=ctx.options.wheelhouse
+    )
