@@ -14,41 +14,28 @@ Modules: `_settings` (the pure translation: plan -> create arguments, inspect ->
 from __future__ import annotations
 
 from reprobox.runtimes.docker._image import (
-    FINGERPRINT_TIMEOUT,
     ensure_image,
     image_facts,
     image_fingerprint,
 )
-from reprobox.runtimes.docker._runtime import STOP_GRACE_SECONDS, DockerRuntime, create
+from reprobox.runtimes.docker._runtime import (
+    DockerRuntime,
+    create,
+)
 from reprobox.runtimes.docker._settings import (
-    CONTAINER_HOME,
-    CONTAINER_HOSTNAME,
-    CONTAINER_REFERENCE_DIR,
     GUEST_USER,
-    GUEST_USER_NAME,
-    JOB_LABEL,
     RUN_ID_LABEL,
-    TMPFS_OPTIONS,
     apply_exit_status,
     container_name,
     container_settings,
     container_user,
     effective_settings,
-    hardened_settings,
     size_bytes,
 )
 
 __all__ = [
-    "CONTAINER_HOME",
-    "CONTAINER_HOSTNAME",
-    "CONTAINER_REFERENCE_DIR",
-    "FINGERPRINT_TIMEOUT",
     "GUEST_USER",
-    "GUEST_USER_NAME",
-    "JOB_LABEL",
     "RUN_ID_LABEL",
-    "STOP_GRACE_SECONDS",
-    "TMPFS_OPTIONS",
     "DockerRuntime",
     "apply_exit_status",
     "container_name",
@@ -57,7 +44,6 @@ __all__ = [
     "create",
     "effective_settings",
     "ensure_image",
-    "hardened_settings",
     "image_facts",
     "image_fingerprint",
     "size_bytes",

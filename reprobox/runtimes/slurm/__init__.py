@@ -25,34 +25,12 @@ Modules: `_model` (options and the state directory), `_script` (the sbatch scrip
 from __future__ import annotations
 
 from reprobox.runtimes.slurm._controller import (
-    POLL_SECONDS,
-    TAIL_SECONDS,
-    UNREACHABLE_LIMIT,
     SlurmRuntime,
     create,
 )
 from reprobox.runtimes.slurm._model import (
-    CONTAINER_ENV,
-    CONTAINER_MODES,
-    NODE_OUTCOME_FILE,
-    NODE_PLAN_SCHEMA,
-    PLAN_FILE,
-    PYTHON_ENV,
-    SBATCH_ARGS_ENV,
-    SCRIPT_FILE,
-    STATE_SUBDIR,
     SlurmOptions,
     state_dir,
-)
-from reprobox.runtimes.slurm._node import NODE_STOP_GRACE, NODE_VARIABLES, run_on_node
-from reprobox.runtimes.slurm._scheduler import (
-    CANCEL_WAIT_SECONDS,
-    COMMAND_TIMEOUT,
-    cancel_and_wait,
-    cancel_by_name,
-    current_state,
-    final_state,
-    submit,
 )
 from reprobox.runtimes.slurm._script import (
     batch_options,
@@ -64,10 +42,6 @@ from reprobox.runtimes.slurm._script import (
     time_limit_minutes,
 )
 from reprobox.runtimes.slurm._states import (
-    ACTIVE_STATES,
-    ENDED_BY_THE_JOB,
-    STATE_MEANINGS,
-    JobState,
     apply_final_state,
     parse_sacct_job,
     parse_scontrol_job,
@@ -75,36 +49,12 @@ from reprobox.runtimes.slurm._states import (
 )
 
 __all__ = [
-    "ACTIVE_STATES",
-    "CANCEL_WAIT_SECONDS",
-    "COMMAND_TIMEOUT",
-    "CONTAINER_ENV",
-    "CONTAINER_MODES",
-    "ENDED_BY_THE_JOB",
-    "NODE_OUTCOME_FILE",
-    "NODE_PLAN_SCHEMA",
-    "NODE_STOP_GRACE",
-    "NODE_VARIABLES",
-    "PLAN_FILE",
-    "POLL_SECONDS",
-    "PYTHON_ENV",
-    "SBATCH_ARGS_ENV",
-    "SCRIPT_FILE",
-    "STATE_MEANINGS",
-    "STATE_SUBDIR",
-    "TAIL_SECONDS",
-    "UNREACHABLE_LIMIT",
-    "JobState",
     "SlurmOptions",
     "SlurmRuntime",
     "apply_final_state",
     "batch_options",
-    "cancel_and_wait",
-    "cancel_by_name",
     "cpus_per_task",
     "create",
-    "current_state",
-    "final_state",
     "job_name",
     "node_plan",
     "parse_sacct_job",
@@ -112,8 +62,6 @@ __all__ = [
     "parse_squeue_line",
     "plan_from_node_plan",
     "render_batch_script",
-    "run_on_node",
     "state_dir",
-    "submit",
     "time_limit_minutes",
 ]
