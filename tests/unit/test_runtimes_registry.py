@@ -21,7 +21,7 @@ from reprobox.runtimes.slurm import create as create_slurm
 
 
 def test_the_registry_names_every_runtime_and_the_cli_offers_exactly_those() -> None:
-    assert runtimes.names() == ("auto", "docker", "local", "slurm")
+    assert runtimes.names() == ("auto", "docker", "local", "podman", "slurm")
     parser = cli.build_parser()
     subcommands = next(a for a in parser._actions if a.dest == "command").choices
     assert subcommands is not None
@@ -36,7 +36,7 @@ def test_every_registered_module_creates_its_runtime() -> None:
 
 
 def test_an_unknown_runtime_is_refused_with_the_registered_names() -> None:
-    with pytest.raises(UsageError, match="unknown runtime 'vm'; use one of auto, docker, local, slurm"):
+    with pytest.raises(UsageError, match="unknown runtime 'vm'; use one of auto, docker, local, podman, slurm"):
         runtimes.open_runtime("vm", RuntimeOptions())
 
 
