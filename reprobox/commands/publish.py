@@ -96,7 +96,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rep.add_argument("--code", type=Path, metavar="DIR", help="the paper's code folder (default: see below)")
     rep.add_argument("--runs", type=int, default=1, metavar="N", help="runs here (default: 1)")
     rep.add_argument(
-        "--runtime", choices=("docker", "local"), help="where to run (default: as the author did)"
+        "--runtime", choices=("docker", "podman", "local"), help="where to run (default: as the author did)"
     )
     rep.add_argument(
         "--runs-dir", type=Path, default=runs_dir_default(), help="where run directories go (default: ./runs)"

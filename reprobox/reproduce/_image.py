@@ -13,12 +13,15 @@ from reprobox.reproduce._model import Context
 from reprobox.runtimes import open_runtime
 from reprobox.runtimes.base import Runtime, RuntimeOptions
 
+_CONTAINER_RUNTIMES = ("docker", "podman")  # the same image, so an attestation names the one to reuse
+
 
 def runtime_for(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] | None, list[dict[str, Any]]]:
     """The runtime to use, its image's facts and the label mismatch list; for docker, the attested image
     found, loaded from the bundle, or rebuilt, then opened through the registry like any other."""
     attested = ctx.attestation.image
-    name = ctx.options.runtime or ("docker" if ctx.attestation.runtime == "docker" else "local")
+    container = ctx.attestation.runtime in _CONTAINER_RUNTIMES
+    name = ctx.options.runtime or (ctx.attestation.runtime if container else "local")
     if name == "local":
         if attested is not None:
             ctx.notes.append(
@@ -26,10 +29,9 @@ def runtime_for(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] | 
                 "Python stack instead, so bitwise equality needs the same stack"
             )
         return open_runtime("local", RuntimeOptions()), None, []
-    from reprobox import engine as engine_module
     from reprobox.runtimes.docker import image_facts
 
-    engine = ctx.options.engine or engine_module.connect()
+    engine = ctx.options.engine or _connect(name)
     if attested is None:
         ctx.notes.append(
             "the author ran without a container; this run uses the reprobox image of this checkout"
@@ -48,6 +50,18 @@ def runtime_for(ctx: Context, spec: JobSpec) -> tuple[Runtime, dict[str, Any] | 
         )
     runtime = open_runtime(name, RuntimeOptions(image=info.id, engine=engine))
     return runtime, {**image_facts(info), "how": how}, mismatch
+
+
+def _connect(runtime: str) -> Any:
+    """The engine whose image store the reproduction uses: Docker's, or Podman's (its service started for
+    this command when none answers)."""
+    if runtime == "podman":
+        from reprobox.runtimes.podman import open_engine
+
+        return open_engine()[0]
+    from reprobox import engine as engine_module
+
+    return engine_module.connect()
 
 
 def image_mismatch(attested: dict[str, Any], labels: dict[str, str]) -> list[dict[str, Any]]:

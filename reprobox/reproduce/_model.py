@@ -32,7 +32,7 @@ class ReproduceOptions:
 
     code: Path | None = None  # default: the folder around the attestation, else the current directory
     runs: int = 1
-    runtime: str | None = None  # docker or local; default: the one the author used
+    runtime: str | None = None  # docker, podman or local; default: the one the author used
     runs_dir: Path = Path("runs")
     published: Path | None = None  # the author's checkpoints (a run dir or outputs/) for tensor numbers
     tolerance: float | None = None  # max abs difference accepted when the stack differs

@@ -6,6 +6,7 @@ namespaces for a rootless user). Images come over from the Docker engine the oth
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from reprobox import cli
 from reprobox.engine import Engine
 from reprobox.errors import EnvironmentProblem
 from reprobox.image import MANAGED_LABEL
@@ -55,7 +57,9 @@ def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, wheelhouse: 
 
 
 @pytest.mark.slow
-def test_verify_example_under_podman(offline_env: None, podman: Engine, verify_example) -> None:
+def test_verify_example_under_podman_and_reproduce_it(
+    offline_env: None, podman: Engine, verify_example, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = set(podman.list_containers([MANAGED_LABEL]))
     code, data = verify_example("tiny-mlp", "podman")
     assert code == 0, data
@@ -74,6 +78,16 @@ def test_verify_example_under_podman(offline_env: None, podman: Engine, verify_e
         code_mount = next(m for m in container["mounts"] if m["target"] == "/reprobox/code")
         assert code_mount["mode"] == "ro"
     assert set(podman.list_containers([MANAGED_LABEL])) <= before
+
+    # A reviewer reproduces the attestation: by default under the runtime the author used, in its image.
+    attestation = Path(data["runs"][0]).parents[2] / "reprobox.attestation.json"
+    example = Path(__file__).parents[2] / "examples" / "tiny-mlp"
+    runs_dir = attestation.parent / "reviewer-runs"
+    args = [str(attestation), "--code", str(example), "--runs-dir", str(runs_dir), "--json", "-q"]
+    assert cli.main(["reproduce", *args]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["verdict"] == "bit-identical", result["sentence"]
+    assert [read_record(run).runtime_name for run in result["runs"]] == ["podman"]
 
 
 def test_a_container_that_fails_to_start_is_removed(

@@ -36,7 +36,9 @@ def test_every_registered_module_creates_its_runtime() -> None:
 
 
 def test_an_unknown_runtime_is_refused_with_the_registered_names() -> None:
-    with pytest.raises(UsageError, match="unknown runtime 'vm'; use one of auto, docker, local, podman, slurm"):
+    with pytest.raises(
+        UsageError, match="unknown runtime 'vm'; use one of auto, docker, local, podman, slurm"
+    ):
         runtimes.open_runtime("vm", RuntimeOptions())
 
 
