@@ -35,26 +35,16 @@ from reprobox.attest._statement import (
     build_attestation,
 )
 from reprobox.records.attestation import (
-    DSSE_PAYLOAD_TYPE,
-    MAX_ATTESTATION_BYTES,
-    PREDICATE_SCHEMA,
-    PREDICATE_SCHEMA_PREFIX,
     PREDICATE_TYPE,
     PREDICATE_TYPE_PREFIX,
-    STATEMENT_TYPE,
     Attestation,
 )
 
 __all__ = [
     "ATTESTATION_NAME",
     "DEFAULT_KEY",
-    "DSSE_PAYLOAD_TYPE",
-    "MAX_ATTESTATION_BYTES",
-    "PREDICATE_SCHEMA",
-    "PREDICATE_SCHEMA_PREFIX",
     "PREDICATE_TYPE",
     "PREDICATE_TYPE_PREFIX",
-    "STATEMENT_TYPE",
     "Attestation",
     "attestation_in",
     "attestation_path_for",

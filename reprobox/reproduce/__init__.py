@@ -14,7 +14,6 @@ classify the result against the published hashes:
 
 from __future__ import annotations
 
-from reprobox.image import LABEL_PREFIX
 from reprobox.reproduce._flow import (
     reproduce,
 )
@@ -34,7 +33,6 @@ __all__ = [
     "CODE_MISMATCH",
     "DIFFERENT_STACK",
     "IMAGE_MISMATCH",
-    "LABEL_PREFIX",
     "NONDETERMINISTIC",
     "SENTENCE_IDENTICAL",
     "ReproduceOptions",

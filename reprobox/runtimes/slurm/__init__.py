@@ -25,7 +25,6 @@ Modules: `_model` (options and the state directory), `_script` (the sbatch scrip
 from __future__ import annotations
 
 from reprobox.runtimes.slurm._controller import (
-    SlurmRuntime,
     create,
 )
 from reprobox.runtimes.slurm._model import (
@@ -50,7 +49,6 @@ from reprobox.runtimes.slurm._states import (
 
 __all__ = [
     "SlurmOptions",
-    "SlurmRuntime",
     "apply_final_state",
     "batch_options",
     "cpus_per_task",
