@@ -40,7 +40,9 @@ from reprobox.runtimes.stable_paths import job_environment, layout_for, user_roo
 JOBS = Path(__file__).parents[1] / "jobs"
 JOB = JOBS / "saves-paths"
 # The probe's mounts stay in its namespace; its memory goes beside a throwaway root, not into the tree.
-NAMESPACES = namespace_works(sys.executable, Path(tempfile.mkdtemp(prefix="reprobox-probe-")) / "root")
+_PROBE_ROOT = Path(tempfile.mkdtemp(prefix="reprobox-probe-")) / "root"
+_PROBE_ROOT.mkdir()
+NAMESPACES = namespace_works(sys.executable, _PROBE_ROOT)
 needs_namespace = pytest.mark.skipif(not NAMESPACES, reason="this kernel refuses a private mount namespace")
 
 
