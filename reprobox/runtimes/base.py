@@ -50,6 +50,30 @@ class OutputSink(Protocol):
 
 
 @dataclass(frozen=True)
+class Variation:
+    """What one run of `verify --vary` changes about where the job runs; the default changes nothing.
+
+    Factors that are only environment variables (threads, cpu-isa, tz, locale, env-order, workers) reach
+    the job through the plan's `guest_env`; the fields here need the runtime's help, and each runtime
+    applies the ones it names in `Runtime.variations` (a factor a runtime cannot apply is refused, never
+    silently skipped).
+    """
+
+    hostname: str | None = None  # the job's host name (its own UTS namespace, or the container's)
+    uid: int | None = None  # another user id for the job, with `user_name` as its name
+    user_name: str | None = None
+    path_root: str | None = None  # the job's stable paths (code, outputs, data) under another absolute root
+    home: str | None = None  # another absolute HOME
+    umask: int | None = None
+    file_order: str | None = None  # "reversed": directory listings of the code and data folders reversed
+    clock_offset: float | None = None  # seconds added to the job's wall clock
+
+    def fields(self) -> dict[str, object]:
+        """The fields this variation sets (those not None), for records and for checking support."""
+        return {name: value for name, value in vars(self).items() if value is not None}
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """Everything a runtime needs to start one run; built by the runner, identical for every runtime."""
 
@@ -60,6 +84,7 @@ class RunPlan:
     command: tuple[str, ...]  # unexpanded; the guest expands ${VAR} against its final environment
     timeout: float | None
     reference_run: Path | None = None  # a run dir whose trail this run is checked against while it runs
+    variation: Variation = field(default_factory=Variation)  # verify --vary: what this run changes
 
     @property
     def output_dir(self) -> Path:
