@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from reprobox.errors import UsageError
+from reprobox.guest import settings
 from reprobox.jobfile import JobSpec
 
 # Where the guest sees things inside a container; the local runtime uses host paths instead.
@@ -71,6 +73,30 @@ class Variation:
     def fields(self) -> dict[str, object]:
         """The fields this variation sets (those not None), for records and for checking support."""
         return {name: value for name, value in vars(self).items() if value is not None}
+
+    def check_supported(self, runtime: str, supported: frozenset[str]) -> None:
+        """Refuse a variation the runtime cannot apply: a run that silently ignored it would prove nothing."""
+        missing = sorted(set(self.fields()) - supported)
+        if missing:
+            raise UsageError(
+                f"the {runtime} runtime cannot vary {', '.join(missing)}; "
+                f"it varies only {', '.join(sorted(supported)) or 'nothing'}: choose another runtime"
+            )
+
+    def guest_env(self) -> dict[str, str]:
+        """The variables through which the guest applies the umask and the clock offset to the command."""
+        env = {}
+        if self.umask is not None:
+            env[settings.UMASK] = f"{self.umask:03o}"
+        if self.clock_offset is not None:
+            env[settings.CLOCK_OFFSET] = repr(float(self.clock_offset))
+        return env
+
+    def record(self, runtime: dict[str, Any]) -> None:
+        """Say in the runtime facts what this run changed (nothing is added for the default variation)."""
+        applied = self.fields()
+        if applied:
+            runtime["variation"] = applied
 
 
 @dataclass(frozen=True)
@@ -151,6 +177,7 @@ class Runtime(Protocol):
     """
 
     name: str
+    variations: frozenset[str]  # the `Variation` fields this runtime applies; run() refuses any other
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
         """Run the plan to completion, timeout, Ctrl-C or `stop`; never leave a process or container behind.
