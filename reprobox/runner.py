@@ -33,7 +33,7 @@ from reprobox.records.manifest import (
     rewrite_record,
     write_record,
 )
-from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime
+from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation
 from reprobox.runtimes.launcher import launch_command
 
 
@@ -47,6 +47,7 @@ class RunOptions:
     reference_run: Path | None = None  # stop as soon as this run's trail diverges from this run's
     audit: bool = False  # record nondeterministic-op warnings (reprobox audit)
     extra_env: dict[str, str] = field(default_factory=dict)
+    variation: Variation = field(default_factory=Variation)  # verify --vary: what this run changes
 
 
 class _TeeSink:
@@ -187,6 +188,7 @@ def prepare(job: JobSpec, options: RunOptions, inputs: RunInputs | None = None) 
         command=launch_command(job),
         timeout=job.timeout,
         reference_run=options.reference_run,
+        variation=options.variation,
     )
     return PreparedRun(plan, inputs, job)
 

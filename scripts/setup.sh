@@ -41,6 +41,15 @@ if ! command -v chromium >/dev/null 2>&1; then
     fi
 fi
 
+if ! compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null; then
+    step "libfaketime (verify --vary time shifts a local job's wall clock with it)"
+    if [[ ${EUID} -eq 0 ]]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends faketime >/dev/null
+    else
+        echo "setup.sh: not root; skipping faketime (the local runtime will refuse to vary the clock)" >&2
+    fi
+fi
+
 step "Slurm (a one-node cluster for the Slurm runtime and its tests)"
 if [[ ${EUID} -eq 0 ]]; then
     scripts/start-slurm.sh

@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import determinism, settings
+from reprobox.guest import determinism, settings, variation
 from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
@@ -48,6 +48,11 @@ def main(argv: list[str]) -> int:
     boot_dir = _make_boot_dir()
     try:
         child_env = job_environment(env, seed, det, boot_dir)
+        try:
+            variation.apply(env, child_env)
+        except variation.VariationRefused as exc:
+            sys.stderr.write(f"reprobox: {exc}\n")
+            return 2
         try:
             command = [settings.expand_variables(part, child_env) for part in argv]
         except KeyError as exc:

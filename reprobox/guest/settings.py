@@ -52,3 +52,9 @@ def expand_variables(text: str, values: Mapping[str, str]) -> str:
 
 def referenced_variables(text: str) -> list[str]:
     return [m.group(1) for m in VARIABLE_PATTERN.finditer(text) if m.group(1)]
+
+
+# Set by the runtime for one run of `verify --vary`; applied by the entrypoint to the user's command only.
+UMASK = "REPROBOX_UMASK"  # octal, e.g. "077"
+CLOCK_OFFSET = "REPROBOX_CLOCK_OFFSET"  # seconds added to the job's wall clock (through libfaketime)
+LIBFAKETIME = "REPROBOX_LIBFAKETIME"  # where libfaketime is, when not in a standard place

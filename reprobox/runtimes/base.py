@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from reprobox.errors import UsageError
+from reprobox.guest import settings
 from reprobox.jobfile import JobSpec
 
 # Where the guest sees things inside a container; the local runtime uses host paths instead.
@@ -50,6 +52,54 @@ class OutputSink(Protocol):
 
 
 @dataclass(frozen=True)
+class Variation:
+    """What one run of `verify --vary` changes about where the job runs; the default changes nothing.
+
+    Factors that are only environment variables (threads, cpu-isa, tz, locale, env-order, workers) reach
+    the job through the plan's `guest_env`; the fields here need the runtime's help, and each runtime
+    applies the ones it names in `Runtime.variations` (a factor a runtime cannot apply is refused, never
+    silently skipped).
+    """
+
+    hostname: str | None = None  # the job's host name (its own UTS namespace, or the container's)
+    uid: int | None = None  # another user id for the job, with `user_name` as its name
+    user_name: str | None = None
+    path_root: str | None = None  # the job's stable paths (code, outputs, data) under another absolute root
+    home: str | None = None  # another absolute HOME
+    umask: int | None = None
+    file_order: str | None = None  # "reversed": directory listings of the code and data folders reversed
+    clock_offset: float | None = None  # seconds added to the job's wall clock
+
+    def fields(self) -> dict[str, object]:
+        """The fields this variation sets (those not None), for records and for checking support."""
+        return {name: value for name, value in vars(self).items() if value is not None}
+
+    def check_supported(self, runtime: str, supported: frozenset[str]) -> None:
+        """Refuse a variation the runtime cannot apply: a run that silently ignored it would prove nothing."""
+        missing = sorted(set(self.fields()) - supported)
+        if missing:
+            raise UsageError(
+                f"the {runtime} runtime cannot vary {', '.join(missing)}; "
+                f"it varies only {', '.join(sorted(supported)) or 'nothing'}: choose another runtime"
+            )
+
+    def guest_env(self) -> dict[str, str]:
+        """The variables through which the guest applies the umask and the clock offset to the command."""
+        env = {}
+        if self.umask is not None:
+            env[settings.UMASK] = f"{self.umask:03o}"
+        if self.clock_offset is not None:
+            env[settings.CLOCK_OFFSET] = repr(float(self.clock_offset))
+        return env
+
+    def record(self, runtime: dict[str, Any]) -> None:
+        """Say in the runtime facts what this run changed (nothing is added for the default variation)."""
+        applied = self.fields()
+        if applied:
+            runtime["variation"] = applied
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """Everything a runtime needs to start one run; built by the runner, identical for every runtime."""
 
@@ -60,6 +110,7 @@ class RunPlan:
     command: tuple[str, ...]  # unexpanded; the guest expands ${VAR} against its final environment
     timeout: float | None
     reference_run: Path | None = None  # a run dir whose trail this run is checked against while it runs
+    variation: Variation = field(default_factory=Variation)  # verify --vary: what this run changes
 
     @property
     def output_dir(self) -> Path:
@@ -126,6 +177,7 @@ class Runtime(Protocol):
     """
 
     name: str
+    variations: frozenset[str]  # the `Variation` fields this runtime applies; run() refuses any other
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
         """Run the plan to completion, timeout, Ctrl-C or `stop`; never leave a process or container behind.

@@ -10,13 +10,14 @@ Pure functions of their inputs, so the layout is the same on every machine and e
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from reprobox.errors import UsageError
 from reprobox.guest import settings
 from reprobox.jobfile import JobSpec
-from reprobox.runtimes.base import OUTPUTS_SUBDIR
+from reprobox.runtimes.base import OUTPUTS_SUBDIR, Variation
 
 BASE_DIR = Path("/tmp")  # noqa: S108 - the same on every machine and node; per-user folders inside
 DATA_SUBDIR = "mnt"  # data[].target /data is seen at <root>/mnt/data
@@ -71,6 +72,18 @@ def layout_for(job: JobSpec, uid: int, base: Path = BASE_DIR) -> StableLayout:
     return StableLayout(
         root=root, code=root / "code", run=root / "run", home=root / "home", tmp=root / "tmp", data=data
     )
+
+
+def varied_layout(job: JobSpec, uid: int, base: Path, variation: Variation) -> StableLayout:
+    """The job's layout as `verify --vary` moves it: under `path_root` instead of `base`, HOME elsewhere.
+
+    A job that saves its cwd, HOME or output paths into a checkpoint shows the difference."""
+    for name in ("path_root", "home"):
+        value = getattr(variation, name)
+        if value is not None and not PurePosixPath(value).is_absolute():
+            raise UsageError(f"a varied {name} must be an absolute path, not {value!r}")
+    layout = layout_for(job, uid, base=Path(variation.path_root) if variation.path_root else base)
+    return replace(layout, home=Path(variation.home)) if variation.home else layout
 
 
 def job_environment(base_env: Mapping[str, str], layout: StableLayout, job: JobSpec) -> dict[str, str]:

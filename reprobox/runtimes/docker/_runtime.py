@@ -48,6 +48,8 @@ class DockerRuntime:
     """Runs each plan in a new hardened container of one image and removes the container afterwards."""
 
     name = "docker"
+    # clock_offset would need libfaketime in the image, file_order a FUSE layer: neither is varied here.
+    variations = frozenset({"hostname", "umask", "home", "path_root", "uid", "user_name"})
 
     def __init__(
         self,
@@ -85,14 +87,16 @@ class DockerRuntime:
         created = container_settings(
             plan, self.image, host_uid=self.host_uid, host_gid=self.host_gid, entrypoint=self.entrypoint
         )
-        if self.hostname is not None:
+        if self.hostname is not None and plan.variation.hostname is None:
             created["hostname"] = self.hostname
         return created
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
+        self._check_variation(plan)
         created = self.settings(plan)
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         outcome.runtime["paths"] = container_paths(plan)
+        plan.variation.record(outcome.runtime)
         ownership = _RunDirOwnership.lend(plan.run_dir, created["user"]) if self.host_uid == 0 else None
         container_id: str | None = None
         leftover: str | None = None  # what to remove at the end, whatever happens
@@ -135,6 +139,14 @@ class DockerRuntime:
             if ownership is not None:
                 ownership.restore()
         return outcome
+
+    def _check_variation(self, plan: RunPlan) -> None:
+        """Refuse, before the run, a variation this runtime cannot apply (never run it unvaried)."""
+        plan.variation.check_supported(self.name, self.variations)
+        if plan.variation.uid is not None and self.host_uid != 0:
+            raise EnvironmentProblem(
+                "varying the user needs reprobox run as root, to lend the run folder to that user"
+            )
 
     def _remove(self, container: str) -> None:
         """Remove the container whatever happened; a second Ctrl-C does not stop the removal."""

@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reprobox import controller
 from reprobox.engine import ImageInfo
+from reprobox.errors import UsageError
 from reprobox.guest import settings
 from reprobox.image import MANAGED_LABEL
 from reprobox.jobfile import Resources
-from reprobox.runtimes.base import CONTAINER_CODE_DIR, CONTAINER_RUN_DIR, OUTPUTS_SUBDIR, RunOutcome, RunPlan
+from reprobox.runtimes.base import (
+    CONTAINER_CODE_DIR,
+    CONTAINER_RUN_DIR,
+    OUTPUTS_SUBDIR,
+    RunOutcome,
+    RunPlan,
+    Variation,
+)
 from reprobox.runtimes.stable_paths import MODE_CONTAINER, paths_record
 
 GUEST_USER = "10001:10001"  # the image's `reprobox` user; also used for images whose user is root
@@ -87,19 +95,20 @@ def container_settings(
     """The `containers.create` keyword arguments for one run (plain data: unit-tested, and recorded)."""
     job = plan.job
     created = hardened_settings(image, host_uid=host_uid, host_gid=host_gid)
-    mounts = [_bind(job.code, CONTAINER_CODE_DIR, read_only=True)]
+    code_dir, run_dir = container_dirs(plan.variation)
+    mounts = [_bind(job.code, code_dir, read_only=True)]
     mounts += [_bind(data.source, data.target, read_only=True) for data in job.data]
     if plan.reference_run is not None:
         mounts.append(_bind(plan.reference_run, CONTAINER_REFERENCE_DIR, read_only=True))
-    mounts.append(_bind(plan.run_dir, CONTAINER_RUN_DIR, read_only=False))
+    mounts.append(_bind(plan.run_dir, run_dir, read_only=False))
 
     environment = dict(plan.guest_env)
     environment.update(created["environment"])
     environment.update(
         {
-            settings.OUTPUT_DIR: f"{CONTAINER_RUN_DIR}/{OUTPUTS_SUBDIR}",
-            settings.RUN_DIR: CONTAINER_RUN_DIR,
-            settings.CODE_DIR: CONTAINER_CODE_DIR,
+            settings.OUTPUT_DIR: f"{run_dir}/{OUTPUTS_SUBDIR}",
+            settings.RUN_DIR: run_dir,
+            settings.CODE_DIR: code_dir,
             "NVIDIA_VISIBLE_DEVICES": _visible_devices(job.resources.gpus),
         }
     )
@@ -113,7 +122,7 @@ def container_settings(
         {
             "name": container_name(plan),
             "command": list(plan.command),
-            "working_dir": CONTAINER_CODE_DIR,
+            "working_dir": code_dir,
             "network_mode": "bridge" if job.network else "none",
             "mounts": mounts,
             "environment": environment,
@@ -128,16 +137,47 @@ def container_settings(
     )
     if entrypoint is not None:
         created["entrypoint"] = list(entrypoint)
+    apply_variation(created, plan.variation)
     return created
+
+
+def container_dirs(variation: Variation) -> tuple[str, str]:
+    """Where the job sees its code and run dir: /reprobox/{code,run}, or under a varied path root."""
+    if variation.path_root is None:
+        return CONTAINER_CODE_DIR, CONTAINER_RUN_DIR
+    root = PurePosixPath(variation.path_root)
+    if not root.is_absolute() or root == PurePosixPath("/"):
+        raise UsageError(f"a varied path_root must be an absolute folder other than /, not {root}")
+    return str(root / "code"), str(root / "run")
+
+
+def apply_variation(created: dict[str, Any], variation: Variation) -> None:
+    """What a `verify --vary` run changes in the container: hostname, user, HOME, umask (in the guest)."""
+    environment = created["environment"]
+    if variation.hostname is not None:
+        created["hostname"] = variation.hostname
+    if variation.uid is not None:
+        if variation.uid == 0:
+            raise UsageError("a varied user must not be root: the container's job never runs as root")
+        created["user"] = f"{variation.uid}:{variation.uid}"
+    if variation.user_name is not None:
+        environment["USER"] = variation.user_name
+    if variation.home is not None:
+        if not PurePosixPath(variation.home).is_absolute():
+            raise UsageError(f"a varied home must be an absolute path, not {variation.home!r}")
+        environment["HOME"] = variation.home
+        created["tmpfs"] = {**created["tmpfs"], variation.home: TMPFS_OPTIONS}  # fresh and writable
+    environment.update(variation.guest_env())
 
 
 def container_paths(plan: RunPlan) -> dict[str, Any]:
     """The manifest's `runtime.paths`: the absolute paths a job sees in the container, the same every run."""
+    code_dir, run_dir = container_dirs(plan.variation)
     return paths_record(
         MODE_CONTAINER,
-        code=CONTAINER_CODE_DIR,
-        run=CONTAINER_RUN_DIR,
-        home=CONTAINER_HOME,
+        code=code_dir,
+        run=run_dir,
+        home=plan.variation.home or CONTAINER_HOME,
         tmp=CONTAINER_TMP,
         data={data.target: data.target for data in plan.job.data},
     )

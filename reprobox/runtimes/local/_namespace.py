@@ -41,7 +41,12 @@ def namespace_spec(layout: StableLayout, plan: RunPlan, scratch: Path) -> dict[s
         {"source": str(mount.source), "target": str(layout.data[mount.target]), "read_only": True}
         for mount in plan.job.data
     ]
-    return {"root": str(layout.root), "cwd": str(layout.code), "mounts": mounts}
+    spec: dict[str, Any] = {"root": str(layout.root), "cwd": str(layout.code), "mounts": mounts}
+    if not layout.home.is_relative_to(layout.root):  # a HOME moved elsewhere by a variation
+        spec["extra_roots"] = [str(layout.home)]
+    if plan.variation.hostname is not None:
+        spec["hostname"] = plan.variation.hostname
+    return spec
 
 
 @contextlib.contextmanager

@@ -8,15 +8,18 @@ turn. Otherwise none of the container's isolation: the job sees the host's netwo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.guest import settings
+from reprobox.guest.variation import find_libfaketime
 from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, Runtime, RuntimeOptions
 from reprobox.runtimes.local import namespace_launcher
 from reprobox.runtimes.local._namespace import (
@@ -29,11 +32,12 @@ from reprobox.runtimes.local._namespace import (
 from reprobox.runtimes.local._process import supervise
 from reprobox.runtimes.local.fixed_paths import StagingStopped, ensure_root, staged_run
 from reprobox.runtimes.stable_paths import (
+    BASE_DIR,
     MODE_FIXED,
     MODE_NAMESPACE,
     StableLayout,
     job_environment,
-    layout_for,
+    varied_layout,
 )
 from reprobox.timestamps import utc_now
 
@@ -50,6 +54,8 @@ def create(options: RuntimeOptions) -> Runtime:
 
 class LocalRuntime:
     name = "local"
+    # hostname needs the private namespace (refused in fixed folders); clock_offset needs libfaketime.
+    variations = frozenset({"hostname", "umask", "home", "path_root", "clock_offset"})
     _probed: ClassVar[dict[str, bool]] = {}  # python -> whether a private mount namespace works
     _probe_lock: ClassVar[threading.Lock] = threading.Lock()
 
@@ -74,14 +80,14 @@ class LocalRuntime:
     def layout(self, plan: RunPlan) -> StableLayout:
         """The job's stable paths: under /tmp, or for a job spread over nodes (srun starts its tasks
         outside any namespace of ours) on the shared file system that holds its runs."""
-        if _spans_nodes(plan):
-            return layout_for(plan.job, os.getuid(), base=plan.run_dir.parent / SHARED_STABLE_DIR)
-        return layout_for(plan.job, os.getuid())
+        base = plan.run_dir.parent / SHARED_STABLE_DIR if _spans_nodes(plan) else BASE_DIR
+        return varied_layout(plan.job, os.getuid(), base, plan.variation)
 
     def environment(self, plan: RunPlan, layout: StableLayout | None = None) -> dict[str, str]:
         """The host environment plus the plan's settings, with every location at its stable path."""
         env = dict(os.environ)
         env.update(plan.guest_env)
+        env.update(plan.variation.guest_env())
         env = job_environment(env, layout or self.layout(plan), plan.job)
         if plan.reference_run is not None:  # a host path: the host's files stay visible in the namespace
             env[settings.REFERENCE_TRAIL] = str(plan.reference_run / settings.TRAIL_FILE)
@@ -108,11 +114,14 @@ class LocalRuntime:
         return MODE_FIXED
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
+        plan.variation.check_supported(self.name, self.variations)
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         layout = self.layout(plan)
         ensure_root(layout, os.getuid())
         mode = self.mode(layout, plan)
+        _check_variation(plan, mode)
         outcome.runtime["paths"] = layout.to_json(mode)
+        plan.variation.record(outcome.runtime)
         env = self.environment(plan, layout)
         guest = [self.python, "-m", "reprobox.guest", "--", *plan.command]
         try:
@@ -120,7 +129,7 @@ class LocalRuntime:
                 with staged_run(layout, plan, lambda: stop is not None and stop.is_set()):
                     supervise(guest, layout.code, env, plan=plan, sink=sink, stop=stop, outcome=outcome)
             else:
-                with scratch_folder(plan.job.name) as scratch:
+                with scratch_folder(plan.job.name) as scratch, _mount_point(layout):
                     spec = scratch / "namespace.json"
                     spec.write_text(json.dumps(namespace_spec(layout, plan, scratch)), encoding="utf-8")
                     launcher = [*launcher_command(self.python), str(spec), "--", *guest]
@@ -140,6 +149,33 @@ class LocalRuntime:
             outcome.exit_code = None
         outcome.ended_at = utc_now()
         return outcome
+
+
+def _check_variation(plan: RunPlan, mode: str) -> None:
+    """Refuse, before the run, a variation this machine cannot apply (never run it unvaried)."""
+    if plan.variation.hostname is not None and mode != MODE_NAMESPACE:
+        raise EnvironmentProblem(
+            "varying the hostname on the local runtime needs a private namespace, which this machine "
+            "refuses (or REPROBOX_LOCAL_ISOLATION=fixed); use --runtime docker"
+        )
+    if plan.variation.clock_offset is not None and find_libfaketime() is None:
+        raise EnvironmentProblem(
+            "varying the clock on the local runtime needs libfaketime: `apt-get install faketime`, "
+            f"or set {settings.LIBFAKETIME} to its libfaketime.so.1"
+        )
+
+
+@contextlib.contextmanager
+def _mount_point(layout: StableLayout) -> Iterator[None]:
+    """A HOME moved outside the layout needs a folder on the host to bind onto; removed after when made."""
+    home = layout.home
+    made = not home.is_relative_to(layout.root) and not (home.exists() or home.is_symlink())
+    try:
+        yield
+    finally:
+        if made:
+            with contextlib.suppress(OSError):
+                home.rmdir()
 
 
 def _spans_nodes(plan: RunPlan) -> bool:

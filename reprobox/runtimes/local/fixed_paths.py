@@ -61,6 +61,9 @@ def staged_run(layout: StableLayout, plan: RunPlan, should_stop: ShouldStop) -> 
     with _locked(layout.root / LOCK_FILE, should_stop):
         salvage(layout)
         clear(layout)
+        own_home = _outside(layout)
+        if own_home and (layout.home.exists() or layout.home.is_symlink()):
+            raise EnvironmentProblem(f"{layout.home} exists: a varied HOME must be a folder the run can own")
         (layout.root / OWNER_FILE).write_text(json.dumps({"run_dir": str(plan.run_dir)}), encoding="utf-8")
         try:
             stage(layout, plan)
@@ -69,6 +72,9 @@ def staged_run(layout: StableLayout, plan: RunPlan, should_stop: ShouldStop) -> 
             move_into(layout.run, plan.run_dir)
             (layout.root / OWNER_FILE).unlink()
             clear(layout)
+            if own_home:
+                _make_writable(layout.home)
+                shutil.rmtree(layout.home, ignore_errors=True)
 
 
 def stage(layout: StableLayout, plan: RunPlan) -> None:
@@ -76,7 +82,7 @@ def stage(layout: StableLayout, plan: RunPlan) -> None:
     skipped = {plan.run_dir.parent.parent.resolve(), layout.root.parent.resolve()}  # runs dir, our own folder
     copy_code(plan.job.code.resolve(), layout.code, skipped)
     layout.outputs.mkdir(parents=True)
-    layout.home.mkdir()
+    layout.home.mkdir(parents=_outside(layout))
     layout.tmp.mkdir()
     for mount in plan.job.data:
         target = layout.data[mount.target]
@@ -135,7 +141,8 @@ def salvage(layout: StableLayout) -> None:
 
 def clear(layout: StableLayout) -> None:
     """Remove the run's folders (and a previous run's leftovers) from the job's folder."""
-    for path in (layout.code, layout.run, layout.home, layout.tmp, layout.root / "mnt"):
+    home = () if _outside(layout) else (layout.home,)  # a HOME elsewhere is removed by its own run only
+    for path in (layout.code, layout.run, *home, layout.tmp, layout.root / "mnt"):
         if path.is_symlink() or path.is_file():
             path.unlink()
         elif path.exists():
@@ -184,6 +191,11 @@ def _wait_for_reference(reference_run: Path, should_stop: ShouldStop) -> None:
         if should_stop():
             raise StagingStopped
         time.sleep(POLL_SECONDS)
+
+
+def _outside(layout: StableLayout) -> bool:
+    """Whether HOME was moved out of the layout's folder (by a variation)."""
+    return not layout.home.is_relative_to(layout.root)
 
 
 def _real_dir(path: Path) -> bool:

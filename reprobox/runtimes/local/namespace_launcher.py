@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
@@ -70,22 +71,30 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
     _check(libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), f"mount {target}")
 
 
-def enter_namespace(*, user_namespace: bool | None) -> bool:
+def sethostname(name: str) -> None:
+    libc = _libc()
+    libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    raw = name.encode()
+    _check(libc.sethostname(raw, len(raw)), f"sethostname {name}")
+
+
+def enter_namespace(*, user_namespace: bool | None, extra_flags: int = 0) -> bool:
     """Enter a new mount namespace (with a user namespace when needed); returns whether one was made.
 
     None means: a plain mount namespace when root, falling back to a user namespace when refused.
+    `extra_flags` asks for more namespaces at the same time (CLONE_NEWUTS for a host name of the job's own).
     """
     uid, gid = os.geteuid(), os.getegid()
     if user_namespace is None and uid == 0:
         try:
-            unshare(CLONE_NEWNS)
+            unshare(CLONE_NEWNS | extra_flags)
             return False
         except SetupFailed:
             pass  # root without CAP_SYS_ADMIN (a container): a user namespace may still be allowed
     if user_namespace is False:
-        unshare(CLONE_NEWNS)
+        unshare(CLONE_NEWNS | extra_flags)
         return False
-    unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    unshare(CLONE_NEWUSER | CLONE_NEWNS | extra_flags)
     try:
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
@@ -104,14 +113,23 @@ def bind(source: str, target: str, *, read_only: bool) -> None:
 
 
 def set_up(spec: dict[str, Any]) -> bool:
-    """Build the layout of `spec` in a fresh namespace: a tmpfs on its root, then one bind per folder."""
-    made_user_namespace = enter_namespace(user_namespace=spec.get("user_namespace"))
+    """Build the layout of `spec` in a fresh namespace: a tmpfs on its root, then one bind per folder.
+
+    `hostname`, when given, is set in a UTS namespace of the job's own; `extra_roots` are folders outside
+    the root that mounts may target too (a HOME moved elsewhere by a variation)."""
+    hostname = spec.get("hostname")
+    made_user_namespace = enter_namespace(
+        user_namespace=spec.get("user_namespace"), extra_flags=CLONE_NEWUTS if hostname else 0
+    )
+    if hostname:
+        sethostname(hostname)
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount leaks back to the host
     root = spec["root"]
+    allowed = [root, *spec.get("extra_roots", [])]
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     for entry in spec["mounts"]:
         target = Path(entry["target"])
-        if not target.is_relative_to(root):
+        if not any(target.is_relative_to(top) for top in allowed):
             raise SetupFailed(f"mount target {target} is outside the layout root {root}")
         target.parent.mkdir(parents=True, exist_ok=True)
         if Path(entry["source"]).is_dir():

@@ -50,6 +50,7 @@ class SlurmRuntime:
     """Runs each plan as one Slurm batch job; the guest runs on the allocated node(s)."""
 
     name = "slurm"
+    variations: frozenset[str] = frozenset()  # the plan sent to the node carries no variation
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class SlurmRuntime:
         )
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
+        plan.variation.check_supported(self.name, self.variations)
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         folder = state_dir(plan)
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,78 @@
+"""The parts of a `verify --vary` run that the guest applies to the user's command: umask and clock.
+
+The runtime asks for them through environment variables (settings.UMASK, settings.CLOCK_OFFSET); the
+guest applies them to the command alone, so its own records (times, hashes) are not varied with it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+
+from reprobox.guest import settings
+
+LIBFAKETIME_PATTERNS = (
+    "/usr/lib/*/faketime/libfaketime.so.1",  # Debian and Ubuntu: `apt-get install faketime`
+    "/usr/lib/faketime/libfaketime.so.1",
+    "/usr/lib64/faketime/libfaketime.so.1",
+    "/usr/local/lib/faketime/libfaketime.so.1",
+)
+
+
+class VariationRefused(Exception):
+    """A variation the guest was asked for cannot be applied here; the message says why and what to do."""
+
+
+def parse_umask(text: str) -> int:
+    """An octal umask such as "077"; VariationRefused when it is not one."""
+    try:
+        value = int(text, 8)
+    except ValueError:
+        raise VariationRefused(f"{settings.UMASK}={text!r} is not an octal umask such as 077") from None
+    if not 0 <= value <= 0o777:
+        raise VariationRefused(f"{settings.UMASK}={text!r} is outside 000..777")
+    return value
+
+
+def find_libfaketime(env: Mapping[str, str] | None = None) -> Path | None:
+    """libfaketime's shared library: where settings.LIBFAKETIME says, else in a standard place."""
+    env = os.environ if env is None else env
+    named = env.get(settings.LIBFAKETIME)
+    if named:
+        return Path(named) if Path(named).is_file() else None
+    for pattern in LIBFAKETIME_PATTERNS:
+        found = sorted(glob.glob(pattern))  # noqa: PTH207 - patterns with a wildcard folder
+        if found:
+            return Path(found[0])
+    return None
+
+
+def faketime_offset(seconds: float) -> str:
+    """libfaketime's relative FAKETIME value: "+3600" or "-1.5" (seconds)."""
+    return f"{int(seconds):+d}" if float(seconds).is_integer() else f"{seconds:+}"
+
+
+def apply(env: Mapping[str, str], child: MutableMapping[str, str]) -> None:
+    """Apply the requested umask to this process (inherited by the command) and the clock offset to the
+    command's environment; VariationRefused when one cannot be applied."""
+    umask = env.get(settings.UMASK)
+    if umask:
+        os.umask(parse_umask(umask))
+    offset = env.get(settings.CLOCK_OFFSET)
+    if offset:
+        try:
+            seconds = float(offset)
+        except ValueError:
+            raise VariationRefused(f"{settings.CLOCK_OFFSET}={offset!r} is not a number of seconds") from None
+        library = find_libfaketime(env)
+        if library is None:
+            raise VariationRefused(
+                "shifting the job's clock needs libfaketime (`apt-get install faketime`), which is not "
+                f"installed here; or set {settings.LIBFAKETIME} to its libfaketime.so.1"
+            )
+        preload = child.get("LD_PRELOAD")
+        child["LD_PRELOAD"] = str(library) + (f":{preload}" if preload else "")
+        child["FAKETIME"] = faketime_offset(seconds)
+        child["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"  # timeouts and step timers keep real durations

@@ -1,0 +1,97 @@
+"""How a `verify --vary` variation becomes settings: pure translations, checked without running a job."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from reprobox.errors import UsageError
+from reprobox.guest import settings
+from reprobox.guest.variation import VariationRefused, apply, faketime_offset, parse_umask
+from reprobox.jobfile import JobSpec
+from reprobox.runtimes.base import RunPlan, Variation
+from reprobox.runtimes.docker import container_settings
+from reprobox.runtimes.docker._settings import container_paths
+from reprobox.runtimes.stable_paths import layout_for, varied_layout
+
+
+def make_plan(tmp_path: Path, variation: Variation) -> RunPlan:
+    job = JobSpec(job_file=tmp_path / "job.yaml", name="j", command=("true",), code=tmp_path)
+    return RunPlan(
+        job=job,
+        run_id="r",
+        run_dir=tmp_path / "run",
+        guest_env={},
+        command=("true",),
+        timeout=None,
+        variation=variation,
+    )
+
+
+def test_the_default_variation_sets_nothing() -> None:
+    assert Variation().fields() == {} and Variation().guest_env() == {}
+    facts: dict[str, object] = {}
+    Variation().record(facts)
+    assert facts == {}
+    Variation().check_supported("slurm", frozenset())  # nothing asked, nothing refused
+
+
+def test_an_unsupported_variation_names_what_the_runtime_can_vary() -> None:
+    with pytest.raises(UsageError, match=r"cannot vary clock_offset, uid; it varies only home"):
+        Variation(uid=5, clock_offset=1.0).check_supported("x", frozenset({"home"}))
+
+
+def test_umask_and_clock_reach_the_guest_as_variables() -> None:
+    assert Variation(umask=0o027, clock_offset=90).guest_env() == {
+        settings.UMASK: "027",
+        settings.CLOCK_OFFSET: "90.0",
+    }
+    assert parse_umask("027") == 0o027
+    with pytest.raises(VariationRefused):
+        parse_umask("9")
+    assert (faketime_offset(3600.0), faketime_offset(-1.5)) == ("+3600", "-1.5")
+
+
+def test_a_clock_offset_without_libfaketime_is_refused(tmp_path: Path) -> None:
+    env = {settings.CLOCK_OFFSET: "60", settings.LIBFAKETIME: str(tmp_path / "missing.so")}
+    with pytest.raises(VariationRefused, match="libfaketime"):
+        apply(env, {})
+    (tmp_path / "lib.so").write_bytes(b"")
+    child = {"LD_PRELOAD": "other.so"}
+    apply({**env, settings.LIBFAKETIME: str(tmp_path / "lib.so")}, child)
+    assert child["LD_PRELOAD"] == f"{tmp_path / 'lib.so'}:other.so" and child["FAKETIME"] == "+60"
+
+
+def test_the_local_layout_moves_under_another_root_and_home(tmp_path: Path) -> None:
+    job = make_plan(tmp_path, Variation()).job
+    assert varied_layout(job, 7, Path("/tmp"), Variation()) == layout_for(job, 7)
+    moved = varied_layout(job, 7, Path("/tmp"), Variation(path_root="/srv/x", home="/home/h"))
+    assert moved.code == Path("/srv/x/reprobox-7/j/code") and moved.home == Path("/home/h")
+    with pytest.raises(UsageError, match="absolute"):
+        varied_layout(job, 7, Path("/tmp"), Variation(home="relative"))
+
+
+def test_container_settings_apply_the_variation(tmp_path: Path) -> None:
+    variation = Variation(
+        hostname="h2", uid=2345, user_name="u2", home="/home/u2", path_root="/srv/p", umask=0o077
+    )
+    plan = make_plan(tmp_path, variation)
+    created = container_settings(plan, "sha256:abc", host_uid=0, host_gid=0)
+    assert (created["hostname"], created["user"], created["working_dir"]) == (
+        "h2",
+        "2345:2345",
+        "/srv/p/code",
+    )
+    env = created["environment"]
+    assert (env["HOME"], env["USER"], env[settings.UMASK]) == ("/home/u2", "u2", "077")
+    assert env[settings.OUTPUT_DIR] == "/srv/p/run/outputs" and env[settings.CODE_DIR] == "/srv/p/code"
+    assert "/home/u2" in created["tmpfs"] and "/tmp" in created["tmpfs"]
+    assert {m["Target"] for m in created["mounts"]} == {"/srv/p/code", "/srv/p/run"}
+    assert container_paths(plan)["home"] == "/home/u2"
+    default = container_settings(replace(plan, variation=Variation()), "sha256:abc", host_uid=0, host_gid=0)
+    assert default["hostname"] == "reprobox" and default["working_dir"] == "/reprobox/code"
+    assert settings.UMASK not in default["environment"]
+    with pytest.raises(UsageError, match="root"):
+        container_settings(replace(plan, variation=Variation(uid=0)), "sha256:abc", host_uid=0, host_gid=0)
