@@ -1,0 +1,157 @@
+"""The variation matrix: per factor, invariant, sensitive (and to what), unsupported or failed; and the
+verdict sentence that leads it, naming the sensitive factors and what to pin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reprobox.compare import DIFFERENT, FAILED, IDENTICAL, WHOLE_FILE, Comparison
+
+INVARIANT = "invariant"
+SENSITIVE = "sensitive"
+UNSUPPORTED = "unsupported"
+FAILED_RUN = "failed"
+UNDECIDED = "undecided"  # the baseline differed from itself: nothing can be attributed to a factor
+NAMES_LIMIT = 10
+
+
+@dataclass
+class FactorResult:
+    """One row of the matrix."""
+
+    factor: str
+    status: str
+    values: str  # the documented pair
+    baseline: str = ""  # the baseline's value, as run
+    varied: str = ""  # the varied value, as run
+    reason: str = ""  # why unsupported or failed
+    pin: str = ""  # what pins it, for a sensitive factor
+    run: str | None = None  # the varied run's directory
+    sentence: str = ""  # the comparison's own sentence
+    files: list[str] = field(default_factory=list)
+    tensors: list[str] = field(default_factory=list)
+    values_changed: list[str] = field(default_factory=list)
+    max_abs: float | None = None
+    first_step: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "factor": self.factor,
+            "status": self.status,
+            "values": self.values,
+            "baseline": self.baseline,
+            "varied": self.varied,
+            "reason": self.reason,
+            "pin": self.pin,
+            "run": self.run,
+            "sentence": self.sentence,
+            "files": self.files,
+            "tensors": self.tensors,
+            "values_changed": self.values_changed,
+            "max_abs": self.max_abs,
+            "first_diverging_step": self.first_step,
+        }
+
+
+def judge(result: FactorResult, comparison: Comparison) -> FactorResult:
+    """Fill a row from the comparison of its varied run with the baseline."""
+    result.sentence = comparison.sentence
+    if comparison.verdict == FAILED:
+        result.status = FAILED_RUN
+        result.reason = comparison.notes[0] if comparison.notes else "the varied run failed"
+        return result
+    if comparison.verdict == IDENTICAL:
+        result.status = INVARIANT
+        return result
+    result.status = SENSITIVE
+    differing = comparison.differences + comparison.value_differences
+    result.files = sorted({str(d["checkpoint"]) for d in differing if d.get("checkpoint")})
+    result.tensors = [str(d["name"]) for d in comparison.differences if d.get("name") != WHOLE_FILE][
+        :NAMES_LIMIT
+    ]
+    result.values_changed = [str(d["name"]) for d in comparison.value_differences][:NAMES_LIMIT]
+    maxima = [float(d["max_abs"]) for d in comparison.differences if d.get("max_abs") is not None]
+    result.max_abs = max(maxima) if maxima else None
+    step = (comparison.first_divergence or {}).get("step")
+    result.first_step = int(step) if isinstance(step, int) else None
+    return result
+
+
+@dataclass
+class VariationResult:
+    """The whole answer of `verify --vary`."""
+
+    baseline_runs: list[str]
+    baseline: Comparison  # the baseline against its own rerun
+    rows: list[FactorResult]
+    combination: list[str] | None = None  # the smallest combination that differs, when no single one does
+    combination_row: FactorResult | None = None
+    runtime: str = ""
+
+    @property
+    def baseline_reproducible(self) -> bool:
+        return self.baseline.verdict == IDENTICAL
+
+    def status_of(self, status: str) -> list[FactorResult]:
+        return [row for row in self.rows if row.status == status]
+
+    @property
+    def sensitive(self) -> bool:
+        return (
+            bool(self.status_of(SENSITIVE))
+            or self.combination is not None
+            or self.baseline.verdict == DIFFERENT
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.baseline.verdict == FAILED or bool(self.status_of(FAILED_RUN))
+
+    def sentence(self) -> str:
+        """One sentence first: what matters and what to pin, then what was shown not to matter."""
+        if self.baseline.verdict == FAILED:
+            return f"no verdict: the baseline failed ({self.baseline.sentence})"
+        if self.baseline.verdict == DIFFERENT:
+            return (
+                "no factor can be blamed: the baseline is not reproducible by itself "
+                f"({self.baseline.sentence}); make plain `reprobox verify` pass first"
+            )
+        parts = [f"sensitive to {row.factor}: {row.pin}" for row in self.status_of(SENSITIVE)]
+        if self.combination is not None:
+            parts.append(
+                f"sensitive to the combination {' + '.join(self.combination)} "
+                "(no one of them alone changes the result): pin each"
+            )
+        invariant = [row.factor for row in self.status_of(INVARIANT)]
+        if invariant:
+            parts.append(f"invariant to {', '.join(invariant)}")
+        failed = [row.factor for row in self.status_of(FAILED_RUN)]
+        if failed:
+            parts.append(f"the varied run failed for {', '.join(failed)}")
+        unsupported = [f"{row.factor} ({row.reason})" for row in self.status_of(UNSUPPORTED)]
+        if unsupported:
+            parts.append(f"not varied: {', '.join(unsupported)}")
+        return "; ".join(parts) or "nothing was varied"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "sentence": self.sentence(),
+            "runtime": self.runtime,
+            "baseline": {
+                "runs": self.baseline_runs,
+                "reproducible": self.baseline_reproducible,
+                "sentence": self.baseline.sentence,
+            },
+            "factors": [row.to_json() for row in self.rows],
+            "invariant": [row.factor for row in self.status_of(INVARIANT)],
+            "sensitive": [row.factor for row in self.status_of(SENSITIVE)],
+            "unsupported": [row.factor for row in self.status_of(UNSUPPORTED)],
+            "failed": [row.factor for row in self.status_of(FAILED_RUN)],
+        }
+        if self.combination is not None:
+            data["combination"] = {
+                "factors": self.combination,
+                "result": self.combination_row.to_json() if self.combination_row else None,
+            }
+        return data
