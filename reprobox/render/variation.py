@@ -40,6 +40,8 @@ def _details(row: FactorResult) -> list[str]:
         found.append(f"max abs difference {show_number(row.max_abs)}")
     if row.first_step is not None:
         found.append(f"first diverging step {row.first_step}")
+    if row.note:
+        found.append(row.note)
     if row.pin:
         found.append(row.pin)
     return found

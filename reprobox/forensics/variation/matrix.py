@@ -34,6 +34,7 @@ class FactorResult:
     values_changed: list[str] = field(default_factory=list)
     max_abs: float | None = None
     first_step: int | None = None
+    note: str = ""  # what kind of difference, where the comparison alone would excuse it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,18 +52,42 @@ class FactorResult:
             "values_changed": self.values_changed,
             "max_abs": self.max_abs,
             "first_diverging_step": self.first_step,
+            "note": self.note,
         }
 
 
-def judge(result: FactorResult, comparison: Comparison) -> FactorResult:
-    """Fill a row from the comparison of its varied run with the baseline."""
+def excused(comparison: Comparison) -> frozenset[tuple[str, str]]:
+    """The values and files a comparison excused as run-specific or as container bytes only."""
+    values = {(str(d.get("checkpoint")), str(d.get("name"))) for d in comparison.run_specific}
+    return frozenset(values | {(path, WHOLE_FILE) for path in comparison.format_only})
+
+
+def judge(
+    result: FactorResult, comparison: Comparison, noise: frozenset[tuple[str, str]] = frozenset()
+) -> FactorResult:
+    """Fill a row from the comparison of its varied run with the baseline.
+
+    `noise` is what the baseline's own rerun already changed. A value the comparison excuses as
+    run-specific (a formatted time, a path) that the baseline kept equal changed because of the factor:
+    the factor is sensitive, in bytes rather than tensors.
+    """
     result.sentence = comparison.sentence
     if comparison.verdict == FAILED:
         result.status = FAILED_RUN
         result.reason = comparison.notes[0] if comparison.notes else "the varied run failed"
         return result
     if comparison.verdict == IDENTICAL:
-        result.status = INVARIANT
+        moved = sorted(excused(comparison) - noise)
+        if not moved:
+            result.status = INVARIANT
+            return result
+        result.status = SENSITIVE
+        result.files = sorted({path for path, _name in moved})
+        result.values_changed = [name for _path, name in moved if name != WHOLE_FILE][:NAMES_LIMIT]
+        result.note = (
+            "bytes, not tensors: values a plain verify excuses as run-specific (times, paths, names) or "
+            "container bytes changed, and the baseline kept them equal"
+        )
         return result
     result.status = SENSITIVE
     differing = comparison.differences + comparison.value_differences
@@ -75,6 +100,8 @@ def judge(result: FactorResult, comparison: Comparison) -> FactorResult:
     result.max_abs = max(maxima) if maxima else None
     step = (comparison.first_divergence or {}).get("step")
     result.first_step = int(step) if isinstance(step, int) else None
+    if result.tensors == [] and (result.values_changed or differing):
+        result.note = "bytes, not tensors: values or files changed, no tensor did"
     return result
 
 

@@ -27,6 +27,7 @@ from reprobox.forensics.variation.matrix import (
     UNSUPPORTED,
     FactorResult,
     VariationResult,
+    excused,
     judge,
 )
 from reprobox.jobfile import JobSpec
@@ -135,10 +136,20 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
         row = rows[factor.name]
         row.pin = factor.pin(machine)
         row.run = str(records[factor.name].run_dir)
-        judge(row, compare_runs([reference, records[factor.name]], tensor_details=options.tensor_details))
+        noise = excused(self_check)
+        judge(
+            row, compare_runs([reference, records[factor.name]], tensor_details=options.tensor_details), noise
+        )
     if options.bisect and len(tried) > 1 and not result.sensitive and not result.failed:
         _find_combination(
-            result, tried, reference, runner, varied, machine=machine, tensor_details=options.tensor_details
+            result,
+            tried,
+            reference,
+            runner,
+            varied,
+            machine=machine,
+            tensor_details=options.tensor_details,
+            noise=excused(self_check),
         )
     return result
 
@@ -152,6 +163,7 @@ def _find_combination(
     *,
     machine: Machine,
     tensor_details: bool,
+    noise: frozenset[tuple[str, str]],
 ) -> None:
     """Every factor at once; if that differs, bisect to a smallest combination that still does."""
     rows: dict[tuple[str, ...], FactorResult] = {}
@@ -161,7 +173,7 @@ def _find_combination(
         change = varied(subset)
         record = runner.cached(change, "vary " + "+".join(names))
         row = FactorResult("+".join(names), "", "combined", varied=change.describe(), run=str(record.run_dir))
-        rows[names] = judge(row, compare_runs([reference, record], tensor_details=tensor_details))
+        rows[names] = judge(row, compare_runs([reference, record], tensor_details=tensor_details), noise)
         return row.status == SENSITIVE
 
     if not differs(tuple(tried)):
