@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import compare, runner, runtimes, verify
+from reprobox.commands import vary
 from reprobox.commands.common import (
     add_command,
     add_output_flags,
@@ -38,6 +39,9 @@ examples:
   reprobox verify examples/tiny-mlp/job.yaml              two runs, compared bit for bit
   reprobox verify job.yaml --runs 5 --keep-going          all five runs even after a difference
   reprobox verify job.yaml --json > verdict.json
+  reprobox verify job.yaml --vary threads,tz   which of these factors changes the result
+  reprobox verify job.yaml --vary all --parallel 2
+  reprobox verify --vary list job.yaml         every factor and its pair of values
 
 Every run runs one snapshot of the code, taken before the first run (runs/<job>/.code/): the files
 git would commit, or the folder minus .reproboxignore; edits during the runs change nothing.
@@ -45,7 +49,12 @@ On success it writes reprobox.attestation.json next to the job file (<name>.repr
 for a job file <name>.yaml other than job.yaml): publish it with your code, and a reviewer runs
 `reprobox reproduce reprobox.attestation.json`.
 
-exit: 0 identical, 1 different, 3 a run failed
+With --vary, the baseline runs twice, then once per factor with only that factor changed; the
+matrix says per factor invariant, sensitive (files, tensors, max difference, first diverging step),
+unsupported on the runtime, or failed. No attestation is written.
+
+exit: 0 identical, 1 different, 3 a run failed (--vary: 0 every varied factor invariant, 1 one is
+sensitive or the baseline differs from itself, 3 a run failed)
 """
 
 COMPARE_EPILOG = """\
@@ -105,6 +114,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="K",
         help="run up to K runs side by side (on a cluster runtime, on different nodes; default: 1)",
     )
+    ver.add_argument("--vary", metavar="FACTOR[,FACTOR...]", help=vary.help_text())
     ver.set_defaults(handler=verify_command)
 
     cmp = add_command(
@@ -141,6 +151,8 @@ def run_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def verify_command(args: argparse.Namespace, out: Output) -> int:
+    if args.vary is not None:
+        return vary.vary_command(args, out)
     settings = verify.VerifyOptions(
         runs=args.runs,
         keep_going=args.keep_going,

@@ -1,0 +1,53 @@
+"""`verify --vary`: the variation matrix's arguments, output and exit code (the library does the runs)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from reprobox import runner, runtimes
+from reprobox.commands.common import check_runs_dir, load_job_with_flags, runtime_options
+from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from reprobox.cli import Output
+
+LIST = "list"
+
+
+def help_text() -> str:
+    """The --vary help: every factor with its pair of values (the registry is the one source)."""
+    from reprobox.forensics.variation import factor_table
+
+    names = "; ".join(f"{f['name']} ({f['values']})" for f in factor_table())
+    return (
+        "vary one factor at a time against a baseline run twice, and say which ones change the result: "
+        f"a comma-separated list, `all`, or `list` to describe them. Factors: {names}"
+    )
+
+
+def vary_command(args: argparse.Namespace, out: Output) -> int:
+    from reprobox.forensics import variation
+    from reprobox.render import variation as render
+
+    if args.vary.strip() == LIST:
+        out.result({"factors": variation.factor_table()}, render.factors_text())
+        return EXIT_OK
+    if args.stop_on_divergence or args.keep_going or args.runs != 2:
+        raise UsageError(
+            "--vary runs a baseline twice and each factor once; it does not take --runs, --keep-going or "
+            "--stop-on-divergence",
+            hint="leave them out",
+        )
+    factors = variation.parse_factors(args.vary)
+    spec = load_job_with_flags(args)
+    check_runs_dir(args.runs_dir)
+    runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
+    options = runner.RunOptions(runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps)
+    result = variation.vary(spec, runtime, options, variation.VaryOptions(factors, parallel=args.parallel))
+    out.result(result.to_json(), render.matrix_text(result))
+    if result.sensitive:
+        return EXIT_NOT_REPRODUCIBLE
+    if result.failed:
+        return EXIT_JOB_FAILED
+    return EXIT_OK

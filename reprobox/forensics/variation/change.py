@@ -1,0 +1,86 @@
+"""What one value of a factor changes about a run (`Change`), and the facts values depend on (`Machine`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from reprobox.guest import settings
+from reprobox.jobfile import JobSpec
+from reprobox.runner import RunOptions
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one value of a factor changes about a run; empty changes nothing."""
+
+    env: Mapping[str, str] = field(default_factory=dict)  # extra guest environment
+    variation: Mapping[str, object] = field(default_factory=dict)  # `Variation` fields
+    reverse_env: bool = False  # the job's environment variables in reverse order
+    nproc_per_node: int | None = None  # torchrun's processes per node
+
+    def merged(self, other: Change) -> Change:
+        """This change with `other` applied over it (later values win)."""
+        return Change(
+            env={**self.env, **other.env},
+            variation={**self.variation, **other.variation},
+            reverse_env=self.reverse_env or other.reverse_env,
+            nproc_per_node=other.nproc_per_node if other.nproc_per_node is not None else self.nproc_per_node,
+        )
+
+    def describe(self) -> str:
+        """The change in a few words, for the matrix ("TZ=UTC0", "hostname=x")."""
+        parts = [f"{k}={v}" for k, v in sorted(self.env.items()) if k != settings.DETERMINISM]
+        if settings.DETERMINISM in self.env:
+            threads = json.loads(self.env[settings.DETERMINISM]).get("threads")
+            parts.insert(0, f"threads={threads}")
+        parts += [f"{k}={_show(k, v)}" for k, v in sorted(self.variation.items())]
+        if self.reverse_env:
+            parts.append("job env reversed")
+        if self.nproc_per_node is not None:
+            parts.append(f"nproc_per_node={self.nproc_per_node}")
+        return ", ".join(parts) or "as the runtime runs it"
+
+
+def _show(name: str, value: object) -> str:
+    return f"{value:04o}" if name == "umask" and isinstance(value, int) else str(value)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Facts about the job and this machine that the factors' values depend on."""
+
+    job: JobSpec
+    cpus: int
+    locales: tuple[str, ...]
+
+    @classmethod
+    def probe(cls, job: JobSpec) -> Machine:
+        return cls(job=job, cpus=os.cpu_count() or 1, locales=installed_locales())
+
+
+def installed_locales() -> tuple[str, ...]:
+    """`locale -a`, empty where it cannot run."""
+    try:
+        out = subprocess.run(["locale", "-a"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip())
+
+
+def apply_change(job: JobSpec, options: RunOptions, change: Change) -> tuple[JobSpec, RunOptions]:
+    """The job and run options of a run with `change` made: guest environment, runtime variation,
+    the job's environment order, its world size. Nothing else about the run differs."""
+    if change.reverse_env:
+        job = job.with_overrides(env=dict(reversed(list(job.env.items()))))
+    if change.nproc_per_node is not None:
+        job = job.with_overrides(launcher=replace(job.launcher, nproc_per_node=change.nproc_per_node))
+    options = replace(
+        options,
+        extra_env={**options.extra_env, **change.env},
+        variation=replace(options.variation, **dict(change.variation)),  # type: ignore[arg-type]
+    )
+    return job, options

@@ -1,0 +1,184 @@
+"""The variation matrix: per factor, invariant, sensitive (and to what), unsupported or failed; and the
+verdict sentence that leads it, naming the sensitive factors and what to pin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reprobox.compare import DIFFERENT, FAILED, IDENTICAL, WHOLE_FILE, Comparison
+
+INVARIANT = "invariant"
+SENSITIVE = "sensitive"
+UNSUPPORTED = "unsupported"
+FAILED_RUN = "failed"
+UNDECIDED = "undecided"  # the baseline differed from itself: nothing can be attributed to a factor
+NAMES_LIMIT = 10
+
+
+@dataclass
+class FactorResult:
+    """One row of the matrix."""
+
+    factor: str
+    status: str
+    values: str  # the documented pair
+    baseline: str = ""  # the baseline's value, as run
+    varied: str = ""  # the varied value, as run
+    reason: str = ""  # why unsupported or failed
+    pin: str = ""  # what pins it, for a sensitive factor
+    run: str | None = None  # the varied run's directory
+    sentence: str = ""  # the comparison's own sentence
+    files: list[str] = field(default_factory=list)
+    tensors: list[str] = field(default_factory=list)
+    values_changed: list[str] = field(default_factory=list)
+    max_abs: float | None = None
+    first_step: int | None = None
+    note: str = ""  # what kind of difference, where the comparison alone would excuse it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "factor": self.factor,
+            "status": self.status,
+            "values": self.values,
+            "baseline": self.baseline,
+            "varied": self.varied,
+            "reason": self.reason,
+            "pin": self.pin,
+            "run": self.run,
+            "sentence": self.sentence,
+            "files": self.files,
+            "tensors": self.tensors,
+            "values_changed": self.values_changed,
+            "max_abs": self.max_abs,
+            "first_diverging_step": self.first_step,
+            "note": self.note,
+        }
+
+
+def excused(comparison: Comparison) -> frozenset[tuple[str, str]]:
+    """The values and files a comparison excused as run-specific or as container bytes only."""
+    values = {(str(d.get("checkpoint")), str(d.get("name"))) for d in comparison.run_specific}
+    return frozenset(values | {(path, WHOLE_FILE) for path in comparison.format_only})
+
+
+def judge(
+    result: FactorResult, comparison: Comparison, noise: frozenset[tuple[str, str]] = frozenset()
+) -> FactorResult:
+    """Fill a row from the comparison of its varied run with the baseline.
+
+    `noise` is what the baseline's own rerun already changed. A value the comparison excuses as
+    run-specific (a formatted time, a path) that the baseline kept equal changed because of the factor:
+    the factor is sensitive, in bytes rather than tensors.
+    """
+    result.sentence = comparison.sentence
+    if comparison.verdict == FAILED:
+        result.status = FAILED_RUN
+        result.reason = comparison.notes[0] if comparison.notes else "the varied run failed"
+        return result
+    if comparison.verdict == IDENTICAL:
+        moved = sorted(excused(comparison) - noise)
+        if not moved:
+            result.status = INVARIANT
+            return result
+        result.status = SENSITIVE
+        result.files = sorted({path for path, _name in moved})
+        result.values_changed = [name for _path, name in moved if name != WHOLE_FILE][:NAMES_LIMIT]
+        result.note = (
+            "bytes, not tensors: values a plain verify excuses as run-specific (times, paths, names) or "
+            "container bytes changed, and the baseline kept them equal"
+        )
+        return result
+    result.status = SENSITIVE
+    differing = comparison.differences + comparison.value_differences
+    result.files = sorted({str(d["checkpoint"]) for d in differing if d.get("checkpoint")})
+    result.tensors = [str(d["name"]) for d in comparison.differences if d.get("name") != WHOLE_FILE][
+        :NAMES_LIMIT
+    ]
+    result.values_changed = [str(d["name"]) for d in comparison.value_differences][:NAMES_LIMIT]
+    maxima = [float(d["max_abs"]) for d in comparison.differences if d.get("max_abs") is not None]
+    result.max_abs = max(maxima) if maxima else None
+    step = (comparison.first_divergence or {}).get("step")
+    result.first_step = int(step) if isinstance(step, int) else None
+    if result.tensors == [] and (result.values_changed or differing):
+        result.note = "bytes, not tensors: values or files changed, no tensor did"
+    return result
+
+
+@dataclass
+class VariationResult:
+    """The whole answer of `verify --vary`."""
+
+    baseline_runs: list[str]
+    baseline: Comparison  # the baseline against its own rerun
+    rows: list[FactorResult]
+    combination: list[str] | None = None  # the smallest combination that differs, when no single one does
+    combination_row: FactorResult | None = None
+    runtime: str = ""
+
+    @property
+    def baseline_reproducible(self) -> bool:
+        return self.baseline.verdict == IDENTICAL
+
+    def status_of(self, status: str) -> list[FactorResult]:
+        return [row for row in self.rows if row.status == status]
+
+    @property
+    def sensitive(self) -> bool:
+        return (
+            bool(self.status_of(SENSITIVE))
+            or self.combination is not None
+            or self.baseline.verdict == DIFFERENT
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.baseline.verdict == FAILED or bool(self.status_of(FAILED_RUN))
+
+    def sentence(self) -> str:
+        """One sentence first: what matters and what to pin, then what was shown not to matter."""
+        if self.baseline.verdict == FAILED:
+            return f"no verdict: the baseline failed ({self.baseline.sentence})"
+        if self.baseline.verdict == DIFFERENT:
+            return (
+                "no factor can be blamed: the baseline is not reproducible by itself "
+                f"({self.baseline.sentence}); make plain `reprobox verify` pass first"
+            )
+        parts = [f"sensitive to {row.factor}: {row.pin}" for row in self.status_of(SENSITIVE)]
+        if self.combination is not None:
+            parts.append(
+                f"sensitive to the combination {' + '.join(self.combination)} "
+                "(no one of them alone changes the result): pin each"
+            )
+        invariant = [row.factor for row in self.status_of(INVARIANT)]
+        if invariant:
+            parts.append(f"invariant to {', '.join(invariant)}")
+        failed = [row.factor for row in self.status_of(FAILED_RUN)]
+        if failed:
+            parts.append(f"the varied run failed for {', '.join(failed)}")
+        unsupported = [f"{row.factor} ({row.reason})" for row in self.status_of(UNSUPPORTED)]
+        if unsupported:
+            parts.append(f"not varied: {', '.join(unsupported)}")
+        return "; ".join(parts) or "nothing was varied"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "sentence": self.sentence(),
+            "runtime": self.runtime,
+            "baseline": {
+                "runs": self.baseline_runs,
+                "reproducible": self.baseline_reproducible,
+                "sentence": self.baseline.sentence,
+            },
+            "factors": [row.to_json() for row in self.rows],
+            "invariant": [row.factor for row in self.status_of(INVARIANT)],
+            "sensitive": [row.factor for row in self.status_of(SENSITIVE)],
+            "unsupported": [row.factor for row in self.status_of(UNSUPPORTED)],
+            "failed": [row.factor for row in self.status_of(FAILED_RUN)],
+        }
+        if self.combination is not None:
+            data["combination"] = {
+                "factors": self.combination,
+                "result": self.combination_row.to_json() if self.combination_row else None,
+            }
+        return data

@@ -1,0 +1,249 @@
+"""verify --vary without runs: the factor registry, how a value reaches a run, the matrix's verdict,
+and the bisection over factor sets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from reprobox.compare import DIFFERENT, FAILED, IDENTICAL, Comparison
+from reprobox.errors import UsageError
+from reprobox.forensics.variation import (
+    FACTORS,
+    INVARIANT,
+    SENSITIVE,
+    UNSUPPORTED,
+    FactorResult,
+    VariationResult,
+    factor_table,
+    parse_factors,
+    runtime_variations,
+)
+from reprobox.forensics.variation.bisect import smallest_combination
+from reprobox.forensics.variation.change import Change, Machine, apply_change
+from reprobox.forensics.variation.factors import BY_NAME, VARIED_TZ, varied_locale
+from reprobox.forensics.variation.matrix import judge
+from reprobox.guest import settings
+from reprobox.jobfile import JobSpec
+from reprobox.runner import RunOptions
+from reprobox.runtimes.base import Variation
+
+
+def make_job(tmp_path: Path, **overrides: object) -> JobSpec:
+    job = JobSpec(job_file=tmp_path / "job.yaml", name="j", command=("python", "t.py"), code=tmp_path)
+    return job.with_overrides(**overrides)
+
+
+def machine(
+    tmp_path: Path, cpus: int = 4, locales: tuple[str, ...] = ("C", "C.utf8"), **job: object
+) -> Machine:
+    return Machine(job=make_job(tmp_path, **job), cpus=cpus, locales=locales)
+
+
+def test_every_factor_is_registered_with_a_documented_pair_of_values() -> None:
+    names = [f.name for f in FACTORS]
+    assert names == [
+        "threads",
+        "cpu-isa",
+        "workers",
+        "tz",
+        "locale",
+        "env-order",
+        "hostname",
+        "user",
+        "cwd",
+        "home",
+        "umask",
+        "file-order",
+        "time",
+        "world-size",
+    ]
+    for row in factor_table():
+        assert row["doc"] and " vs " in row["values"] and row["needs"]
+
+
+def test_runtime_assisted_factors_name_variation_fields() -> None:
+    fields = set(vars(Variation()))
+    for factor in FACTORS:
+        assert set(factor.needs) <= fields, factor.name
+    assert BY_NAME["hostname"].needs == ("hostname",)
+    assert BY_NAME["threads"].needs == ()
+
+
+def test_parse_factors_keeps_registry_order_and_refuses_unknown_names() -> None:
+    assert [f.name for f in parse_factors("tz, threads")] == ["threads", "tz"]
+    assert parse_factors("all") == FACTORS
+    with pytest.raises(UsageError, match="unknown --vary factor colour"):
+        parse_factors("threads,colour")
+    with pytest.raises(UsageError):
+        parse_factors(" , ")
+
+
+def test_threads_go_through_the_guest_determinism_settings(tmp_path: Path) -> None:
+    m = machine(tmp_path, cpus=4)
+    base = json.loads(BY_NAME["threads"].baseline(m).env[settings.DETERMINISM])
+    varied = json.loads(BY_NAME["threads"].varied(m).env[settings.DETERMINISM])
+    assert (base["threads"], varied["threads"]) == (1, 4)
+    assert base["algorithms"] is True  # the rest of the job's determinism is kept
+
+
+def test_threads_vary_away_from_a_pinned_count_equal_to_the_cores(tmp_path: Path) -> None:
+    from reprobox.guest.determinism import Determinism
+
+    m = machine(tmp_path, cpus=2, determinism=Determinism(threads=2))
+    varied = json.loads(BY_NAME["threads"].varied(m).env[settings.DETERMINISM])
+    assert varied["threads"] == 1
+    assert BY_NAME["threads"].pin(m) == "pin `determinism.threads: 2` in the job file"
+    single = machine(tmp_path, cpus=1)
+    assert json.loads(BY_NAME["threads"].varied(single).env[settings.DETERMINISM])["threads"] == 2
+
+
+def test_environment_factors_keep_the_job_s_own_value_as_baseline(tmp_path: Path) -> None:
+    m = machine(tmp_path, env={"TZ": "Europe/Paris"})
+    assert BY_NAME["tz"].baseline(m).env == {"TZ": "Europe/Paris"}
+    assert BY_NAME["tz"].varied(m).env == {"TZ": VARIED_TZ}
+    plain = machine(tmp_path)
+    assert BY_NAME["tz"].baseline(plain).env == {"TZ": "UTC0"}
+    assert BY_NAME["cpu-isa"].baseline(plain).env == {}
+    assert BY_NAME["cpu-isa"].varied(plain).env == {"ATEN_CPU_CAPABILITY": "default"}
+    assert BY_NAME["workers"].baseline(plain).env == {"REPROBOX_DATALOADER_WORKERS": "0"}
+    assert BY_NAME["workers"].varied(plain).env == {"REPROBOX_DATALOADER_WORKERS": "2"}
+
+
+def test_locale_picks_one_the_machine_has(tmp_path: Path) -> None:
+    assert varied_locale(machine(tmp_path, locales=("C", "de_DE.utf8"))) == "de_DE.UTF-8"
+    assert varied_locale(machine(tmp_path, locales=("C", "C.utf8", "POSIX"))) == "C"
+    assert BY_NAME["locale"].baseline(machine(tmp_path)).env == {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+
+def test_apply_change_sets_guest_env_variation_and_job_settings(tmp_path: Path) -> None:
+    job = make_job(tmp_path, env={"A": "1", "B": "2", "C": "3"})
+    options = RunOptions(extra_env={"KEEP": "x"})
+    change = Change(env={"TZ": "UTC0"}).merged(
+        Change(variation={"hostname": "h"}, reverse_env=True, nproc_per_node=4)
+    )
+    new_job, new_options = apply_change(job, options, change)
+    assert list(new_job.env) == ["C", "B", "A"]
+    assert new_job.launcher.nproc_per_node == 4
+    assert new_options.extra_env == {"KEEP": "x", "TZ": "UTC0"}
+    assert new_options.variation == Variation(hostname="h")
+    assert (job.env, options.variation) == ({"A": "1", "B": "2", "C": "3"}, Variation())  # untouched
+    assert "TZ=UTC0" in change.describe() and "hostname=h" in change.describe()
+
+
+def test_unsupported_factors_are_named_with_the_runtime(tmp_path: Path) -> None:
+    m = machine(tmp_path)
+    assert BY_NAME["hostname"].unsupported_reason(m, "slurm", frozenset()) == "unsupported on slurm"
+    assert BY_NAME["hostname"].unsupported_reason(m, "local", frozenset({"hostname"})) is None
+    assert BY_NAME["tz"].unsupported_reason(m, "slurm", frozenset()) is None
+    assert "torchrun" in (BY_NAME["world-size"].unsupported_reason(m, "local", frozenset()) or "")
+
+    class Bare:
+        name = "bare"
+
+    class Able:
+        name = "able"
+        variations = frozenset({"umask"})
+
+    assert runtime_variations(Bare()) == frozenset()  # type: ignore[arg-type]
+    assert runtime_variations(Able()) == frozenset({"umask"})  # type: ignore[arg-type]
+
+
+def comparison(verdict: str, **fields: object) -> Comparison:
+    c = Comparison(verdict, ["a", "b"], **fields)  # type: ignore[arg-type]
+    c.sentence = f"{verdict} sentence"
+    return c
+
+
+def test_judge_reads_files_tensors_values_max_difference_and_first_step() -> None:
+    diff = comparison(
+        DIFFERENT,
+        differences=[
+            {"checkpoint": "model.pt", "name": "weight", "max_abs": 1e-7},
+            {"checkpoint": "model.pt", "name": "bias", "max_abs": 3e-7},
+        ],
+        value_differences=[{"checkpoint": "metrics.json", "name": "snapshot", "a": "x", "b": "y"}],
+        first_divergence={"step": 3},
+    )
+    row = judge(FactorResult("threads", "", "1 vs 2"), diff)
+    assert row.status == SENSITIVE
+    assert row.files == ["metrics.json", "model.pt"]
+    assert row.tensors == ["weight", "bias"]
+    assert row.values_changed == ["snapshot"]
+    assert (row.max_abs, row.first_step) == (3e-7, 3)
+    assert judge(FactorResult("tz", "", ""), comparison(IDENTICAL)).status == INVARIANT
+    failed = judge(FactorResult("tz", "", ""), comparison(FAILED, notes=["run x failed: boom"]))
+    assert (failed.status, failed.reason) == ("failed", "run x failed: boom")
+
+
+def result_with(*rows: FactorResult, baseline: str = IDENTICAL) -> VariationResult:
+    return VariationResult(["a", "b"], comparison(baseline), list(rows), runtime="local")
+
+
+def test_verdict_names_sensitive_factors_and_what_to_pin_first() -> None:
+    rows = (
+        FactorResult("threads", SENSITIVE, "", pin="pin `determinism.threads: 1` in the job file"),
+        FactorResult("tz", INVARIANT, ""),
+        FactorResult("hostname", UNSUPPORTED, "", reason="unsupported on slurm"),
+    )
+    result = result_with(*rows)
+    assert result.sentence() == (
+        "sensitive to threads: pin `determinism.threads: 1` in the job file; invariant to tz; "
+        "not varied: hostname (unsupported on slurm)"
+    )
+    assert result.sensitive and not result.failed
+    data = result.to_json()
+    assert (data["sensitive"], data["invariant"], data["unsupported"]) == (["threads"], ["tz"], ["hostname"])
+    assert data["factors"][0]["factor"] == "threads"
+
+
+def test_all_invariant_is_not_sensitive_and_says_so() -> None:
+    result = result_with(FactorResult("tz", INVARIANT, ""), FactorResult("threads", INVARIANT, ""))
+    assert not result.sensitive and not result.failed
+    assert result.sentence() == "invariant to tz, threads"
+
+
+def test_a_baseline_that_differs_from_itself_blames_no_factor() -> None:
+    result = result_with(FactorResult("tz", "undecided", ""), baseline=DIFFERENT)
+    assert result.sensitive
+    assert result.sentence().startswith("no factor can be blamed: the baseline is not reproducible")
+    assert result_with(baseline=FAILED).sentence().startswith("no verdict: the baseline failed")
+
+
+def test_a_combination_is_named_when_no_single_factor_is() -> None:
+    result = result_with(FactorResult("tz", INVARIANT, ""), FactorResult("locale", INVARIANT, ""))
+    result.combination = ["tz", "locale"]
+    assert result.sensitive
+    assert "sensitive to the combination tz + locale" in result.sentence()
+    assert result.to_json()["combination"]["factors"] == ["tz", "locale"]
+
+
+def test_bisection_finds_a_smallest_combination_asking_each_set_once() -> None:
+    asked: list[tuple[str, ...]] = []
+
+    def differs(subset: tuple[str, ...]) -> bool:
+        asked.append(subset)
+        return {"b", "e"} <= set(subset)
+
+    assert smallest_combination(tuple("abcdefgh"), differs) == ("b", "e")
+    assert len(asked) == len(set(asked))
+    assert len(asked) < 2**8  # far fewer runs than every subset
+
+
+def test_bisection_narrows_to_one_half_when_it_suffices() -> None:
+    assert smallest_combination(list("abcd"), lambda s: "d" in s) == ("d",)
+    assert smallest_combination(list("ab"), lambda s: set(s) == {"a", "b"}) == ("a", "b")
+    three = smallest_combination(list("abcdef"), lambda s: {"a", "c", "f"} <= set(s))
+    assert three == ("a", "c", "f")
+
+
+def test_run_specific_values_the_baseline_kept_equal_make_a_factor_sensitive() -> None:
+    stamp = {"checkpoint": "metrics.json", "name": "snapshot", "a": "22:13", "b": "03:43", "reason": "time"}
+    varied = comparison(IDENTICAL, run_specific=[stamp])
+    row = judge(FactorResult("tz", "", ""), varied)
+    assert (row.status, row.files, row.values_changed) == (SENSITIVE, ["metrics.json"], ["snapshot"])
+    assert row.note.startswith("bytes, not tensors")
+    noisy = judge(FactorResult("tz", "", ""), varied, frozenset({("metrics.json", "snapshot")}))
+    assert noisy.status == INVARIANT  # the baseline's own rerun changed it too: not the factor's doing

@@ -1,0 +1,76 @@
+"""verify --vary end to end on the local runtime: the matrix names exactly the factor that matters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprobox import cli
+
+JOBS = Path(__file__).parents[1] / "jobs"
+
+
+def vary(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, job: str, factors: str
+) -> tuple[int, dict[str, Any]]:
+    capsys.readouterr()
+    code = cli.main(
+        [
+            "verify",
+            str(JOBS / job),
+            *("--vary", factors, "--runtime", "local", "--runs-dir", str(tmp_path / "runs"), "--json", "-q"),
+        ]
+    )
+    data: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return code, data
+
+
+def test_a_thread_sensitive_job_is_blamed_on_threads_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, data = vary(capsys, tmp_path, "vary-threads", "threads,tz")
+    assert code == 1
+    assert data["baseline"]["reproducible"]
+    assert (data["sensitive"], data["invariant"]) == (["threads"], ["tz"])
+    threads = data["factors"][0]
+    assert threads["files"] == ["model.pt"] and threads["tensors"]
+    assert threads["max_abs"] > 0
+    assert data["sentence"].startswith("sensitive to threads: pin `determinism.threads: 1`")
+
+
+def test_a_time_zone_sensitive_job_is_blamed_on_tz_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, data = vary(capsys, tmp_path, "vary-tz", "threads,tz")
+    assert code == 1
+    assert (data["sensitive"], data["invariant"]) == (["tz"], ["threads"])
+    tz = data["factors"][1]
+    assert tz["files"] == ["metrics.json"] and tz["values_changed"] == ["snapshot"] and not tz["tensors"]
+    assert data["sentence"].startswith("sensitive to tz: pin `env: {TZ: UTC0}`")
+
+
+def test_an_invariant_job_passes_and_says_what_was_not_varied(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, data = vary(capsys, tmp_path, "vary-invariant", "threads,tz,env-order,world-size")
+    assert code == 0
+    assert data["invariant"] == ["threads", "tz", "env-order"]
+    assert data["unsupported"] == ["world-size"]
+    assert "not varied: world-size" in data["sentence"]
+    assert "combination" not in data  # tried, and all at once changed nothing either
+
+
+def test_vary_list_documents_every_factor(capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert cli.main(["verify", str(JOBS / "vary-tz"), "--vary", "list"]) == 0
+    text = capsys.readouterr().out
+    assert "threads:" in text and "RBX-5:30" in text and "file-order:" in text
+
+
+def test_unknown_factor_is_refused_before_any_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = cli.main(["verify", str(JOBS / "vary-tz"), "--vary", "colour", "--runs-dir", str(tmp_path / "r")])
+    assert code == 2
+    assert not (tmp_path / "r").exists()
