@@ -313,7 +313,7 @@ def test_parallel_verify_creates_run_dirs_only_when_runs_start(tmp_path: Path) -
     _, records = verify.verify(spec, runtime, RunOptions(runs_dir=runs), options)  # type: ignore[arg-type]
     made = [p for p in (runs / "lazy").iterdir() if p.name[0].isdigit()]
     assert len(made) <= 2 and len(records) == len(made)  # a failure stops the rest before they start
-    assert runtime.seen[0] == 1
+    assert max(runtime.seen) <= options.parallel  # never more folders than runs side by side
 
 
 def test_library_refuses_too_many_runs(tmp_path: Path) -> None:
