@@ -101,6 +101,10 @@ def install() -> None:
     from reprobox.guest import entropy
 
     entropy.contain_random(random)
+    if os.environ.get(settings.FILE_ORDER):  # verify --vary file-order only: no import otherwise
+        from reprobox.guest import file_order
+
+        file_order.install_from_env(os.environ)
     when_imported("numpy.random", lambda module: _seed_numpy(module, seed))
     when_imported("torch", lambda module: _configure_torch(module, seed))
 

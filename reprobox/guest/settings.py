@@ -58,3 +58,5 @@ def referenced_variables(text: str) -> list[str]:
 UMASK = "REPROBOX_UMASK"  # octal, e.g. "077"
 CLOCK_OFFSET = "REPROBOX_CLOCK_OFFSET"  # seconds added to the job's wall clock (through libfaketime)
 LIBFAKETIME = "REPROBOX_LIBFAKETIME"  # where libfaketime is, when not in a standard place
+FILE_ORDER = "REPROBOX_FILE_ORDER"  # "reversed": the job's listings of its code and data folders reversed
+FILE_ORDER_ROOTS = "REPROBOX_FILE_ORDER_ROOTS"  # those folders, os.pathsep-separated (default: CODE_DIR)

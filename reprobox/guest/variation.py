@@ -1,4 +1,5 @@
-"""The parts of a `verify --vary` run that the guest applies to the user's command: umask and clock.
+"""The parts of a `verify --vary` run that the guest applies to the user's command: umask and clock
+(and it checks the file order, which the startup hook applies: see file_order).
 
 The runtime asks for them through environment variables (settings.UMASK, settings.CLOCK_OFFSET); the
 guest applies them to the command alone, so its own records (times, hashes) are not varied with it.
@@ -57,6 +58,9 @@ def faketime_offset(seconds: float) -> str:
 def apply(env: Mapping[str, str], child: MutableMapping[str, str]) -> None:
     """Apply the requested umask to this process (inherited by the command) and the clock offset to the
     command's environment; VariationRefused when one cannot be applied."""
+    order = env.get(settings.FILE_ORDER)
+    if order and order != "reversed":  # applied by the startup hook, in every Python process of the job
+        raise VariationRefused(f"{settings.FILE_ORDER}={order!r} is not one this guest knows: reversed")
     umask = env.get(settings.UMASK)
     if umask:
         os.umask(parse_umask(umask))

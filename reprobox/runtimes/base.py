@@ -8,8 +8,10 @@ runtime yields the same RunRecord.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -84,13 +86,21 @@ class Variation:
             )
 
     def guest_env(self) -> dict[str, str]:
-        """The variables through which the guest applies the umask and the clock offset to the command."""
+        """The variables through which the guest applies the umask, the clock offset and the file order."""
         env = {}
         if self.umask is not None:
             env[settings.UMASK] = f"{self.umask:03o}"
         if self.clock_offset is not None:
             env[settings.CLOCK_OFFSET] = repr(float(self.clock_offset))
+        if self.file_order is not None:
+            env[settings.FILE_ORDER] = self.file_order
         return env
+
+    def file_order_roots(self, code: str, data: Iterable[str]) -> dict[str, str]:
+        """The folders whose listings a file-order variation reorders: the job's code and data."""
+        if self.file_order is None:
+            return {}
+        return {settings.FILE_ORDER_ROOTS: os.pathsep.join([code, *data])}
 
     def record(self, runtime: dict[str, Any]) -> None:
         """Say in the runtime facts what this run changed (nothing is added for the default variation)."""

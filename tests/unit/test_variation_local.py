@@ -74,3 +74,21 @@ def test_unknown_factor_is_refused_before_any_run(capsys: pytest.CaptureFixture[
     code = cli.main(["verify", str(JOBS / "vary-tz"), "--vary", "colour", "--runs-dir", str(tmp_path / "r")])
     assert code == 2
     assert not (tmp_path / "r").exists()
+
+
+def test_a_job_that_lists_its_data_unsorted_is_blamed_on_file_order(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, data = vary(capsys, tmp_path, "vary-file-order", "file-order,tz")
+    assert code == 1
+    assert (data["sensitive"], data["invariant"]) == (["file-order"], ["tz"])
+    assert data["factors"][1]["files"] == ["model.pt"] and data["factors"][1]["tensors"]
+    assert data["sentence"].startswith("sensitive to file-order: sort directory listings")
+
+
+def test_a_job_that_sorts_its_listing_is_invariant_to_file_order(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, data = vary(capsys, tmp_path, "vary-file-order/sorted.yaml", "file-order")
+    assert code == 0
+    assert data["invariant"] == ["file-order"]

@@ -95,3 +95,12 @@ def test_container_settings_apply_the_variation(tmp_path: Path) -> None:
     assert settings.UMASK not in default["environment"]
     with pytest.raises(UsageError, match="root"):
         container_settings(replace(plan, variation=Variation(uid=0)), "sha256:abc", host_uid=0, host_gid=0)
+
+
+def test_file_order_names_the_code_and_data_folders_the_job_sees(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, Variation(file_order="reversed", path_root="/srv/p"))
+    env = container_settings(plan, "sha256:abc", host_uid=0, host_gid=0)["environment"]
+    assert (env[settings.FILE_ORDER], env[settings.FILE_ORDER_ROOTS]) == ("reversed", "/srv/p/code")
+    default = container_settings(replace(plan, variation=Variation()), "sha256:abc", host_uid=0, host_gid=0)
+    assert settings.FILE_ORDER not in default["environment"]
+    assert settings.FILE_ORDER_ROOTS not in default["environment"]

@@ -229,8 +229,9 @@ FACTORS: tuple[Factor, ...] = (
     ),
     Factor(
         "file-order",
-        "directory listing order of the code and data folders (os.listdir, glob)",
-        f"the file system's vs {VARIED_FILE_ORDER}",
+        "directory listing order of the code and data folders, as Python lists them (os.listdir, "
+        "os.scandir, os.walk, glob, pathlib; not a C extension's readdir)",
+        f"the file system's order vs that order {VARIED_FILE_ORDER}",
         ("file_order",),
         _nothing,
         _field("file_order", VARIED_FILE_ORDER),

@@ -48,8 +48,8 @@ class DockerRuntime:
     """Runs each plan in a new hardened container of one image and removes the container afterwards."""
 
     name = "docker"
-    # clock_offset would need libfaketime in the image, file_order a FUSE layer: neither is varied here.
-    variations = frozenset({"hostname", "umask", "home", "path_root", "uid", "user_name"})
+    # file_order is applied by the guest's startup hook (Python-level listings).
+    variations = frozenset({"hostname", "umask", "home", "path_root", "uid", "user_name", "file_order"})
 
     def __init__(
         self,

@@ -137,6 +137,7 @@ def container_settings(
     )
     if entrypoint is not None:
         created["entrypoint"] = list(entrypoint)
+    environment.update(plan.variation.file_order_roots(code_dir, (data.target for data in job.data)))
     apply_variation(created, plan.variation)
     return created
 

@@ -54,8 +54,9 @@ def create(options: RuntimeOptions) -> Runtime:
 
 class LocalRuntime:
     name = "local"
-    # hostname needs the private namespace (refused in fixed folders); clock_offset needs libfaketime.
-    variations = frozenset({"hostname", "umask", "home", "path_root", "clock_offset"})
+    # hostname needs the private namespace (refused in fixed folders); clock_offset needs libfaketime;
+    # file_order is applied by the guest's startup hook (Python-level listings).
+    variations = frozenset({"hostname", "umask", "home", "path_root", "clock_offset", "file_order"})
     _probed: ClassVar[dict[str, bool]] = {}  # python -> whether a private mount namespace works
     _probe_lock: ClassVar[threading.Lock] = threading.Lock()
 
@@ -85,10 +86,12 @@ class LocalRuntime:
 
     def environment(self, plan: RunPlan, layout: StableLayout | None = None) -> dict[str, str]:
         """The host environment plus the plan's settings, with every location at its stable path."""
+        layout = layout or self.layout(plan)
         env = dict(os.environ)
         env.update(plan.guest_env)
         env.update(plan.variation.guest_env())
-        env = job_environment(env, layout or self.layout(plan), plan.job)
+        env.update(plan.variation.file_order_roots(str(layout.code), map(str, layout.data.values())))
+        env = job_environment(env, layout, plan.job)
         if plan.reference_run is not None:  # a host path: the host's files stay visible in the namespace
             env[settings.REFERENCE_TRAIL] = str(plan.reference_run / settings.TRAIL_FILE)
         return env
