@@ -50,6 +50,7 @@ def main(argv: list[str]) -> int:
         child_env = job_environment(env, seed, det, boot_dir)
         try:
             variation.apply(env, child_env)
+            variation.check_clock(env, child_env)
         except variation.VariationRefused as exc:
             sys.stderr.write(f"reprobox: {exc}\n")
             return 2

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
@@ -80,3 +83,37 @@ def apply(env: Mapping[str, str], child: MutableMapping[str, str]) -> None:
         child["LD_PRELOAD"] = str(library) + (f":{preload}" if preload else "")
         child["FAKETIME"] = faketime_offset(seconds)
         child["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"  # timeouts and step timers keep real durations
+
+
+CLOCK_PROBE = "import time; print(time.time())"
+
+
+def check_clock(env: Mapping[str, str], child: Mapping[str, str]) -> None:
+    """Prove the clock offset reaches a process started with the command's preload: where the library
+    cannot be preloaded (another C library), the loader only warns and the run would go unvaried."""
+    offset = env.get(settings.CLOCK_OFFSET)
+    if not offset or float(offset) == 0:
+        return
+    names = ("PATH", "LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC")
+    probe_env = {name: child[name] for name in names if name in child}
+    before = time.time()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", CLOCK_PROBE],
+            env=probe_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        seen = float(done.stdout.strip())
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        raise VariationRefused(f"could not check the shifted clock: {exc}") from None
+    after = time.time()
+    shift = seen - (before + after) / 2
+    if abs(shift - float(offset)) > abs(float(offset)) / 2:
+        raise VariationRefused(
+            f"{child.get('LD_PRELOAD')} did not shift the clock here (moved {shift:+.0f} s, not "
+            f"{float(offset):+.0f} s): this libfaketime does not load in this environment"
+            + (f" ({done.stderr.strip()[:200]})" if done.stderr.strip() else "")
+        )

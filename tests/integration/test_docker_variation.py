@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from reprobox.engine import Engine
-from reprobox.errors import UsageError
+from reprobox.errors import EnvironmentProblem
 from reprobox.guest import settings
+from reprobox.guest.variation import find_libfaketime
 from reprobox.jobfile import JobSpec
 from reprobox.runtimes.base import RunOutcome, RunPlan, Variation
 from reprobox.runtimes.docker import DockerRuntime
+from reprobox.runtimes.docker._settings import CONTAINER_LIBFAKETIME
 
 pytestmark = pytest.mark.integration
 
@@ -105,9 +107,15 @@ def test_home_and_path_root_move_where_the_job_runs(
     )
 
 
-def test_the_clock_is_not_varied_in_a_container(
+def test_the_clock_is_shifted_with_the_hosts_libfaketime(
     engine: Engine, built_image: Any, created: Any, tmp_path: Path
 ) -> None:
-    assert "clock_offset" not in DockerRuntime.variations
-    with pytest.raises(UsageError, match="cannot vary clock_offset"):
-        run(engine, built_image, created, tmp_path, Variation(clock_offset=3600.0))
+    if find_libfaketime() is None:
+        with pytest.raises(EnvironmentProblem, match="libfaketime"):
+            run(engine, built_image, created, tmp_path, Variation(clock_offset=90061.0))
+        return
+    outcome, seen = run(engine, built_image, created, tmp_path, Variation(clock_offset=90061.0))
+    assert abs(seen["time"] - (time.time() + 90061.0)) < 120
+    assert outcome.runtime["variation"] == {"clock_offset": 90061.0}
+    mounts = {mount["target"]: mount for mount in outcome.runtime["container"]["mounts"]}
+    assert mounts[CONTAINER_LIBFAKETIME]["mode"] == "ro"

@@ -9,11 +9,18 @@ import pytest
 
 from reprobox.errors import UsageError
 from reprobox.guest import settings
-from reprobox.guest.variation import VariationRefused, apply, faketime_offset, parse_umask
+from reprobox.guest.variation import (
+    VariationRefused,
+    apply,
+    check_clock,
+    faketime_offset,
+    find_libfaketime,
+    parse_umask,
+)
 from reprobox.jobfile import JobSpec
 from reprobox.runtimes.base import RunPlan, Variation
 from reprobox.runtimes.docker import container_settings
-from reprobox.runtimes.docker._settings import container_paths
+from reprobox.runtimes.docker._settings import CONTAINER_LIBFAKETIME, container_paths, lend_libfaketime
 from reprobox.runtimes.stable_paths import layout_for, varied_layout
 
 
@@ -104,3 +111,35 @@ def test_file_order_names_the_code_and_data_folders_the_job_sees(tmp_path: Path)
     default = container_settings(replace(plan, variation=Variation()), "sha256:abc", host_uid=0, host_gid=0)
     assert settings.FILE_ORDER not in default["environment"]
     assert settings.FILE_ORDER_ROOTS not in default["environment"]
+
+
+def test_a_library_that_does_not_shift_the_clock_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "lib.so"
+    fake.write_bytes(b"")  # the loader warns and ignores it: the run would go unvaried
+    env = {settings.CLOCK_OFFSET: "90061", settings.LIBFAKETIME: str(fake)}
+    child = {"PATH": "/usr/bin:/bin"}
+    apply(env, child)
+    with pytest.raises(VariationRefused, match="did not shift the clock"):
+        check_clock(env, child)
+    real = find_libfaketime({})
+    if real is not None:
+        child = {"PATH": "/usr/bin:/bin"}
+        apply({**env, settings.LIBFAKETIME: str(real)}, child)
+        check_clock(env, child)  # shifted as asked: nothing refused
+
+
+def test_docker_lends_the_hosts_libfaketime_read_only(tmp_path: Path) -> None:
+    library = tmp_path / "libfaketime.so.1"
+    library.write_bytes(b"")
+    created = container_settings(
+        make_plan(tmp_path, Variation(clock_offset=60.0)), "sha256:abc", host_uid=0, host_gid=0
+    )
+    lend_libfaketime(created, library)
+    mount = created["mounts"][-1]
+    assert (mount["Source"], mount["Target"], mount["ReadOnly"]) == (
+        str(library),
+        CONTAINER_LIBFAKETIME,
+        True,
+    )
+    env = created["environment"]
+    assert (env[settings.LIBFAKETIME], env[settings.CLOCK_OFFSET]) == (CONTAINER_LIBFAKETIME, "60.0")

@@ -12,6 +12,8 @@ from typing import Any
 
 from reprobox.engine import Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
+from reprobox.guest import settings
+from reprobox.guest.variation import find_libfaketime
 from reprobox.jobfile import ImageSpec
 from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, Runtime, RuntimeOptions
 from reprobox.runtimes.docker._image import ensure_image, image_facts, image_fingerprint
@@ -20,6 +22,7 @@ from reprobox.runtimes.docker._settings import (
     container_paths,
     container_settings,
     effective_settings,
+    lend_libfaketime,
 )
 from reprobox.timestamps import utc_now
 
@@ -48,8 +51,11 @@ class DockerRuntime:
     """Runs each plan in a new hardened container of one image and removes the container afterwards."""
 
     name = "docker"
-    # file_order is applied by the guest's startup hook (Python-level listings).
-    variations = frozenset({"hostname", "umask", "home", "path_root", "uid", "user_name", "file_order"})
+    # file_order is applied by the guest's startup hook (Python-level listings); clock_offset by the
+    # host's libfaketime, mounted into the container (refused where the host has none).
+    variations = frozenset(
+        {"hostname", "umask", "home", "path_root", "uid", "user_name", "file_order", "clock_offset"}
+    )
 
     def __init__(
         self,
@@ -89,6 +95,8 @@ class DockerRuntime:
         )
         if self.hostname is not None and plan.variation.hostname is None:
             created["hostname"] = self.hostname
+        if plan.variation.clock_offset is not None:
+            lend_libfaketime(created, _host_libfaketime())
         return created
 
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
@@ -143,6 +151,8 @@ class DockerRuntime:
     def _check_variation(self, plan: RunPlan) -> None:
         """Refuse, before the run, a variation this runtime cannot apply (never run it unvaried)."""
         plan.variation.check_supported(self.name, self.variations)
+        if plan.variation.clock_offset is not None:
+            _host_libfaketime()
         if plan.variation.uid is not None and self.host_uid != 0:
             raise EnvironmentProblem(
                 "varying the user needs reprobox run as root, to lend the run folder to that user"
@@ -221,6 +231,17 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
     for current, dirnames, filenames in os.walk(root):
         for name in (*dirnames, *filenames):
             os.chown(Path(current) / name, uid, gid, follow_symlinks=False)
+
+
+def _host_libfaketime() -> Path:
+    """The host's libfaketime, lent to the container; refused (never run unvaried) where it has none."""
+    library = find_libfaketime()
+    if library is None:
+        raise EnvironmentProblem(
+            "varying the clock on the docker runtime needs libfaketime on this machine: `apt-get install "
+            f"faketime`, or set {settings.LIBFAKETIME} to its libfaketime.so.1"
+        )
+    return library
 
 
 def _quietly(action: Callable[[], None]) -> None:

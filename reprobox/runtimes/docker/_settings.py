@@ -32,6 +32,7 @@ CONTAINER_HOME = "/tmp"  # noqa: S108 - inside the container: its private tmpfs
 CONTAINER_TMP = "/tmp"  # noqa: S108 - the same private tmpfs
 CONTAINER_HOSTNAME = "reprobox"  # the same in every run: a job that reads its hostname sees no difference
 CONTAINER_REFERENCE_DIR = "/reprobox/reference"
+CONTAINER_LIBFAKETIME = "/reprobox/libfaketime/libfaketime.so.1"  # the host's, for verify --vary time
 TMPFS_OPTIONS = "rw,exec,nosuid,nodev,mode=1777"  # exec: torch compiles and loads kernels from /tmp
 RUN_ID_LABEL = "io.reprobox.run-id"
 JOB_LABEL = "io.reprobox.jobfile"
@@ -169,6 +170,13 @@ def apply_variation(created: dict[str, Any], variation: Variation) -> None:
         environment["HOME"] = variation.home
         created["tmpfs"] = {**created["tmpfs"], variation.home: TMPFS_OPTIONS}  # fresh and writable
     environment.update(variation.guest_env())
+
+
+def lend_libfaketime(created: dict[str, Any], library: Path) -> None:
+    """Mount the host's libfaketime read-only for a clock-shifted run; the guest preloads it into the
+    command (the image is the same Debian as the host, so the same C library)."""
+    created["mounts"] = [*created["mounts"], _bind(library.resolve(), CONTAINER_LIBFAKETIME, read_only=True)]
+    created["environment"][settings.LIBFAKETIME] = CONTAINER_LIBFAKETIME
 
 
 def container_paths(plan: RunPlan) -> dict[str, Any]:
