@@ -1,0 +1,98 @@
+"""`reprobox verify --vary` through the CLI on the docker runtime: the matrix names exactly the factor
+that matters (each verify of N factors is N + 2 container runs, so each test varies two factors)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprobox import cli
+from reprobox.guest.variation import find_libfaketime
+
+pytestmark = pytest.mark.integration
+
+JOBS = Path(__file__).parents[1] / "jobs"
+
+
+@pytest.fixture
+def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, wheelhouse: Path) -> None:
+    monkeypatch.setenv("REPROBOX_BASE_IMAGE", offline_base)
+    monkeypatch.setenv("REPROBOX_WHEELHOUSE", str(wheelhouse))
+
+
+def vary(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, job: str, factors: str
+) -> tuple[int, dict[str, Any]]:
+    capsys.readouterr()
+    code = cli.main(
+        [
+            "verify",
+            str(JOBS / job),
+            *("--vary", factors, "--runtime", "docker", "--runs-dir", str(tmp_path / "runs"), "--json", "-q"),
+        ]
+    )
+    data: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return code, data
+
+
+def factor(data: dict[str, Any], name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(row for row in data["factors"] if row["factor"] == name)
+    return found
+
+
+@pytest.mark.usefixtures("offline_env")
+def test_threads_alone_moves_a_thread_sensitive_job(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, data = vary(capsys, tmp_path, "vary-threads", "threads,hostname")
+    assert code == 1, data
+    assert data["baseline"]["reproducible"]
+    assert (data["sensitive"], data["invariant"]) == (["threads"], ["hostname"])
+    assert factor(data, "threads")["files"] == ["model.pt"] and factor(data, "threads")["tensors"]
+    assert data["sentence"].startswith("sensitive to threads: pin `determinism.threads: 1`")
+
+
+@pytest.mark.usefixtures("offline_env")
+def test_tz_alone_moves_a_time_zone_sensitive_job(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, data = vary(capsys, tmp_path, "vary-tz", "tz,hostname")
+    assert code == 1, data
+    assert (data["sensitive"], data["invariant"]) == (["tz"], ["hostname"])
+    assert factor(data, "tz")["values_changed"] == ["snapshot"]
+    assert data["sentence"].startswith("sensitive to tz: pin `env: {TZ: UTC0}`")
+
+
+@pytest.mark.usefixtures("offline_env")
+def test_hostname_alone_moves_a_job_seeded_from_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, data = vary(capsys, tmp_path, "vary-hostname", "hostname,tz")
+    assert code == 1, data
+    assert (data["sensitive"], data["invariant"]) == (["hostname"], ["tz"])
+    assert factor(data, "hostname")["files"] == ["model.pt"]
+    assert data["sentence"].startswith("sensitive to hostname: keep the host name out of outputs and seeds")
+
+
+@pytest.mark.usefixtures("offline_env")
+def test_file_order_alone_moves_a_job_that_lists_its_data_unsorted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, data = vary(capsys, tmp_path, "vary-file-order", "file-order,tz")
+    assert code == 1, data
+    assert (data["sensitive"], data["invariant"]) == (["file-order"], ["tz"])
+    assert factor(data, "file-order")["files"] == ["model.pt"]
+
+
+@pytest.mark.usefixtures("offline_env")
+def test_a_job_that_sorts_its_listing_and_ignores_the_clock_is_invariant(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    if find_libfaketime() is None:
+        pytest.skip(
+            "varying the clock in a container lends it the host's libfaketime: apt-get install faketime"
+        )
+    code, data = vary(capsys, tmp_path, "vary-file-order/sorted.yaml", "file-order,time")
+    assert code == 0, data
+    assert data["invariant"] == ["file-order", "time"]
