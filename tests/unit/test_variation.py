@@ -247,3 +247,36 @@ def test_run_specific_values_the_baseline_kept_equal_make_a_factor_sensitive() -
     assert row.note.startswith("bytes, not tensors")
     noisy = judge(FactorResult("tz", "", ""), varied, frozenset({("metrics.json", "snapshot")}))
     assert noisy.status == INVARIANT  # the baseline's own rerun changed it too: not the factor's doing
+
+
+def test_the_attestation_keeps_the_matrix_and_its_reader_checks_it(tmp_path: Path) -> None:
+    from reprobox.forensics.variation import variation_entry
+    from reprobox.records.attestation import FieldChecker
+
+    rows = [
+        FactorResult("threads", INVARIANT, "1 vs 4", baseline="threads=1", varied="threads=4"),
+        FactorResult("tz", SENSITIVE, "UTC0 vs RBX", files=["m.json"], values_changed=["when"]),
+        FactorResult("hostname", UNSUPPORTED, "x vs y", reason="unsupported on slurm"),
+        FactorResult("world-size", UNSUPPORTED, "n vs 2n", reason="not applicable", applicable=False),
+    ]
+    result = VariationResult(["a", "b"], comparison(IDENTICAL), rows, runtime="local")
+    entry = variation_entry(result)
+    assert [r["status"] for r in entry["factors"]] == [
+        "invariant",
+        "sensitive",
+        "unsupported",
+        "not applicable",
+    ]
+    assert (entry["invariant"], entry["sensitive"], entry["combination"]) == (["threads"], ["tz"], None)
+    assert entry["factors"][1]["files"] == ["m.json"] and "files" not in entry["factors"][0]
+    checker = FieldChecker(tmp_path / "a.json")
+    checker.check_variation(json.loads(json.dumps(entry)))
+    checker.check_variation(None)  # an attestation of a plain verify has none
+    assert checker.problems == []
+    entry["factors"][0]["status"] = "fine"
+    del entry["factors"][1]["varied"]
+    checker.check_variation(entry)
+    assert [p.field for p in checker.problems] == [
+        "predicate.variation.factors.0.status",
+        "predicate.variation.factors.1.varied",
+    ]
