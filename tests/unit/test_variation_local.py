@@ -108,3 +108,23 @@ def test_unknown_factor_is_refused_before_any_run(capsys: pytest.CaptureFixture[
     code = cli.main(["verify", str(JOBS / "vary-tz"), "--vary", "colour", "--runs-dir", str(tmp_path / "r")])
     assert code == 2
     assert not (tmp_path / "r").exists()
+
+
+def test_reproduce_names_the_differing_factor_the_author_found_sensitive(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from reprobox.reproduce import DIFFERENT_STACK, ReproduceOptions, reproduce
+
+    shutil.copytree(JOBS / "vary-threads", tmp_path / "code")
+    capsys.readouterr()
+    argv = ["verify", str(tmp_path / "code"), "--vary", "threads,tz", "--runtime", "local"]
+    assert cli.main([*argv, "--runs-dir", str(tmp_path / "author"), "--json", "-q"]) == 1
+    published = Path(json.loads(capsys.readouterr().out)["attestation"])
+    assert published == tmp_path / "code" / ATTESTATION  # sensitive, yet the baseline is attested
+    result = reproduce(published, ReproduceOptions(runtime="local", runs_dir=tmp_path / "rev", threads=2))
+    assert result.verdict == DIFFERENT_STACK
+    assert result.sentence.endswith("(the author found it sensitive to threads)")
+    assert "the author verified the result invariant to tz (reprobox verify --vary)" in result.notes
+    assert any(
+        n.startswith("threads differs here, and the author found the result sensitive") for n in result.notes
+    )
