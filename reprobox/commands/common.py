@@ -151,3 +151,14 @@ def _check_writable_folder(folder: Path, flag: str, fix: str) -> None:
         raise UsageError(f"{flag} {folder} {what}, not a folder; {fix}")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {folder} is not writable ({existing} is read-only to you); {fix}")
+
+
+def check_attestation_target(args: argparse.Namespace, job_file: Path) -> None:
+    """A bad --sign key or an unwritable attestation path is refused before the first run."""
+    if args.no_attestation or args.max_steps is not None:
+        return
+    from reprobox import attest
+
+    if args.sign is not None:
+        attest.load_private_key(args.sign)  # raises UsageError naming the key and the fix
+    check_output_file(args.attestation or attest.attestation_path_for(job_file), "--attestation")

@@ -12,7 +12,7 @@ from reprobox.commands.common import (
     add_command,
     add_output_flags,
     add_run_flags,
-    check_output_file,
+    check_attestation_target,
     check_runs_dir,
     load_job_with_flags,
     runtime_options,
@@ -51,7 +51,9 @@ for a job file <name>.yaml other than job.yaml): publish it with your code, and 
 
 With --vary, the baseline runs twice, then once per factor with only that factor changed; the
 matrix says per factor invariant, sensitive (files, tensors, max difference, first diverging step),
-unsupported on the runtime, or failed. No attestation is written.
+unsupported on the runtime, or failed. When the baseline's two runs are bit-identical they are
+attested as above (whether or not a factor is sensitive), with the matrix in the attestation's
+`variation` field; a baseline that differs from itself gets no attestation.
 
 exit: 0 identical, 1 different, 3 a run failed (--vary: 0 every varied factor invariant, 1 one is
 sensitive or the baseline differs from itself, 3 a run failed)
@@ -162,7 +164,7 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     verify.check_counts(settings)
     spec = load_job_with_flags(args)
     check_runs_dir(args.runs_dir)
-    _check_attestation_target(args, spec.job_file)
+    check_attestation_target(args, spec.job_file)
     runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
     comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings)
     data = comparison.to_json()
@@ -175,17 +177,6 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target}")
     out.result(data, terminal.comparison_text(comparison))
     return exit_code(comparison.verdict)
-
-
-def _check_attestation_target(args: argparse.Namespace, job_file: Path) -> None:
-    """A bad --sign key or an unwritable attestation path is refused before the first run."""
-    if args.no_attestation or args.max_steps is not None:
-        return
-    from reprobox import attest
-
-    if args.sign is not None:
-        attest.load_private_key(args.sign)  # raises UsageError naming the key and the fix
-    check_output_file(args.attestation or attest.attestation_path_for(job_file), "--attestation")
 
 
 def compare_command(args: argparse.Namespace, out: Output) -> int:

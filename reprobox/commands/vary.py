@@ -6,7 +6,12 @@ import argparse
 from typing import TYPE_CHECKING
 
 from reprobox import runner, runtimes
-from reprobox.commands.common import check_runs_dir, load_job_with_flags, runtime_options
+from reprobox.commands.common import (
+    check_attestation_target,
+    check_runs_dir,
+    load_job_with_flags,
+    runtime_options,
+)
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -42,10 +47,22 @@ def vary_command(args: argparse.Namespace, out: Output) -> int:
     factors = variation.parse_factors(args.vary)
     spec = load_job_with_flags(args)
     check_runs_dir(args.runs_dir)
+    check_attestation_target(args, spec.job_file)
     runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
     options = runner.RunOptions(runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps)
     result = variation.vary(spec, runtime, options, variation.VaryOptions(factors, parallel=args.parallel))
-    out.result(result.to_json(), render.matrix_text(result))
+    data = result.to_json()
+    if variation.attestable(result) and args.max_steps is None and not args.no_attestation:
+        from reprobox import attest
+
+        target = args.attestation or attest.attestation_path_for(spec.job_file)
+        attest.write_attestation(target, variation.variation_statement(result), key=args.sign)
+        data["attestation"] = str(target)
+        out.progress(
+            f"wrote {target} (the baseline's runs and the matrix); a reviewer runs: "
+            f"reprobox reproduce {target}"
+        )
+    out.result(data, render.matrix_text(result))
     if result.sensitive:
         return EXIT_NOT_REPRODUCIBLE
     if result.failed:

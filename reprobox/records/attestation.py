@@ -27,6 +27,9 @@ PREDICATE_SCHEMA = PREDICATE_SCHEMA_PREFIX + "1"
 DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 MAX_ATTESTATION_BYTES = 64 << 20  # a hand-made giant file is bad input, not a reason to run out of memory
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+VARIATION_NOT_APPLICABLE = "not applicable"
+# `verify --vary`'s verdict per factor, as `predicate.variation.factors[].status` records it
+VARIATION_STATUSES = ("invariant", "sensitive", "unsupported", VARIATION_NOT_APPLICABLE, "failed")
 _VERSION_TODO = "install the reprobox version the author used"
 _STRANGER = "is this a reprobox attestation?"
 
@@ -95,6 +98,17 @@ class Attestation:
     @property
     def runs_ended_at(self) -> str:
         return str(self.predicate["runs"].get("ended_at") or "")
+
+    @property
+    def variation(self) -> dict[str, Any] | None:
+        """The author's variation matrix (`verify --vary`), when the attestation came from one."""
+        variation = self.predicate.get("variation")
+        return dict(variation) if variation else None
+
+    def factors_with_status(self, status: str) -> list[str]:
+        """The factors the author's matrix gave this status, in the matrix's order."""
+        rows = (self.variation or {}).get("factors") or []
+        return [str(row["factor"]) for row in rows if row.get("status") == status]
 
     @property
     def trail_sha256(self) -> str | None:
@@ -169,6 +183,7 @@ class FieldChecker:
             if verified is not None and verified < 1:
                 self.fail("predicate.runs.verified", f"must be at least 1, not {verified}")
         self.check_checkpoints(predicate)
+        self.check_variation(predicate.get("variation"))
 
     def check_job_and_code(self, predicate: Mapping[str, Any]) -> None:
         job = self.get(predicate, "job", dict, "predicate.job")
@@ -218,3 +233,25 @@ class FieldChecker:
                 self.get(entry, "path", str, f"{field}.path")
                 self.digest(entry, "file_sha256", f"{field}.file_sha256")
                 self.digest(entry, "content_sha256", f"{field}.content_sha256")
+
+    def check_variation(self, variation: Any) -> None:
+        """Optional (only `verify --vary` writes it): {runtime, factors: [{factor, status, values, ...}]}."""
+        if variation is None:
+            return
+        if not isinstance(variation, dict):
+            self.fail("predicate.variation", f"must be an object or null, not {type(variation).__name__}")
+            return
+        self.get(variation, "runtime", str, "predicate.variation.runtime")
+        factors = self.get(variation, "factors", list, "predicate.variation.factors")
+        for index, row in enumerate(factors or []):
+            field = f"predicate.variation.factors.{index}"
+            if not isinstance(row, dict):
+                self.fail(field, "must be an object")
+                continue
+            for key in ("factor", "values", "baseline", "varied"):
+                self.get(row, key, str, f"{field}.{key}")
+            status = self.get(row, "status", str, f"{field}.status")
+            if status is not None and status not in VARIATION_STATUSES:
+                self.fail(
+                    f"{field}.status", f"is {status!r}, expected one of {', '.join(VARIATION_STATUSES)}"
+                )

@@ -25,6 +25,7 @@ from reprobox.reproduce._model import (
 )
 from reprobox.reproduce._replay import THREAD_VARIABLES
 from reprobox.reproduce._report import report_dir_for
+from reprobox.reproduce._variation import variation_notes
 
 NAMED_FIELDS = 6
 
@@ -47,12 +48,15 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
             result.verdict, result.exit_code, result.sentence = BIT_IDENTICAL, EXIT_OK, SENTENCE_IDENTICAL
         else:
             result.verdict, result.exit_code, result.sentence = REPRODUCED, EXIT_OK, SENTENCE_REPRODUCED
+        ctx.notes.extend(variation_notes(ctx.attestation, [])[0])
         return
     differing = next(r for r in records if not _same_content(published, r))
     diffs = _without_replay_pins(
         ctx, stackdiff.diff_fingerprints(published.fingerprint, differing.fingerprint)
     )
     ctx.stack_differences = diffs
+    notes, varied = variation_notes(ctx.attestation, diffs)
+    ctx.notes.extend(notes)
     result.stack_differences = [
         {
             "field": d.field,
@@ -83,6 +87,8 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
         result.sentence = (
             f"different stack: bitwise equality not expected; {amount}; the stacks differ in {listing}"
         )
+        if varied:
+            result.sentence += f" ({varied})"
         tolerance = ctx.options.tolerance
         if tolerance is not None:
             met = (

@@ -247,3 +247,68 @@ def test_run_specific_values_the_baseline_kept_equal_make_a_factor_sensitive() -
     assert row.note.startswith("bytes, not tensors")
     noisy = judge(FactorResult("tz", "", ""), varied, frozenset({("metrics.json", "snapshot")}))
     assert noisy.status == INVARIANT  # the baseline's own rerun changed it too: not the factor's doing
+
+
+def test_the_attestation_keeps_the_matrix_and_its_reader_checks_it(tmp_path: Path) -> None:
+    from reprobox.forensics.variation import variation_entry
+    from reprobox.records.attestation import FieldChecker
+
+    rows = [
+        FactorResult("threads", INVARIANT, "1 vs 4", baseline="threads=1", varied="threads=4"),
+        FactorResult("tz", SENSITIVE, "UTC0 vs RBX", files=["m.json"], values_changed=["when"]),
+        FactorResult("hostname", UNSUPPORTED, "x vs y", reason="unsupported on slurm"),
+        FactorResult("world-size", UNSUPPORTED, "n vs 2n", reason="not applicable", applicable=False),
+    ]
+    result = VariationResult(["a", "b"], comparison(IDENTICAL), rows, runtime="local")
+    entry = variation_entry(result)
+    assert [r["status"] for r in entry["factors"]] == [
+        "invariant",
+        "sensitive",
+        "unsupported",
+        "not applicable",
+    ]
+    assert (entry["invariant"], entry["sensitive"], entry["combination"]) == (["threads"], ["tz"], None)
+    assert entry["factors"][1]["files"] == ["m.json"] and "files" not in entry["factors"][0]
+    checker = FieldChecker(tmp_path / "a.json")
+    checker.check_variation(json.loads(json.dumps(entry)))
+    checker.check_variation(None)  # an attestation of a plain verify has none
+    assert checker.problems == []
+    entry["factors"][0]["status"] = "fine"
+    del entry["factors"][1]["varied"]
+    checker.check_variation(entry)
+    assert [p.field for p in checker.problems] == [
+        "predicate.variation.factors.0.status",
+        "predicate.variation.factors.1.varied",
+    ]
+
+
+def test_reproduce_says_which_differing_factors_the_author_verified(tmp_path: Path) -> None:
+    from reprobox.attest import Attestation
+    from reprobox.reproduce._variation import differing_factors, variation_notes
+    from reprobox.stackdiff import FieldDifference
+
+    rows = [
+        {"factor": "threads", "status": "invariant"},
+        {"factor": "tz", "status": "invariant"},
+        {"factor": "cpu-isa", "status": "sensitive"},
+    ]
+    attestation = Attestation(
+        tmp_path / "a", {"predicate": {"variation": {"runtime": "local", "factors": rows}}}
+    )
+    threads = FieldDifference("software.threads.torch_intra_op", "torch intra-op threads", 1, 4, True, 50)
+    isa = FieldDifference(
+        "software.torch.cpu_capability", "torch CPU kernel level", "AVX2", "AVX512", True, 42
+    )
+    host = FieldDifference("hardware.hostname", "hostname", "a", "b", False, 223)
+    assert differing_factors([host, isa, threads]) == ["threads", "cpu-isa", "hostname"]
+    notes, clause = variation_notes(attestation, [threads, isa, host])
+    assert clause == "the author verified the result invariant to threads and found it sensitive to cpu-isa"
+    assert notes == [
+        "the author verified the result invariant to threads and tz (reprobox verify --vary)",
+        "the author found the result sensitive to cpu-isa",
+        "threads differs here, which the author verified cannot change the result",
+        "cpu-isa differs here, and the author found the result sensitive to it: pin it as the author had it",
+        "hostname differs here, and the author never varied it, so whether it matters is unknown",
+    ]
+    plain = Attestation(tmp_path / "a", {"predicate": {}})
+    assert variation_notes(plain, [threads]) == ([], "")  # an attestation of a plain verify

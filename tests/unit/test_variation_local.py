@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reprobox import cli
+from reprobox import attest, cli
 
 JOBS = Path(__file__).parents[1] / "jobs"
+ATTESTATION = "reprobox.attestation.json"
 
 
 def vary(
@@ -22,6 +24,7 @@ def vary(
             "verify",
             str(JOBS / job),
             *("--vary", factors, "--runtime", "local", "--runs-dir", str(tmp_path / "runs"), "--json", "-q"),
+            *("--attestation", str(tmp_path / ATTESTATION)),
         ]
     )
     data: dict[str, Any] = json.loads(capsys.readouterr().out)
@@ -50,6 +53,14 @@ def test_a_time_zone_sensitive_job_is_blamed_on_tz_alone(
     tz = data["factors"][1]
     assert tz["files"] == ["metrics.json"] and tz["values_changed"] == ["snapshot"] and not tz["tensors"]
     assert data["sentence"].startswith("sensitive to tz: pin `env: {TZ: UTC0}`")
+    # the baseline is bit-identical: its runs are attested, the sensitive factor recorded as such
+    attestation = attest.read_attestation(Path(data["attestation"]))
+    assert attestation.verified_runs == 2
+    assert attestation.factors_with_status("sensitive") == ["tz"]
+    assert attestation.factors_with_status("invariant") == ["threads"]
+    row = (attestation.variation or {})["factors"][1]
+    assert (row["baseline"], row["varied"]) == ("TZ=UTC0", "TZ=RBX-5:30")
+    assert row["files"] == ["metrics.json"]
 
 
 def test_an_invariant_job_passes_and_says_what_was_not_varied(
@@ -61,6 +72,29 @@ def test_an_invariant_job_passes_and_says_what_was_not_varied(
     assert data["unsupported"] == ["world-size"]
     assert "not varied: world-size" in data["sentence"]
     assert "combination" not in data  # tried, and all at once changed nothing either
+    attestation = attest.read_attestation(tmp_path / ATTESTATION)
+    assert data["attestation"] == str(tmp_path / ATTESTATION)
+    variation = attestation.variation or {}
+    assert variation["runtime"] == "local"
+    assert variation["invariant"] == ["threads", "tz", "env-order"] and variation["sensitive"] == []
+    assert attestation.factors_with_status("not applicable") == ["world-size"]
+    assert [row["factor"] for row in variation["factors"]] == ["threads", "tz", "env-order", "world-size"]
+    assert attestation.runtime == "local" and attestation.verified_runs == 2
+
+
+def test_no_attestation_leaves_the_job_folder_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    capsys.readouterr()
+    job = tmp_path / "job"
+    shutil.copytree(JOBS / "vary-invariant", job)
+    argv = ["verify", str(job), "--vary", "tz", "--runtime", "local", "--runs-dir", str(tmp_path / "r")]
+    assert cli.main([*argv, "--no-attestation", "--json", "-q"]) == 0
+    assert "attestation" not in json.loads(capsys.readouterr().out)
+    assert not (job / ATTESTATION).exists()
+    assert cli.main([*argv, "--json", "-q"]) == 0  # by default next to the job file, as plain verify
+    assert json.loads(capsys.readouterr().out)["attestation"] == str(job / ATTESTATION)
+    assert attest.read_attestation(job / ATTESTATION).factors_with_status("invariant") == ["tz"]
 
 
 def test_vary_list_documents_every_factor(capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,3 +126,23 @@ def test_a_job_that_sorts_its_listing_is_invariant_to_file_order(
     code, data = vary(capsys, tmp_path, "vary-file-order/sorted.yaml", "file-order")
     assert code == 0
     assert data["invariant"] == ["file-order"]
+
+
+def test_reproduce_names_the_differing_factor_the_author_found_sensitive(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from reprobox.reproduce import DIFFERENT_STACK, ReproduceOptions, reproduce
+
+    shutil.copytree(JOBS / "vary-threads", tmp_path / "code")
+    capsys.readouterr()
+    argv = ["verify", str(tmp_path / "code"), "--vary", "threads,tz", "--runtime", "local"]
+    assert cli.main([*argv, "--runs-dir", str(tmp_path / "author"), "--json", "-q"]) == 1
+    published = Path(json.loads(capsys.readouterr().out)["attestation"])
+    assert published == tmp_path / "code" / ATTESTATION  # sensitive, yet the baseline is attested
+    result = reproduce(published, ReproduceOptions(runtime="local", runs_dir=tmp_path / "rev", threads=2))
+    assert result.verdict == DIFFERENT_STACK
+    assert result.sentence.endswith("(the author found it sensitive to threads)")
+    assert "the author verified the result invariant to tz (reprobox verify --vary)" in result.notes
+    assert any(
+        n.startswith("threads differs here, and the author found the result sensitive") for n in result.notes
+    )

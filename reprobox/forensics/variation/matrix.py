@@ -35,6 +35,7 @@ class FactorResult:
     max_abs: float | None = None
     first_step: int | None = None
     note: str = ""  # what kind of difference, where the comparison alone would excuse it
+    applicable: bool = True  # False: the factor does not apply to this job (not the runtime's fault)
 
     def to_json(self) -> dict[str, Any]:
         return {

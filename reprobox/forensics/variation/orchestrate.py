@@ -97,6 +97,7 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
         row = FactorResult(factor.name, UNSUPPORTED if reason else "", factor.values, reason=reason or "")
         row.baseline = factor.baseline(machine).describe()
         row.varied = factor.varied(machine).describe()
+        row.applicable = factor.applicable(machine) is None
         rows[factor.name] = row
         if reason is None:
             tried.append(factor)
