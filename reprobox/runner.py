@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -35,6 +36,7 @@ from reprobox.records.manifest import (
 )
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation
 from reprobox.runtimes.launcher import launch_command
+from reprobox.timestamps import utc_now
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,12 @@ def make_run_dir(runs_dir: Path, job_name: str) -> tuple[str, Path]:
             run_dir.mkdir()
         except FileExistsError:
             continue
-        (run_dir / OUTPUTS_SUBDIR).mkdir()
-        controller.claim(run_dir)  # whose run it is, for `reprobox clean`
+        try:
+            (run_dir / OUTPUTS_SUBDIR).mkdir()
+            controller.claim(run_dir)  # whose run it is, for `reprobox clean`
+        except BaseException:  # a signal or a full disk here: no folder without a record is left
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
         return run_id, run_dir.resolve()
 
 
@@ -180,7 +186,16 @@ def prepare(job: JobSpec, options: RunOptions, inputs: RunInputs | None = None) 
     if inputs is None:
         inputs = prepare_inputs(job, options)
     run_id, run_dir = make_run_dir(options.runs_dir, job.name)
-    plan = RunPlan(
+    try:
+        plan = _plan(job, options, inputs, run_id, run_dir)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return PreparedRun(plan, inputs, job)
+
+
+def _plan(job: JobSpec, options: RunOptions, inputs: RunInputs, run_id: str, run_dir: Path) -> RunPlan:
+    return RunPlan(
         job=job.with_overrides(code=inputs.code.path),
         run_id=run_id,
         run_dir=run_dir,
@@ -190,7 +205,6 @@ def prepare(job: JobSpec, options: RunOptions, inputs: RunInputs | None = None) 
         reference_run=options.reference_run,
         variation=options.variation,
     )
-    return PreparedRun(plan, inputs, job)
 
 
 def finish(
@@ -198,15 +212,36 @@ def finish(
 ) -> RunRecord:
     """Run a prepared run to its end and record it, whatever the end was."""
     plan = prepared.plan
-    with (plan.run_dir / STDOUT_LOG).open("wb") as log:
-        sink = _TeeSink(log, options.echo)
-        outcome = runtime.run(plan, sink, stop)
+    lost: str | None = None
+    try:
+        with (plan.run_dir / STDOUT_LOG).open("wb") as log:
+            sink = _TeeSink(log, options.echo)
+            outcome = runtime.run(plan, sink, stop)
+            lost = sink.lost
+    except KeyboardInterrupt:  # a signal before the runtime could take it: the job never started
+        outcome = RunOutcome(interrupted=True, started_at=utc_now(), ended_at=utc_now())
+    try:
+        record = _record(prepared, runtime, options, outcome, lost)
+    except KeyboardInterrupt:  # a signal while recording: record it again, now as interrupted
+        outcome.interrupted = True
+        record = _record(prepared, runtime, options, outcome, lost)
+    point_latest(plan.run_dir)
+    if outcome.interrupted:
+        raise Interrupted(plan.run_dir)
+    return record
+
+
+def _record(
+    prepared: PreparedRun, runtime: Runtime, options: RunOptions, outcome: RunOutcome, lost: str | None
+) -> RunRecord:
+    """The run's manifest, written atomically, from what the runtime and the guest left."""
+    plan = prepared.plan
     guest = read_guest_result(plan.run_dir)
     if guest.record is not None and plan.job.secrets:
         redact_guest_record(plan.run_dir, guest.record, plan.job.secrets)
     problems = [p for p in (guest.problem, move_aside_planted(plan.run_dir)) if p]
-    if sink.lost is not None:
-        problems.append(f"{STDOUT_LOG} could not be written ({sink.lost}) and is incomplete")
+    if lost is not None:
+        problems.append(f"{STDOUT_LOG} could not be written ({lost}) and is incomplete")
     data = build_manifest(
         prepared,
         runtime_facts=runtime.describe(),
@@ -215,11 +250,7 @@ def finish(
         max_steps=options.max_steps,
         problems=problems,
     )
-    record = write_record(plan.run_dir, data)
-    point_latest(plan.run_dir)
-    if outcome.interrupted:
-        raise Interrupted(plan.run_dir)
-    return record
+    return write_record(plan.run_dir, data)
 
 
 def mark_interrupted(record: RunRecord) -> RunRecord:

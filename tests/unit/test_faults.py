@@ -304,3 +304,60 @@ def test_job_processes_follow_descendants_and_the_run_id() -> None:
     assert jobprocs.job_processes(100, "r1", table) == {100, 101, 102, 103}
     assert jobprocs.job_processes(100, None, table) == {100, 101, 102}
     assert jobprocs.job_processes(200, None, table) == set()  # a reaped guest's pid is not walked
+
+
+class _InterruptedBeforeStart:
+    """A runtime a signal reaches before it could start the job (and so before it could catch it)."""
+
+    name = "fake"
+
+    def run(self, plan: object, sink: object, stop: object) -> object:
+        raise signals.SignalInterrupt(signal.SIGTERM)
+
+    def describe(self) -> dict[str, str]:
+        return {"name": self.name}
+
+
+def _lazy_job(tmp_path: Path) -> object:
+    from reprobox.jobfile import load_job
+
+    (tmp_path / "job.yaml").write_text("version: 1\nname: lazy\ncommand: [x]\n")
+    return load_job(tmp_path / "job.yaml", host_env={})
+
+
+def test_a_signal_before_the_runtime_takes_it_leaves_an_interrupted_record(tmp_path: Path) -> None:
+    from reprobox.records.manifest import read_record
+    from reprobox.runner import RunOptions, execute
+
+    with pytest.raises(errors.Interrupted) as stopped:
+        execute(_lazy_job(tmp_path), _InterruptedBeforeStart(), RunOptions(runs_dir=tmp_path / "runs"))  # type: ignore[arg-type]
+    assert read_record(stopped.value.run_dir).status == "interrupted"
+
+
+def test_a_signal_while_the_record_is_written_still_leaves_a_whole_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reprobox import runner
+    from reprobox.records.manifest import read_record
+    from reprobox.runtimes.local import LocalRuntime
+
+    real = runner.build_manifest
+    calls: list[int] = []
+
+    def interrupted_once(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise signals.SignalInterrupt(signal.SIGTERM)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "build_manifest", interrupted_once)
+    (tmp_path / "job.yaml").write_text("version: 1\nname: quick\ncommand: [python, -c, 'print(1)']\n")
+    from reprobox.jobfile import load_job
+
+    job = load_job(tmp_path / "job.yaml")
+    with pytest.raises(errors.Interrupted) as stopped:
+        runner.execute(job, LocalRuntime(), runner.RunOptions(runs_dir=tmp_path / "runs"))
+    assert read_record(stopped.value.run_dir).status == "interrupted"
+    assert [p.name for p in (tmp_path / "runs" / "quick").iterdir() if p.name[0].isdigit()] == [
+        stopped.value.run_dir.name
+    ]
