@@ -32,6 +32,7 @@ def vary(
             "verify",
             str(JOBS / job),
             *("--vary", factors, "--runtime", "docker", "--runs-dir", str(tmp_path / "runs"), "--json", "-q"),
+            *("--attestation", str(tmp_path / "reprobox.attestation.json")),  # not into the source tree
         ]
     )
     data: dict[str, Any] = json.loads(capsys.readouterr().out)
