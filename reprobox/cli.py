@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,10 +77,15 @@ class TerminalProgress:
         self.stream = stream
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.frame = 0
+        # Side-by-side runs report from several threads: one lock and one write per line keep
+        # their notices whole lines (print writes the text and its newline apart).
+        self.lock = threading.Lock()
 
     def notice(self, text: str) -> None:
-        self._clear()
-        print(f"reprobox: {text}", file=self.stream, flush=True)
+        with self.lock:
+            self._clear()
+            self.stream.write(f"reprobox: {text}\n")
+            self.stream.flush()
 
     def build_output(self, line: str) -> None:
         text = line.rstrip()
@@ -88,10 +94,11 @@ class TerminalProgress:
         if text.startswith(self.HEADLINES):
             self.notice(text)
         elif self.tty:
-            self.frame += 1
-            status = f"{self.FRAMES[self.frame % len(self.FRAMES)]} {text}"[: self.WIDTH]
-            self.stream.write("\r" + status.ljust(self.WIDTH))
-            self.stream.flush()
+            with self.lock:
+                self.frame += 1
+                status = f"{self.FRAMES[self.frame % len(self.FRAMES)]} {text}"[: self.WIDTH]
+                self.stream.write("\r" + status.ljust(self.WIDTH))
+                self.stream.flush()
 
     def _clear(self) -> None:
         if self.tty and self.frame:

@@ -6,6 +6,7 @@ job recorded as preempted, and Ctrl-C on the controller leaves no job queued or 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -183,19 +184,19 @@ def test_a_preempted_job_is_recorded_failed_as_preempted(
     path, name = unique_job
     job = write_job(path, name, "[python, -c, \"import time; print('up', flush=True); time.sleep(300)\"]")
     runs = tmp_path / "runs"
-    controller = Controller(["run", str(job), "--runtime", "slurm", "--runs-dir", str(runs)])
-    controller.wait_for(" RUNNING", count=1)
-    cpus = subprocess.run(
-        ["sinfo", "-h", "-p", "urgent", "-o", "%c"], capture_output=True, text=True, check=True
-    )
-    whole_node = f"--cpus-per-task={cpus.stdout.split()[0]}"
-    urgent = subprocess.run(
-        ["sbatch", "--parsable", "-p", "urgent", whole_node, "-o", "/dev/null", "--wrap", "sleep 1"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert controller.finish(timeout=120) == 3, controller.text
+    with Controller(["run", str(job), "--runtime", "slurm", "--runs-dir", str(runs)]) as controller:
+        controller.wait_for(" RUNNING", count=1)
+        cpus = subprocess.run(
+            ["sinfo", "-h", "-p", "urgent", "-o", "%c"], capture_output=True, text=True, check=True
+        )
+        whole_node = f"--cpus-per-task={cpus.stdout.split()[0]}"
+        urgent = subprocess.run(
+            ["sbatch", "--parsable", "-p", "urgent", whole_node, "-o", "/dev/null", "--wrap", "sleep 1"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert controller.finish(timeout=120) == 3, controller.text
     (manifest,) = manifests(runs, name)
     assert manifest["status"] == "failed"
     slurm = manifest["runtime"]["slurm"]  # type: ignore[index]
@@ -217,12 +218,13 @@ def test_ctrl_c_on_the_controller_leaves_no_slurm_job(
     job = write_job(path, name, "[python, -c, \"import time; print('up', flush=True); time.sleep(300)\"]")
     runs = tmp_path / "runs"
     command, *options = arguments
-    controller = Controller([command, str(job), *options, "--runtime", "slurm", "--runs-dir", str(runs)])
     runs_expected = 2 if command == "verify" else 1
-    controller.wait_for(" RUNNING", count=runs_expected)
-    assert len(our_jobs(name)) == runs_expected
-    controller.process.send_signal(signal.SIGINT)
-    assert controller.finish(timeout=120) == 130, controller.text
+    arguments = [command, str(job), *options, "--runtime", "slurm", "--runs-dir", str(runs)]
+    with Controller(arguments) as controller:
+        controller.wait_for(" RUNNING", count=runs_expected)
+        assert len(our_jobs(name)) == runs_expected
+        controller.process.send_signal(signal.SIGINT)
+        assert controller.finish(timeout=120) == 130, controller.text
     assert our_jobs(name) == [], "Slurm still lists a job of the interrupted controller"
     for manifest in manifests(runs, name):
         assert manifest["status"] in ("interrupted", "cancelled")
@@ -244,6 +246,17 @@ class Controller:
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A failed assertion must not leave the controller (and its Slurm jobs) running: interrupt
+        it the way a user would, so it cancels what it submitted, and kill it if that does not end it."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.finish(timeout=60)
 
     def _read(self) -> None:
         assert self.process.stderr is not None

@@ -7,6 +7,7 @@ import importlib
 import io
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,26 @@ def test_the_terminal_reporter_shows_notices_and_build_steps_but_not_build_chatt
         "reprobox: Step 3/9 : RUN pip install",
     ]
     assert isinstance(cli.Output(as_json=False, quiet=True).reporter, progress.Silent)
+
+
+def test_notices_from_side_by_side_runs_stay_whole_lines() -> None:
+    class SlowStream(io.StringIO):
+        """Yields to other threads inside each write, as a pipe to a slow reader does."""
+
+        def write(self, text: str) -> int:
+            written = super().write(text)
+            time.sleep(0.001)
+            return written
+
+    stream = SlowStream()
+    reporter = cli.TerminalProgress(stream)
+    threads = [
+        threading.Thread(target=lambda n=n: [reporter.notice(f"run {n}: step {i}") for i in range(20)])
+        for n in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = {f"reprobox: run {n}: step {i}" for n in range(4) for i in range(20)}
+    assert sorted(stream.getvalue().splitlines()) == sorted(expected)
