@@ -130,6 +130,7 @@ def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
             settings.RUN_ID: run_id,
             settings.DETERMINISM: json.dumps(asdict(job.determinism), sort_keys=True),
             settings.CHECKPOINTS: json.dumps(list(job.checkpoints)),
+            settings.ENV_ORDER: json.dumps(list(job.env)),
         }
     )
     if job.trail is not None:

@@ -49,7 +49,8 @@ On success it writes reprobox.attestation.json next to the job file (<name>.repr
 for a job file <name>.yaml other than job.yaml): publish it with your code, and a reviewer runs
 `reprobox reproduce reprobox.attestation.json`.
 
-With --vary, the baseline runs twice, then once per factor with only that factor changed; the
+With --vary, the baseline (the job as `reprobox run` runs it) runs twice, then once per factor with
+only that factor changed; the
 matrix says per factor invariant, sensitive (files, tensors, max difference, first diverging step),
 unsupported on the runtime, or failed. When the baseline's two runs are bit-identical they are
 attested as above (whether or not a factor is sensitive), with the matrix in the attestation's

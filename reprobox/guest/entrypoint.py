@@ -83,13 +83,30 @@ def main(argv: list[str]) -> int:
 def job_environment(
     env: Mapping[str, str], seed: int, det: determinism.Determinism, boot_dir: Path
 ) -> dict[str, str]:
-    """The environment of the user's command: ours for determinism, the startup hook on PYTHONPATH."""
+    """The environment of the user's command: ours for determinism, the startup hook on PYTHONPATH,
+    in a canonical order (see `canonical_order`)."""
     child = dict(env)
     child.update(determinism.process_environment(seed, det))
     child[settings.HOOK_ACTIVE] = "1"
     existing = env.get("PYTHONPATH")
     child["PYTHONPATH"] = str(boot_dir) + (os.pathsep + existing if existing else "")
-    return child
+    return canonical_order(child)
+
+
+def canonical_order(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables sorted by name, then the job file's own in the job file's order.
+
+    Engines do not keep an environment's order (Podman's differs from one start to the next), and a
+    job that iterates os.environ (hashing it, saving it) must not see that: its order is fixed here,
+    and only the job file decides the order of its own variables (what `--vary env-order` reverses).
+    """
+    try:
+        own = [str(name) for name in json.loads(env.get(settings.ENV_ORDER) or "[]")]
+    except (ValueError, TypeError):
+        own = []
+    own = [name for name in dict.fromkeys(own) if name in env]
+    rest = sorted(name for name in env if name not in set(own))
+    return {name: env[name] for name in (*rest, *own)}
 
 
 def _make_boot_dir() -> Path:

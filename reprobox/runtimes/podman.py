@@ -31,7 +31,7 @@ from reprobox.errors import EnvironmentProblem
 from reprobox.image import plan_build
 from reprobox.jobfile import ImageSpec
 from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, RuntimeOptions
-from reprobox.runtimes.docker import DockerRuntime, container_settings, ensure_image, image_fingerprint
+from reprobox.runtimes.docker import DockerRuntime, ensure_image, image_fingerprint
 
 SYSTEM_SOCKET = Path("/run/podman/podman.sock")
 SETUP_HINT = "install it with: sudo scripts/setup.sh --podman"
@@ -119,11 +119,14 @@ class PodmanRuntime(DockerRuntime):
     def fingerprint(self) -> dict[str, Any]:
         return image_fingerprint(self.engine, self.image, extra={"ulimits": [dict(u) for u in self.ulimits]})
 
+    def job_ids(self) -> tuple[int, int]:
+        """Rootless, the caller is root in Podman's user namespace, so the image's non-root user runs
+        the job, as under a root controller."""
+        return (0, 0) if self.rootless else (self.host_uid, self.host_gid)
+
     def settings(self, plan: RunPlan) -> dict[str, Any]:
-        """The docker runtime's hardened create arguments plus the rlimits. Rootless, the caller is root in
-        Podman's user namespace, so the image's non-root user runs the job, as under a root controller."""
-        uid, gid = (0, 0) if self.rootless else (self.host_uid, self.host_gid)
-        created = container_settings(plan, self.image, host_uid=uid, host_gid=gid, entrypoint=self.entrypoint)
+        """The docker runtime's create arguments (variation included) plus the rlimits."""
+        created = super().settings(plan)
         created["ulimits"] = [dict(limit) for limit in self.ulimits]
         return created
 

@@ -53,7 +53,8 @@ def test_threads_alone_moves_a_thread_sensitive_job(
     assert data["baseline"]["reproducible"]
     assert (data["sensitive"], data["invariant"]) == (["threads"], ["hostname"])
     assert factor(data, "threads")["files"] == ["model.pt"] and factor(data, "threads")["tensors"]
-    assert data["sentence"].startswith("sensitive to threads: pin `determinism.threads: 1`")
+    used = factor(data, "threads")["baseline"].removeprefix("threads=")  # what torch picked in the container
+    assert data["sentence"].startswith(f"sensitive to threads: pin `determinism.threads: {used}`")
 
 
 @pytest.mark.usefixtures("offline_env")
@@ -62,7 +63,7 @@ def test_tz_alone_moves_a_time_zone_sensitive_job(capsys: pytest.CaptureFixture[
     assert code == 1, data
     assert (data["sensitive"], data["invariant"]) == (["tz"], ["hostname"])
     assert factor(data, "tz")["values_changed"] == ["snapshot"]
-    assert data["sentence"].startswith("sensitive to tz: pin `env: {TZ: UTC0}`")
+    assert data["sentence"].startswith("sensitive to tz: pin `env: {TZ: UTC}`")
 
 
 @pytest.mark.usefixtures("offline_env")

@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from vary_each_factor import assert_each_factor_changes_only_its_own_file, vary_all
 
 from reprobox import cli
 from reprobox.engine import Engine
 from reprobox.errors import EnvironmentProblem
+from reprobox.guest.variation import find_libfaketime
 from reprobox.image import MANAGED_LABEL
 from reprobox.jobfile import JobSpec
 from reprobox.records.manifest import read_record
@@ -127,3 +129,16 @@ def test_a_service_started_for_the_command_stops_with_it(podman_runs: None, tmp_
 class _Discard:
     def write(self, chunk: bytes) -> None:
         pass
+
+
+@pytest.mark.slow
+def test_each_factor_reaches_the_job_under_podman_alone(
+    offline_env: None, podman: Engine, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Podman's own ways (an environment in another order each start, create settings of its own)
+    must neither fake a difference nor drop a variation."""
+    if find_libfaketime() is None:
+        pytest.skip("varying the clock lends the container the host's libfaketime: apt-get install faketime")
+    code, data = vary_all(capsys, tmp_path, "podman")
+    assert code == 1, data["sentence"]
+    assert_each_factor_changes_only_its_own_file(data, "podman", set())

@@ -64,6 +64,14 @@ def test_every_factor_is_registered_with_a_documented_pair_of_values() -> None:
         assert row["doc"] and " vs " in row["values"] and row["needs"]
 
 
+def test_the_container_runtimes_apply_every_variation_the_unsupported_hint_sends_users_to() -> None:
+    from reprobox.runtimes.docker import DockerRuntime
+    from reprobox.runtimes.podman import PodmanRuntime
+
+    every = frozenset(vars(Variation()))
+    assert DockerRuntime.variations == every and PodmanRuntime.variations == every
+
+
 def test_runtime_assisted_factors_name_variation_fields() -> None:
     fields = set(vars(Variation()))
     for factor in FACTORS:
@@ -81,41 +89,58 @@ def test_parse_factors_keeps_registry_order_and_refuses_unknown_names() -> None:
         parse_factors(" , ")
 
 
-def test_threads_go_through_the_guest_determinism_settings(tmp_path: Path) -> None:
+def test_threads_vary_away_from_what_the_baseline_run_used(tmp_path: Path) -> None:
     m = machine(tmp_path, cpus=4)
-    base = json.loads(BY_NAME["threads"].baseline(m).env[settings.DETERMINISM])
-    varied = json.loads(BY_NAME["threads"].varied(m).env[settings.DETERMINISM])
-    assert (base["threads"], varied["threads"]) == (1, 4)
-    assert base["algorithms"] is True  # the rest of the job's determinism is kept
+    assert m.threads_used is None and BY_NAME["threads"].after_baseline
+    ran = m.after_baseline({"software": {"threads": {"torch_intra_op": 4}}})
+    varied = json.loads(BY_NAME["threads"].varied(ran).env[settings.DETERMINISM])
+    assert (BY_NAME["threads"].baseline(ran), varied["threads"]) == ("threads=4", 1)
+    assert varied["algorithms"] is True  # the rest of the job's determinism is kept
+    assert BY_NAME["threads"].pin(ran) == "pin `determinism.threads: 4` in the job file"
+    one = m.after_baseline({"software": {"threads": {"torch_intra_op": 1}}})  # one core's torch
+    assert json.loads(BY_NAME["threads"].varied(one).env[settings.DETERMINISM])["threads"] == 4
 
 
-def test_threads_vary_away_from_a_pinned_count_equal_to_the_cores(tmp_path: Path) -> None:
+def test_threads_vary_away_from_a_pinned_count(tmp_path: Path) -> None:
     from reprobox.guest.determinism import Determinism
 
     m = machine(tmp_path, cpus=2, determinism=Determinism(threads=2))
     varied = json.loads(BY_NAME["threads"].varied(m).env[settings.DETERMINISM])
     assert varied["threads"] == 1
     assert BY_NAME["threads"].pin(m) == "pin `determinism.threads: 2` in the job file"
-    single = machine(tmp_path, cpus=1)
+    single = machine(tmp_path, cpus=1, determinism=Determinism(threads=1))
     assert json.loads(BY_NAME["threads"].varied(single).env[settings.DETERMINISM])["threads"] == 2
 
 
-def test_environment_factors_keep_the_job_s_own_value_as_baseline(tmp_path: Path) -> None:
-    m = machine(tmp_path, env={"TZ": "Europe/Paris"})
-    assert BY_NAME["tz"].baseline(m).env == {"TZ": "Europe/Paris"}
-    assert BY_NAME["tz"].varied(m).env == {"TZ": VARIED_TZ}
+def test_every_baseline_is_the_plain_run_and_every_varied_value_differs_from_the_jobs_own(
+    tmp_path: Path,
+) -> None:
+    """The baseline's runs are attested: nothing reprobox sets for the comparison may reach them."""
+    m = machine(tmp_path, env={"TZ": "Europe/Paris", "REPROBOX_DATALOADER_WORKERS": "0"})
+    assert BY_NAME["tz"].baseline(m) == "TZ=Europe/Paris"
+    assert [c.env for c in BY_NAME["tz"].variants(m)] == [{"TZ": VARIED_TZ}]
+    assert BY_NAME["tz"].pin(m) == "pin `env: {TZ: Europe/Paris}` in the job file"
+    assert [c.env for c in BY_NAME["workers"].variants(m)] == [{"REPROBOX_DATALOADER_WORKERS": "2"}]
     plain = machine(tmp_path)
-    assert BY_NAME["tz"].baseline(plain).env == {"TZ": "UTC0"}
-    assert BY_NAME["cpu-isa"].baseline(plain).env == {}
+    assert BY_NAME["tz"].baseline(plain) == "the runtime's TZ"
+    assert BY_NAME["tz"].pin(plain) == "pin `env: {TZ: UTC}` in the job file"
     assert BY_NAME["cpu-isa"].varied(plain).env == {"ATEN_CPU_CAPABILITY": "default"}
-    assert BY_NAME["workers"].baseline(plain).env == {"REPROBOX_DATALOADER_WORKERS": "0"}
-    assert BY_NAME["workers"].varied(plain).env == {"REPROBOX_DATALOADER_WORKERS": "2"}
+    # the job's own worker count is unknown: 0 and 2 are both tried, one of them differs from it
+    assert [c.env for c in BY_NAME["workers"].variants(plain)] == [
+        {"REPROBOX_DATALOADER_WORKERS": "0"},
+        {"REPROBOX_DATALOADER_WORKERS": "2"},
+    ]
+    assert "set `env: {REPROBOX_DATALOADER_WORKERS: N}`" in BY_NAME["workers"].pin(plain)
 
 
-def test_locale_picks_one_the_machine_has(tmp_path: Path) -> None:
+def test_locale_picks_one_the_machine_has_that_differs_from_the_jobs(tmp_path: Path) -> None:
     assert varied_locale(machine(tmp_path, locales=("C", "de_DE.utf8"))) == "de_DE.UTF-8"
     assert varied_locale(machine(tmp_path, locales=("C", "C.utf8", "POSIX"))) == "C"
-    assert BY_NAME["locale"].baseline(machine(tmp_path)).env == {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    german_job = machine(tmp_path, locales=("C", "de_DE.utf8", "fr_FR.utf8"), env={"LC_ALL": "de_DE.UTF-8"})
+    assert varied_locale(german_job) == "fr_FR.UTF-8"
+    assert BY_NAME["locale"].baseline(german_job) == "LC_ALL=de_DE.UTF-8"
+    german_host = Machine(make_job(tmp_path), 2, ("C", "de_DE.utf8", "en_US.utf8"), host_locale="de_DE.UTF-8")
+    assert varied_locale(german_host) == "en_US.UTF-8"
 
 
 def test_apply_change_sets_guest_env_variation_and_job_settings(tmp_path: Path) -> None:
@@ -135,7 +160,9 @@ def test_apply_change_sets_guest_env_variation_and_job_settings(tmp_path: Path) 
 
 def test_unsupported_factors_are_named_with_the_runtime(tmp_path: Path) -> None:
     m = machine(tmp_path)
-    assert BY_NAME["hostname"].unsupported_reason(m, "slurm", frozenset()) == "unsupported on slurm"
+    assert BY_NAME["hostname"].unsupported_reason(m, "slurm", frozenset()) == (
+        "unsupported on slurm (vary it with --runtime docker or podman)"
+    )
     assert BY_NAME["hostname"].unsupported_reason(m, "local", frozenset({"hostname"})) is None
     assert BY_NAME["tz"].unsupported_reason(m, "slurm", frozenset()) is None
     assert "torchrun" in (BY_NAME["world-size"].unsupported_reason(m, "local", frozenset()) or "")

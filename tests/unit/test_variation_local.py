@@ -41,7 +41,9 @@ def test_a_thread_sensitive_job_is_blamed_on_threads_alone(
     threads = data["factors"][0]
     assert threads["files"] == ["model.pt"] and threads["tensors"]
     assert threads["max_abs"] > 0
-    assert data["sentence"].startswith("sensitive to threads: pin `determinism.threads: 1`")
+    used = threads["baseline"].removeprefix("threads=")  # unpinned: what torch picked in the baseline
+    assert threads["varied"] == ("threads=1" if used != "1" else "threads=2")
+    assert data["sentence"].startswith(f"sensitive to threads: pin `determinism.threads: {used}`")
 
 
 def test_a_time_zone_sensitive_job_is_blamed_on_tz_alone(
@@ -52,14 +54,14 @@ def test_a_time_zone_sensitive_job_is_blamed_on_tz_alone(
     assert (data["sensitive"], data["invariant"]) == (["tz"], ["threads"])
     tz = data["factors"][1]
     assert tz["files"] == ["metrics.json"] and tz["values_changed"] == ["snapshot"] and not tz["tensors"]
-    assert data["sentence"].startswith("sensitive to tz: pin `env: {TZ: UTC0}`")
+    assert data["sentence"].startswith("sensitive to tz: pin `env: {TZ: UTC}`")
     # the baseline is bit-identical: its runs are attested, the sensitive factor recorded as such
     attestation = attest.read_attestation(Path(data["attestation"]))
     assert attestation.verified_runs == 2
     assert attestation.factors_with_status("sensitive") == ["tz"]
     assert attestation.factors_with_status("invariant") == ["threads"]
     row = (attestation.variation or {})["factors"][1]
-    assert (row["baseline"], row["varied"]) == ("TZ=UTC0", "TZ=RBX-5:30")
+    assert (row["baseline"], row["varied"]) == ("the runtime's TZ", "TZ=RBX-5:30")
     assert row["files"] == ["metrics.json"]
 
 
@@ -131,7 +133,7 @@ def test_a_job_that_sorts_its_listing_is_invariant_to_file_order(
 def test_reproduce_names_the_differing_factor_the_author_found_sensitive(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from reprobox.reproduce import DIFFERENT_STACK, ReproduceOptions, reproduce
+    from reprobox.reproduce import BIT_IDENTICAL, DIFFERENT_STACK, ReproduceOptions, reproduce
 
     shutil.copytree(JOBS / "vary-threads", tmp_path / "code")
     capsys.readouterr()
@@ -139,7 +141,10 @@ def test_reproduce_names_the_differing_factor_the_author_found_sensitive(
     assert cli.main([*argv, "--runs-dir", str(tmp_path / "author"), "--json", "-q"]) == 1
     published = Path(json.loads(capsys.readouterr().out)["attestation"])
     assert published == tmp_path / "code" / ATTESTATION  # sensitive, yet the baseline is attested
-    result = reproduce(published, ReproduceOptions(runtime="local", runs_dir=tmp_path / "rev", threads=2))
+    # the baseline is the plain run: a reviewer's plain rerun on the author's stack matches it
+    same = reproduce(published, ReproduceOptions(runtime="local", runs_dir=tmp_path / "same"))
+    assert same.verdict == BIT_IDENTICAL, same.sentence
+    result = reproduce(published, ReproduceOptions(runtime="local", runs_dir=tmp_path / "rev", threads=1))
     assert result.verdict == DIFFERENT_STACK
     assert result.sentence.endswith("(the author found it sensitive to threads)")
     assert "the author verified the result invariant to tz (reprobox verify --vary)" in result.notes

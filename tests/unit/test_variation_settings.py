@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -143,3 +144,19 @@ def test_docker_lends_the_hosts_libfaketime_read_only(tmp_path: Path) -> None:
     )
     env = created["environment"]
     assert (env[settings.LIBFAKETIME], env[settings.CLOCK_OFFSET]) == (CONTAINER_LIBFAKETIME, "60.0")
+
+
+def test_the_job_sees_its_environment_in_one_order_whatever_order_the_engine_gave() -> None:
+    from reprobox.guest.entrypoint import canonical_order
+
+    own = json.dumps(["PROBE_C", "PROBE_A", "MISSING"])
+    given = {"PROBE_A": "1", "PATH": "/bin", "PROBE_C": "3", "HOME": "/h", settings.ENV_ORDER: own}
+    shuffled = dict(reversed(list(given.items())))
+    expected = ["HOME", "PATH", settings.ENV_ORDER, "PROBE_C", "PROBE_A"]
+    assert list(canonical_order(given)) == list(canonical_order(shuffled)) == expected
+    assert canonical_order(given) == given  # the same variables, only their order fixed
+    assert list(canonical_order({"B": "", "A": "", settings.ENV_ORDER: "not json"})) == [
+        "A",
+        "B",
+        settings.ENV_ORDER,
+    ]

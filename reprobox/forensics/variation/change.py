@@ -7,6 +7,7 @@ import os
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from reprobox.guest import settings
 from reprobox.jobfile import JobSpec
@@ -56,10 +57,19 @@ class Machine:
     job: JobSpec
     cpus: int
     locales: tuple[str, ...]
+    host_locale: str = ""  # LC_ALL or LANG here: what a local run inherits
+    threads_used: int | None = None  # torch's intra-op threads in the baseline run, once it ran
 
     @classmethod
     def probe(cls, job: JobSpec) -> Machine:
-        return cls(job=job, cpus=os.cpu_count() or 1, locales=installed_locales())
+        host_locale = os.environ.get("LC_ALL") or os.environ.get("LANG") or ""
+        return cls(job=job, cpus=os.cpu_count() or 1, locales=installed_locales(), host_locale=host_locale)
+
+    def after_baseline(self, fingerprint: Mapping[str, Any]) -> Machine:
+        """These facts with what the baseline run used (its fingerprint), for values chosen after it."""
+        threads = (fingerprint.get("software") or {}).get("threads") or {}
+        used = threads.get("torch_intra_op")
+        return replace(self, threads_used=used if isinstance(used, int) and used > 0 else None)
 
 
 def installed_locales() -> tuple[str, ...]:

@@ -1,9 +1,15 @@
 """The factors `verify --vary` can change, one at a time, each with a documented pair of values.
 
 A factor is what differs between an author's machine and a reviewer's (thread count, time zone, host
-name, ...). Each one says how a run gets its baseline value and its varied value, as a `Change`: extra
-guest environment (reaches the job on every runtime), `Variation` fields (need the runtime's help, see
+name, ...). The baseline of every factor is the job exactly as `reprobox run` runs it: the baseline's
+runs are what the attestation vouches for, so a reviewer's `reprobox reproduce` (a plain run) must be
+able to match them, and nothing reprobox sets for the comparison may leak into them. Each factor says
+its baseline value in words and how a run gets its varied value, as a `Change`: extra guest
+environment (reaches the job on every runtime), `Variation` fields (need the runtime's help, see
 `Runtime.variations`), or a change to the job's own settings (its environment's order, its world size).
+A varied value must differ from the baseline's: where it depends on what the baseline run used (its
+thread count), it is chosen after that run; where the job's own value is unknown (a worker count the
+job file does not set), two values are tried, at least one of which differs.
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ from reprobox.forensics.variation.change import Change, Machine
 from reprobox.guest import settings
 
 WORKERS_VARIABLE = "REPROBOX_DATALOADER_WORKERS"  # documented: jobs may read their DataLoader workers here
-BASELINE_TZ = "UTC0"  # POSIX TZ strings need no zoneinfo files, so they work in any image
-VARIED_TZ = "RBX-5:30"  # UTC+05:30: local times move by a non-whole number of hours
-BASELINE_LOCALE = "C.UTF-8"
+VARIED_TZ = "RBX-5:30"  # UTC+05:30 as a POSIX TZ (no zoneinfo files needed): local times move by 5.5 h
+IMAGE_TZ = "UTC"  # what the reprobox image sets (env/deterministic.env)
+IMAGE_LOCALE = "C.UTF-8"
 PREFERRED_LOCALES = ("de_DE.UTF-8", "fr_FR.UTF-8", "en_US.UTF-8", "en_GB.UTF-8")
 FALLBACK_LOCALE = "C"
-VARIED_WORKERS = "2"
+VARIED_WORKERS = ("0", "2")  # main-process loading vs two workers
 VARIED_HOSTNAME = "reprobox-varied-host"
 VARIED_UID = 4242
 VARIED_USER = "reviewer"
@@ -32,6 +38,7 @@ VARIED_UMASK = 0o077
 VARIED_FILE_ORDER = "reversed"
 VARIED_CLOCK_OFFSET = 90061.0  # one day, one hour, one minute and one second later
 ALL = "all"
+CONTAINER_HINT = "vary it with --runtime docker or podman"
 
 
 @dataclass(frozen=True)
@@ -42,34 +49,34 @@ class Factor:
     doc: str
     values: str  # the documented pair: "baseline vs varied"
     needs: tuple[str, ...]  # `Variation` fields the runtime must apply (none: the environment suffices)
-    baseline: Callable[[Machine], Change]
+    baseline: Callable[[Machine], str]  # the baseline's value (a plain run's), in words
     varied: Callable[[Machine], Change]
     pin: Callable[[Machine], str]  # what the job file can fix so the factor cannot matter
     applicable: Callable[[Machine], str | None] = lambda _m: None  # why it cannot apply to this job
+    also: Callable[[Machine], tuple[Change, ...]] = lambda _m: ()  # further varied values to try
+    after_baseline: bool = False  # its varied value depends on what the baseline run used
 
     def unsupported_reason(self, machine: Machine, runtime_name: str, applies: frozenset[str]) -> str | None:
         """Why this factor cannot be varied here, or None when it can."""
         missing = [name for name in self.needs if name not in applies]
-        if missing:
-            return f"unsupported on {runtime_name}"
+        if missing:  # the container runtimes apply every `Variation` field (a unit test holds them to it)
+            return f"unsupported on {runtime_name} ({CONTAINER_HINT})"
         return self.applicable(machine)
 
+    def variants(self, machine: Machine) -> tuple[Change, ...]:
+        """Every varied value this factor's row tries, the main one first."""
+        return (self.varied(machine), *self.also(machine))
 
-def _job_env(machine: Machine, name: str, default: str | None) -> dict[str, str]:
-    value = machine.job.env.get(name, default)
-    return {} if value is None else {name: value}
 
-
-def baseline_threads(machine: Machine) -> int:
-    return machine.job.determinism.threads or 1
+def threads_used(machine: Machine) -> int:
+    """The baseline's thread count: the job's pin, else what torch picked in the baseline run."""
+    return machine.job.determinism.threads or machine.threads_used or machine.cpus
 
 
 def varied_threads(machine: Machine) -> int:
-    """The machine's core count; where that is the baseline, another count (torch is not capped)."""
-    base = baseline_threads(machine)
-    if machine.cpus != base:
-        return machine.cpus
-    return 1 if base != 1 else 2
+    """1, or where the baseline already used 1, the machine's core count (at least 2: torch is not
+    capped by the cores, OpenMP is)."""
+    return 1 if threads_used(machine) != 1 else max(machine.cpus, 2)
 
 
 def _threads(count: int, machine: Machine) -> Change:
@@ -79,21 +86,39 @@ def _threads(count: int, machine: Machine) -> Change:
     return Change(env={settings.DETERMINISM: json.dumps(asdict(det), sort_keys=True)})
 
 
+def _job_locale(machine: Machine) -> str | None:
+    return machine.job.env.get("LC_ALL") or machine.job.env.get("LANG")
+
+
 def varied_locale(machine: Machine) -> str:
-    """A locale this machine has that formats differently from C.UTF-8; C where it has none."""
-    have = {name.lower().replace("utf-8", "utf8") for name in machine.locales}
+    """A locale this machine has that formats differently from the job's own; C where it has none."""
+    have = {_normal(name) for name in machine.locales}
+    own = {_normal(name) for name in (_job_locale(machine), machine.host_locale, IMAGE_LOCALE) if name}
     for name in PREFERRED_LOCALES:
-        if name.lower().replace("utf-8", "utf8") in have:
+        if _normal(name) in have and _normal(name) not in own:
             return name
     return FALLBACK_LOCALE
+
+
+def _normal(locale_name: str) -> str:
+    return locale_name.lower().replace("utf-8", "utf8")
 
 
 def _locale(value: str) -> Change:
     return Change(env={"LC_ALL": value, "LANG": value})
 
 
-def _baseline_locale(machine: Machine) -> Change:
-    return _locale(machine.job.env.get("LC_ALL") or machine.job.env.get("LANG") or BASELINE_LOCALE)
+def _workers(machine: Machine) -> Change:
+    own = machine.job.env.get(WORKERS_VARIABLE)
+    zero, two = VARIED_WORKERS
+    return Change(env={WORKERS_VARIABLE: two if own == zero else zero})
+
+
+def _more_workers(machine: Machine) -> tuple[Change, ...]:
+    """Where the job file does not set the count, the job's own default is unknown: try 2 as well."""
+    if WORKERS_VARIABLE in machine.job.env:
+        return ()
+    return (Change(env={WORKERS_VARIABLE: VARIED_WORKERS[1]}),)
 
 
 def _not_torchrun(machine: Machine) -> str | None:
@@ -106,8 +131,8 @@ def _field(name: str, value: object) -> Callable[[Machine], Change]:
     return lambda _m: Change(variation={name: value})
 
 
-def _nothing(_machine: Machine) -> Change:
-    return Change()
+def _job_or(name: str, otherwise: str) -> Callable[[Machine], str]:
+    return lambda m: f"{name}={m.job.env[name]}" if name in m.job.env else otherwise
 
 
 def _pin_env(name: str, value: Callable[[Machine], str]) -> Callable[[Machine], str]:
@@ -122,18 +147,20 @@ FACTORS: tuple[Factor, ...] = (
     Factor(
         "threads",
         "intra- and inter-op CPU threads (OMP/MKL/OpenBLAS and torch.set_num_threads)",
-        "the job's determinism.threads (else 1) vs this machine's core count",
+        "the job's count (determinism.threads, else torch's default where it runs) vs 1 "
+        "(the machine's core count, at least 2, when the job uses 1)",
         (),
-        lambda m: _threads(baseline_threads(m), m),
+        lambda m: f"threads={threads_used(m)}",
         lambda m: _threads(varied_threads(m), m),
-        lambda m: f"pin `determinism.threads: {baseline_threads(m)}` in the job file",
+        lambda m: f"pin `determinism.threads: {threads_used(m)}` in the job file",
+        after_baseline=True,
     ),
     Factor(
         "cpu-isa",
         "the CPU instruction set PyTorch dispatches to (ATEN_CPU_CAPABILITY)",
         "the job's ATEN_CPU_CAPABILITY (else the best this CPU has) vs `default` (no vector ISA)",
         (),
-        lambda m: Change(env=_job_env(m, "ATEN_CPU_CAPABILITY", None)),
+        _job_or("ATEN_CPU_CAPABILITY", "the best this CPU has"),
         lambda m: Change(
             env={
                 "ATEN_CPU_CAPABILITY": "default" if m.job.env.get("ATEN_CPU_CAPABILITY") != "default" else ""
@@ -144,41 +171,45 @@ FACTORS: tuple[Factor, ...] = (
     Factor(
         "workers",
         f"DataLoader worker count, for jobs that read it from ${WORKERS_VARIABLE}",
-        f"the job's {WORKERS_VARIABLE} (else 0) vs {VARIED_WORKERS}",
+        f"the job's {WORKERS_VARIABLE} vs 0 (2 when the job uses 0); where the job file does not set it, "
+        "vs both 0 and 2",
         (),
-        lambda m: Change(env=_job_env(m, WORKERS_VARIABLE, "0")),
-        lambda m: Change(
-            env={
-                WORKERS_VARIABLE: "1" if m.job.env.get(WORKERS_VARIABLE) == VARIED_WORKERS else VARIED_WORKERS
-            }
+        _job_or(WORKERS_VARIABLE, "the job's own count"),
+        _workers,
+        lambda m: (
+            f"pin `env: {{{WORKERS_VARIABLE}: {m.job.env[WORKERS_VARIABLE]}}}` in the job file"
+            if WORKERS_VARIABLE in m.job.env
+            else f"set `env: {{{WORKERS_VARIABLE}: N}}` in the job file to the count the job ran with"
         ),
-        _pin_env(WORKERS_VARIABLE, lambda m: m.job.env.get(WORKERS_VARIABLE, "0")),
+        also=_more_workers,
     ),
     Factor(
         "tz",
         "the time zone (TZ): local times in logs, names and saved configs",
-        f"the job's TZ (else {BASELINE_TZ}) vs {VARIED_TZ} (UTC+05:30)",
+        f"the job's TZ (else the runtime's: {IMAGE_TZ} in the image, the host's locally) vs {VARIED_TZ} "
+        "(UTC+05:30)",
         (),
-        lambda m: Change(env=_job_env(m, "TZ", BASELINE_TZ)),
+        _job_or("TZ", "the runtime's TZ"),
         lambda _m: Change(env={"TZ": VARIED_TZ}),
-        _pin_env("TZ", lambda m: m.job.env.get("TZ", BASELINE_TZ)),
+        _pin_env("TZ", lambda m: m.job.env.get("TZ", IMAGE_TZ)),
     ),
     Factor(
         "locale",
         "the locale (LC_ALL, LANG): number and date formatting, sort order",
-        f"the job's locale (else {BASELINE_LOCALE}) vs the first this machine has of "
-        f"{', '.join(PREFERRED_LOCALES)} (else {FALLBACK_LOCALE})",
+        f"the job's locale (else the runtime's: {IMAGE_LOCALE} in the image, the host's locally) vs the "
+        f"first this machine has of {', '.join(PREFERRED_LOCALES)} that differs from it (else "
+        f"{FALLBACK_LOCALE})",
         (),
-        _baseline_locale,
+        lambda m: f"LC_ALL={_job_locale(m)}" if _job_locale(m) else "the runtime's locale",
         lambda m: _locale(varied_locale(m)),
-        _pin_env("LC_ALL", lambda m: m.job.env.get("LC_ALL") or BASELINE_LOCALE),
+        _pin_env("LC_ALL", lambda m: _job_locale(m) or IMAGE_LOCALE),
     ),
     Factor(
         "env-order",
         "the order of the job's environment variables (os.environ iteration)",
         "the job file's order vs reversed",
         (),
-        _nothing,
+        _fixed("the job file's order"),
         lambda _m: Change(reverse_env=True),
         _fixed("do not depend on the order of os.environ (sort it)"),
     ),
@@ -187,7 +218,7 @@ FACTORS: tuple[Factor, ...] = (
         "the host name",
         f"the runtime's own vs {VARIED_HOSTNAME}",
         ("hostname",),
-        _nothing,
+        _fixed("the runtime's host name"),
         _field("hostname", VARIED_HOSTNAME),
         _fixed("keep the host name out of outputs and seeds"),
     ),
@@ -196,7 +227,7 @@ FACTORS: tuple[Factor, ...] = (
         "the user id and name",
         f"the runtime's own vs uid {VARIED_UID} ({VARIED_USER})",
         ("uid", "user_name"),
-        _nothing,
+        _fixed("the runtime's user"),
         lambda _m: Change(variation={"uid": VARIED_UID, "user_name": VARIED_USER}),
         _fixed("keep the user name and id out of outputs and seeds"),
     ),
@@ -205,7 +236,7 @@ FACTORS: tuple[Factor, ...] = (
         "the absolute paths of the code, outputs and data (the working directory)",
         f"the runtime's stable paths vs the same under {VARIED_PATH_ROOT}",
         ("path_root",),
-        _nothing,
+        _fixed("the runtime's stable paths"),
         _field("path_root", VARIED_PATH_ROOT),
         _fixed("save relative paths, not absolute ones"),
     ),
@@ -214,7 +245,7 @@ FACTORS: tuple[Factor, ...] = (
         "the home directory (HOME)",
         f"the runtime's HOME vs {VARIED_HOME}",
         ("home",),
-        _nothing,
+        _fixed("the runtime's HOME"),
         _field("home", VARIED_HOME),
         _fixed("keep HOME out of outputs (caches and configs under ~)"),
     ),
@@ -223,7 +254,7 @@ FACTORS: tuple[Factor, ...] = (
         "the file creation mask",
         f"the runtime's (usually 0022) vs {VARIED_UMASK:04o}",
         ("umask",),
-        _nothing,
+        _fixed("the runtime's umask"),
         _field("umask", VARIED_UMASK),
         _fixed("do not record file modes in outputs"),
     ),
@@ -233,7 +264,7 @@ FACTORS: tuple[Factor, ...] = (
         "os.scandir, os.walk, glob, pathlib; not a C extension's readdir)",
         f"the file system's order vs that order {VARIED_FILE_ORDER}",
         ("file_order",),
-        _nothing,
+        _fixed("the file system's order"),
         _field("file_order", VARIED_FILE_ORDER),
         _fixed("sort directory listings (sorted(os.listdir(...)), sorted(glob(...)))"),
     ),
@@ -242,7 +273,7 @@ FACTORS: tuple[Factor, ...] = (
         "the wall clock (time.time, datetime.now)",
         f"now vs {int(VARIED_CLOCK_OFFSET)} s later (1 day 1 h 1 min 1 s)",
         ("clock_offset",),
-        _nothing,
+        _fixed("the real clock"),
         _field("clock_offset", VARIED_CLOCK_OFFSET),
         _fixed("keep the clock out of outputs and seeds"),
     ),
@@ -251,7 +282,7 @@ FACTORS: tuple[Factor, ...] = (
         "torchrun's world size, compared after the job gathers its full state",
         "the job's nproc_per_node vs twice that",
         (),
-        _nothing,
+        lambda m: f"nproc_per_node={m.job.launcher.nproc_per_node}",
         lambda m: Change(nproc_per_node=2 * m.job.launcher.nproc_per_node),
         lambda m: f"run with `launcher.nproc_per_node: {m.job.launcher.nproc_per_node}`",
         _not_torchrun,

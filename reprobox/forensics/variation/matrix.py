@@ -14,6 +14,7 @@ UNSUPPORTED = "unsupported"
 FAILED_RUN = "failed"
 UNDECIDED = "undecided"  # the baseline differed from itself: nothing can be attributed to a factor
 NAMES_LIMIT = 10
+TOP_LEVEL = "(the top-level value)"
 
 
 @dataclass
@@ -84,7 +85,9 @@ def judge(
             return result
         result.status = SENSITIVE
         result.files = sorted({path for path, _name in moved})
-        result.values_changed = [name for _path, name in moved if name != WHOLE_FILE][:NAMES_LIMIT]
+        result.values_changed = [_value_name(name) for _path, name in moved if name != WHOLE_FILE][
+            :NAMES_LIMIT
+        ]
         result.note = (
             "bytes, not tensors: values a plain verify excuses as run-specific (times, paths, names) or "
             "container bytes changed, and the baseline kept them equal"
@@ -96,7 +99,7 @@ def judge(
     result.tensors = [str(d["name"]) for d in comparison.differences if d.get("name") != WHOLE_FILE][
         :NAMES_LIMIT
     ]
-    result.values_changed = [str(d["name"]) for d in comparison.value_differences][:NAMES_LIMIT]
+    result.values_changed = [_value_name(str(d["name"])) for d in comparison.value_differences][:NAMES_LIMIT]
     maxima = [float(d["max_abs"]) for d in comparison.differences if d.get("max_abs") is not None]
     result.max_abs = max(maxima) if maxima else None
     step = (comparison.first_divergence or {}).get("step")
@@ -104,6 +107,11 @@ def judge(
     if result.tensors == [] and (result.values_changed or differing):
         result.note = "bytes, not tensors: values or files changed, no tensor did"
     return result
+
+
+def _value_name(name: str) -> str:
+    """A saved value's key path; a file that holds one plain value has none."""
+    return name or TOP_LEVEL
 
 
 @dataclass

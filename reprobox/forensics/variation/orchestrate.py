@@ -1,8 +1,10 @@
 """`verify --vary`: a baseline run twice, then one run per factor with only that factor changed.
 
-The inputs (code snapshot, data digests) are made once and shared by every run. The baseline runs
-twice first: a job that differs from itself cannot have its differences blamed on any factor. Each
-varied run is compared with the first baseline run; when several factors were varied and none alone
+The baseline is the job as a plain `reprobox run` runs it. The inputs (code snapshot, data digests) are
+made once and shared by every run. The baseline runs twice: a job that differs from itself cannot have
+its differences blamed on any factor. Factors whose varied value depends on what the baseline used
+(threads) run once it has finished; the others run beside it. Each varied run is compared with the
+first baseline run; when several factors were varied and none alone
 changes the result, one run with all of them varied is tried, and if it differs the set is bisected
 to a smallest combination that does.
 """
@@ -14,6 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 
 from reprobox import progress
 from reprobox.compare import IDENTICAL, compare_runs
@@ -22,6 +25,7 @@ from reprobox.forensics.variation.bisect import smallest_combination
 from reprobox.forensics.variation.change import Change, Machine, apply_change
 from reprobox.forensics.variation.factors import Factor
 from reprobox.forensics.variation.matrix import (
+    INVARIANT,
     SENSITIVE,
     UNDECIDED,
     UNSUPPORTED,
@@ -95,34 +99,42 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
     for factor in options.factors:
         reason = factor.unsupported_reason(machine, runtime.name, applies)
         row = FactorResult(factor.name, UNSUPPORTED if reason else "", factor.values, reason=reason or "")
-        row.baseline = factor.baseline(machine).describe()
-        row.varied = factor.varied(machine).describe()
         row.applicable = factor.applicable(machine) is None
         rows[factor.name] = row
         if reason is None:
             tried.append(factor)
-    baseline = Change()
-    for factor in tried:
-        baseline = baseline.merged(factor.baseline(machine))
+    baseline = Change()  # every factor's baseline is the job as a plain run runs it
     runner = _Runner(job, runtime, run_options, prepare_inputs(job, run_options), quiet=options.parallel > 1)
 
-    def varied(factors: Sequence[Factor]) -> Change:
-        change = baseline
+    def variant_runs(factors: Sequence[Factor], known: Machine) -> list[tuple[str, Callable[[], RunRecord]]]:
+        runs: list[tuple[str, Callable[[], RunRecord]]] = []
         for factor in factors:
-            change = change.merged(factor.varied(machine))
-        return change
+            variants = factor.variants(known)
+            for index, change in enumerate(variants):
+                label = f"vary {factor.name}" + (
+                    f" ({index + 1}/{len(variants)})" if len(variants) > 1 else ""
+                )
+                runs.append((f"{factor.name}#{index}", partial(runner.cached, change, label)))
+        return runs
 
     jobs: list[tuple[str, Callable[[], RunRecord]]] = [
-        ("baseline 1/2", lambda: runner.run(baseline, "baseline 1/2")),
-        ("baseline 2/2", lambda: runner.run(baseline, "baseline 2/2")),
+        ("baseline 1/2", partial(runner.run, baseline, "baseline 1/2")),
+        ("baseline 2/2", partial(runner.run, baseline, "baseline 2/2")),
     ]
-    jobs += [
-        (f.name, (lambda f=f: runner.cached(varied([f]), f"vary {f.name}")))  # type: ignore[misc]
-        for f in tried
-    ]
-    records = _run_all(jobs, options.parallel, runner.stop)
+    records = _run_all(
+        jobs + variant_runs([f for f in tried if not f.after_baseline], machine),
+        options.parallel,
+        runner.stop,
+    )
     reference = records["baseline 1/2"]
     self_check = compare_runs([reference, records["baseline 2/2"]], tensor_details=options.tensor_details)
+    machine = machine.after_baseline(reference.fingerprint)
+    later = [f for f in tried if f.after_baseline]
+    if self_check.verdict == IDENTICAL and later:
+        records.update(_run_all(variant_runs(later, machine), options.parallel, runner.stop))
+    for factor in options.factors:
+        rows[factor.name].baseline = factor.baseline(machine)
+        rows[factor.name].varied = " | ".join(change.describe() for change in factor.variants(machine))
     result = VariationResult(
         baseline_runs=[str(reference.run_dir), str(records["baseline 2/2"].run_dir)],
         baseline=self_check,
@@ -133,14 +145,18 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
         for factor in tried:  # nothing can be attributed to a factor: the sentence says why
             rows[factor.name].status = UNDECIDED
         return result
+    noise = excused(self_check)
     for factor in tried:
-        row = rows[factor.name]
-        row.pin = factor.pin(machine)
-        row.run = str(records[factor.name].run_dir)
-        noise = excused(self_check)
-        judge(
-            row, compare_runs([reference, records[factor.name]], tensor_details=options.tensor_details), noise
-        )
+        rows[factor.name].pin = factor.pin(machine)
+        varied_records = [records[f"{factor.name}#{i}"] for i in range(len(factor.variants(machine)))]
+        _judge_variants(rows[factor.name], reference, varied_records, noise, options.tensor_details)
+
+    def varied(factors: Sequence[Factor]) -> Change:
+        change = baseline
+        for factor in factors:
+            change = change.merged(factor.varied(machine))
+        return change
+
     if options.bisect and len(tried) > 1 and not result.sensitive and not result.failed:
         _find_combination(
             result,
@@ -150,9 +166,24 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
             varied,
             machine=machine,
             tensor_details=options.tensor_details,
-            noise=excused(self_check),
+            noise=noise,
         )
     return result
+
+
+def _judge_variants(
+    row: FactorResult,
+    reference: RunRecord,
+    varied_records: Sequence[RunRecord],
+    noise: frozenset[tuple[str, str]],
+    tensor_details: bool,
+) -> None:
+    """The row from its varied runs: the first that failed or differs decides; invariant when none."""
+    for record in varied_records:
+        row.run = str(record.run_dir)
+        judge(row, compare_runs([reference, record], tensor_details=tensor_details), noise)
+        if row.status != INVARIANT:
+            return
 
 
 def _find_combination(

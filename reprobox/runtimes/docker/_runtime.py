@@ -89,10 +89,14 @@ class DockerRuntime:
     def fingerprint(self) -> dict[str, Any]:
         return image_fingerprint(self.engine, self.image)
 
+    def job_ids(self) -> tuple[int, int]:
+        """The uid and gid the container settings start from (the caller's)."""
+        return self.host_uid, self.host_gid
+
     def settings(self, plan: RunPlan) -> dict[str, Any]:
-        created = container_settings(
-            plan, self.image, host_uid=self.host_uid, host_gid=self.host_gid, entrypoint=self.entrypoint
-        )
+        """The container's create arguments: hardened, with the plan's variation applied."""
+        uid, gid = self.job_ids()
+        created = container_settings(plan, self.image, host_uid=uid, host_gid=gid, entrypoint=self.entrypoint)
         if self.hostname is not None and plan.variation.hostname is None:
             created["hostname"] = self.hostname
         if plan.variation.clock_offset is not None:

@@ -15,6 +15,8 @@ import platform
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 from reprobox.errors import EnvironmentProblem, UsageError
@@ -37,6 +39,7 @@ from reprobox.runtimes.stable_paths import (
     MODE_NAMESPACE,
     StableLayout,
     job_environment,
+    layout_for,
     varied_layout,
 )
 from reprobox.timestamps import utc_now
@@ -81,8 +84,11 @@ class LocalRuntime:
     def layout(self, plan: RunPlan) -> StableLayout:
         """The job's stable paths: under /tmp, or for a job spread over nodes (srun starts its tasks
         outside any namespace of ours) on the shared file system that holds its runs."""
-        base = plan.run_dir.parent / SHARED_STABLE_DIR if _spans_nodes(plan) else BASE_DIR
-        return varied_layout(plan.job, os.getuid(), base, plan.variation)
+        return varied_layout(plan.job, os.getuid(), self._base(plan), plan.variation)
+
+    @staticmethod
+    def _base(plan: RunPlan) -> Path:
+        return plan.run_dir.parent / SHARED_STABLE_DIR if _spans_nodes(plan) else BASE_DIR
 
     def environment(self, plan: RunPlan, layout: StableLayout | None = None) -> dict[str, str]:
         """The host environment plus the plan's settings, with every location at its stable path."""
@@ -123,6 +129,11 @@ class LocalRuntime:
         ensure_root(layout, os.getuid())
         mode = self.mode(layout, plan)
         _check_variation(plan, mode)
+        if mode == MODE_NAMESPACE and plan.variation.path_root and not plan.variation.home:
+            # Moving the paths must not move HOME with them (HOME is a factor of its own). In the
+            # private namespace the unmoved HOME is a mount of this run's own; fixed folders would
+            # share it with runs beside this one, so there it moves with the root.
+            layout = replace(layout, home=layout_for(plan.job, os.getuid(), self._base(plan)).home)
         outcome.runtime["paths"] = layout.to_json(mode)
         plan.variation.record(outcome.runtime)
         env = self.environment(plan, layout)
