@@ -36,6 +36,7 @@ class Comparison:
     ignored: list[dict[str, Any]] = field(default_factory=list)  # left out by the job's compare.ignore
     renamed: list[dict[str, Any]] = field(default_factory=list)  # same content under other file names
     format_only: list[str] = field(default_factory=list)  # same tensors and values, other file bytes
+    one_sided: list[dict[str, Any]] = field(default_factory=list)  # real: checkpoint, the run that wrote it
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -51,6 +52,7 @@ class Comparison:
             "ignored": self.ignored,
             "renamed_files": self.renamed,
             "format_only": self.format_only,
+            "one_sided_files": self.one_sided,
             "notes": self.notes,
         }
         if self.first_divergence is not None:

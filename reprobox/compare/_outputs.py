@@ -94,6 +94,7 @@ class _Pair:
                 )
                 continue
             out.verdict = DIFFERENT
+            out.one_sided.append({"checkpoint": path, "run": str(where)})
             out.notes.append(f"checkpoint {path} exists only in {where}")
         return pairs
 

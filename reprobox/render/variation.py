@@ -32,6 +32,10 @@ def _details(row: FactorResult) -> list[str]:
     found = []
     if row.files:
         found.append("files: " + ", ".join(row.files))
+    if row.only_baseline:
+        found.append("only the baseline wrote: " + ", ".join(row.only_baseline))
+    if row.only_varied:
+        found.append("only the varied run wrote: " + ", ".join(row.only_varied))
     if row.tensors:
         found.append("tensors: " + ", ".join(row.tensors))
     if row.values_changed:

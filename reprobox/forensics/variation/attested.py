@@ -67,6 +67,8 @@ def _row(row: FactorResult) -> dict[str, Any]:
         entry["files"] = row.files
         entry["tensors"] = row.tensors
         entry["values_changed"] = row.values_changed
+        entry["only_in_baseline"] = row.only_baseline
+        entry["only_in_varied"] = row.only_varied
         entry["max_abs"] = json_number(row.max_abs)
         entry["first_diverging_step"] = row.first_step
     return entry

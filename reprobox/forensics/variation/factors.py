@@ -279,12 +279,16 @@ FACTORS: tuple[Factor, ...] = (
     ),
     Factor(
         "world-size",
-        "torchrun's world size, compared after the job gathers its full state",
+        "torchrun's world size; compares the files the job writes (under DDP rank 0's state_dict is "
+        "the full state), naming per-rank files that only one world size writes",
         "the job's nproc_per_node vs twice that",
         (),
         lambda m: f"nproc_per_node={m.job.launcher.nproc_per_node}",
         lambda m: Change(nproc_per_node=2 * m.job.launcher.nproc_per_node),
-        lambda m: f"run with `launcher.nproc_per_node: {m.job.launcher.nproc_per_node}`",
+        lambda m: (
+            f"pin `launcher.nproc_per_node: {m.job.launcher.nproc_per_node}` in the job file "
+            f"(the author's world size was {m.job.launcher.world_size})"
+        ),
         _not_torchrun,
     ),
 )

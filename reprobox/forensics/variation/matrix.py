@@ -3,6 +3,7 @@ verdict sentence that leads it, naming the sensitive factors and what to pin."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class FactorResult:
     values_changed: list[str] = field(default_factory=list)
     max_abs: float | None = None
     first_step: int | None = None
+    only_baseline: list[str] = field(default_factory=list)  # files only the baseline wrote
+    only_varied: list[str] = field(default_factory=list)  # files only the varied run wrote (rank-3.pt)
     note: str = ""  # what kind of difference, where the comparison alone would excuse it
     applicable: bool = True  # False: the factor does not apply to this job (not the runtime's fault)
 
@@ -54,6 +57,8 @@ class FactorResult:
             "values_changed": self.values_changed,
             "max_abs": self.max_abs,
             "first_diverging_step": self.first_step,
+            "only_in_baseline": self.only_baseline,
+            "only_in_varied": self.only_varied,
             "note": self.note,
         }
 
@@ -85,9 +90,7 @@ def judge(
             return result
         result.status = SENSITIVE
         result.files = sorted({path for path, _name in moved})
-        result.values_changed = [_value_name(name) for _path, name in moved if name != WHOLE_FILE][
-            :NAMES_LIMIT
-        ]
+        result.values_changed = _names(_value_name(name) for _path, name in moved if name != WHOLE_FILE)
         result.note = (
             "bytes, not tensors: values a plain verify excuses as run-specific (times, paths, names) or "
             "container bytes changed, and the baseline kept them equal"
@@ -95,16 +98,19 @@ def judge(
         return result
     result.status = SENSITIVE
     differing = comparison.differences + comparison.value_differences
-    result.files = sorted({str(d["checkpoint"]) for d in differing if d.get("checkpoint")})
-    result.tensors = [str(d["name"]) for d in comparison.differences if d.get("name") != WHOLE_FILE][
-        :NAMES_LIMIT
-    ]
-    result.values_changed = [_value_name(str(d["name"])) for d in comparison.value_differences][:NAMES_LIMIT]
+    reference = comparison.runs[0] if comparison.runs else None
+    one_sided = [(str(d["checkpoint"]), d["run"] == reference) for d in comparison.one_sided]
+    result.only_baseline = sorted(path for path, in_baseline in one_sided if in_baseline)
+    result.only_varied = sorted(path for path, in_baseline in one_sided if not in_baseline)
+    changed = {str(d["checkpoint"]) for d in differing if d.get("checkpoint")}
+    result.files = sorted(changed | {path for path, _in_baseline in one_sided})
+    result.tensors = _names(d["name"] for d in comparison.differences if d.get("name") != WHOLE_FILE)
+    result.values_changed = _names(_value_name(str(d["name"])) for d in comparison.value_differences)
     maxima = [float(d["max_abs"]) for d in comparison.differences if d.get("max_abs") is not None]
     result.max_abs = max(maxima) if maxima else None
     step = (comparison.first_divergence or {}).get("step")
     result.first_step = int(step) if isinstance(step, int) else None
-    if result.tensors == [] and (result.values_changed or differing):
+    if result.tensors == [] and (result.values_changed or differing or comparison.one_sided):
         result.note = "bytes, not tensors: values or files changed, no tensor did"
     return result
 
@@ -112,6 +118,11 @@ def judge(
 def _value_name(name: str) -> str:
     """A saved value's key path; a file that holds one plain value has none."""
     return name or TOP_LEVEL
+
+
+def _names(names: Iterable[object]) -> list[str]:
+    """Each name once, in the order first seen (the same tensor or value can change in several files)."""
+    return list(dict.fromkeys(str(name) for name in names))[:NAMES_LIMIT]
 
 
 @dataclass
@@ -162,7 +173,7 @@ class VariationResult:
         invariant = [row.factor for row in self.status_of(INVARIANT)]
         if invariant:
             parts.append(f"invariant to {', '.join(invariant)}")
-        failed = [row.factor for row in self.status_of(FAILED_RUN)]
+        failed = [f"{row.factor} ({row.varied}; {row.reason})" for row in self.status_of(FAILED_RUN)]
         if failed:
             parts.append(f"the varied run failed for {', '.join(failed)}")
         unsupported = [f"{row.factor} ({row.reason})" for row in self.status_of(UNSUPPORTED)]
