@@ -1,13 +1,17 @@
-"""Shared test settings: integration tests run only with --integration (they need a Docker engine)."""
+"""Shared test settings (integration tests run only with --integration: they need a Docker engine) and
+the fixtures that run reprobox's commands on the example and test jobs."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
+
+JOBS = Path(__file__).parent / "jobs"
+ATTESTATION = "reprobox.attestation.json"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,6 +47,34 @@ def verify_example(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Verify
                 str(Path(__file__).parents[1] / "examples" / example / "job.yaml"),
                 *("--runs", "2", "--runtime", runtime, "--runs-dir", str(tmp_path / "runs")),
                 *("--attestation", str(tmp_path / "reprobox.attestation.json"), "--json", "-q"),
+            ]
+        )
+        data: dict[str, Any] = json.loads(capsys.readouterr().out)
+        return code, data
+
+    return run
+
+
+class VaryJob(Protocol):
+    def __call__(
+        self, job: str, factors: str, *extra: str, runtime: str = "local"
+    ) -> tuple[int, dict[str, Any]]: ...
+
+
+@pytest.fixture
+def vary_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> VaryJob:
+    """`reprobox verify tests/jobs/JOB --vary FACTORS --runtime RUNTIME --json [EXTRA...]`: (exit code,
+    JSON); the runs go to tmp_path/runs and the attestation to tmp_path, never into tests/jobs."""
+    from reprobox import cli
+
+    def run(job: str, factors: str, *extra: str, runtime: str = "local") -> tuple[int, dict[str, Any]]:
+        capsys.readouterr()
+        code = cli.main(
+            [
+                "verify",
+                str(JOBS / job),
+                *("--vary", factors, "--runtime", runtime, "--runs-dir", str(tmp_path / "runs")),
+                *("--attestation", str(tmp_path / ATTESTATION), "--json", "-q", *extra),
             ]
         )
         data: dict[str, Any] = json.loads(capsys.readouterr().out)

@@ -68,8 +68,16 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_run_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("job", type=Path, metavar="JOB", help="a job.yaml file, or a folder holding one")
+def add_run_flags(parser: argparse.ArgumentParser, *, job_help: str = "", job_optional: bool = False) -> None:
+    """The job and the flags of every command that runs it; `job_optional` leaves the check to the
+    command (verify's `--vary list` needs no job)."""
+    parser.add_argument(
+        "job",
+        type=Path,
+        metavar="JOB",
+        nargs="?" if job_optional else None,
+        help="a job.yaml file, or a folder holding one" + job_help,
+    )
     parser.add_argument(
         "--runtime",
         choices=runtimes.names(),

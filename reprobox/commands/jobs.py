@@ -17,7 +17,7 @@ from reprobox.commands.common import (
     load_job_with_flags,
     runtime_options,
 )
-from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
+from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
 from reprobox.records.manifest import read_record
 from reprobox.render import terminal
 
@@ -41,7 +41,8 @@ examples:
   reprobox verify job.yaml --json > verdict.json
   reprobox verify job.yaml --vary threads,tz   which of these factors changes the result
   reprobox verify job.yaml --vary all --parallel 2
-  reprobox verify --vary list job.yaml         every factor and its pair of values
+  reprobox verify job.yaml --vary all --html vary.html   the matrix as a table too
+  reprobox verify --vary list                  every factor and its pair of values (no job needed)
 
 Every run runs one snapshot of the code, taken before the first run (runs/<job>/.code/): the files
 git would commit, or the folder minus .reproboxignore; edits during the runs change nothing.
@@ -54,7 +55,9 @@ only that factor changed; the
 matrix says per factor invariant, sensitive (files, tensors, max difference, first diverging step),
 unsupported on the runtime, or failed. When the baseline's two runs are bit-identical they are
 attested as above (whether or not a factor is sensitive), with the matrix in the attestation's
-`variation` field; a baseline that differs from itself gets no attestation.
+`variation` field; a baseline that differs from itself gets no attestation. --html FILE and
+--markdown FILE write the matrix as a report (the verdict, one table row per factor with the
+sensitive ones marked, the baseline's runs); their paths are checked before any run.
 
 exit: 0 identical, 1 different, 3 a run failed (--vary: 0 every varied factor invariant, 1 one is
 sensitive or the baseline differs from itself, 3 a run failed)
@@ -87,7 +90,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         VERIFY_EPILOG,
         description="Run a job N times and check that every run's checkpoints are bit-identical.",
     )
-    add_run_flags(ver)
+    add_run_flags(ver, job_help=" (not needed with --vary list)", job_optional=True)
     ver.add_argument(
         "--runs",
         type=int,
@@ -118,6 +121,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="run up to K runs side by side (on a cluster runtime, on different nodes; default: 1)",
     )
     ver.add_argument("--vary", metavar="FACTOR[,FACTOR...]", help=vary.help_text())
+    ver.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="with --vary: write the matrix as a self-contained HTML page",
+    )
+    ver.add_argument(
+        "--markdown", type=Path, metavar="FILE", help="with --vary: write the matrix as Markdown"
+    )
     ver.set_defaults(handler=verify_command)
 
     cmp = add_command(
@@ -156,6 +168,12 @@ def run_command(args: argparse.Namespace, out: Output) -> int:
 def verify_command(args: argparse.Namespace, out: Output) -> int:
     if args.vary is not None:
         return vary.vary_command(args, out)
+    if args.html is not None or args.markdown is not None:
+        raise UsageError(
+            "--html and --markdown write the matrix of --vary; a plain verify writes no report",
+            hint="for its runs, run: reprobox report RUN_DIR... --html FILE",
+        )
+    vary.require_job(args)
     settings = verify.VerifyOptions(
         runs=args.runs,
         keep_going=args.keep_going,

@@ -46,7 +46,9 @@ thread count, world size and environment are replayed. One sentence says what ha
   same stack, different result: a real nondeterminism       exit 1
   different stack: bitwise equality not expected; ...       exit 1 (0 with --tolerance met)
   the code differs / the image differs                      exit 2 / exit 4
-A Markdown and an HTML report go to runs/reproductions/<job>-<time>/ (or --report-dir).
+A Markdown and an HTML report go to runs/reproductions/<job>-<time>/ (or --report-dir); when the
+author ran `verify --vary`, they show the author's matrix as a table, with whether each factor
+differs here.
 """
 
 PACK_EPILOG = """\

@@ -1,4 +1,4 @@
-"""The report document as one self-contained HTML page: styles inline, the plot as inline SVG."""
+"""A report document as one self-contained HTML page: styles inline, the plot as inline SVG."""
 
 from __future__ import annotations
 
@@ -31,17 +31,24 @@ figure svg,figure img{max-width:100%;height:auto}
 
 def html_document(data: ReportData, figure_svg: bytes | None, lead: Sequence[Block] = ()) -> str:
     """The document as a page that needs no other file: `figure_svg` is inlined, `lead` follows the title."""
+    doc = blocks(data, figure=figure_svg is not None, lead=lead)
+    return html_page(title(data), doc, verdict=data.comparison.verdict, figure_svg=figure_svg)
+
+
+def html_page(heading: str, doc: Sequence[Block], *, verdict: str, figure_svg: bytes | None = None) -> str:
+    """Any block document as one page; `verdict` (identical, different, failed) colours the verdict block.
+
+    Every text from a run, a record or an attestation is escaped here, whatever document it is in.
+    """
     e = html.escape
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>{e(title(data))}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{e(title(data))}</h1>",
+        f"<title>{e(heading)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{e(heading)}</h1>",
     ]
-    for block in blocks(data, figure=figure_svg is not None, lead=lead):
+    for block in doc:
         if block.kind == "verdict":
-            parts.append(
-                f"<div class='verdict {e(data.comparison.verdict)}' id='verdict'>{e(block.text)}</div>"
-            )
+            parts.append(f"<div class='verdict {e(verdict)}' id='verdict'>{e(block.text)}</div>")
         elif block.kind == "heading":
             parts.append(f"<h2>{e(block.text)}</h2>")
         elif block.kind == "para":
@@ -61,7 +68,7 @@ def html_document(data: ReportData, figure_svg: bytes | None, lead: Sequence[Blo
 
 def _html_table(block: Block) -> str:
     e = html.escape
-    ident = f" id='{block.ident}'" if block.ident else ""
+    ident = f" id='{e(block.ident)}'" if block.ident else ""
     out = [
         f"<table{ident}><thead><tr>"
         + "".join(f"<th>{e(h)}</th>" for h in block.headers)

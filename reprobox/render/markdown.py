@@ -1,4 +1,4 @@
-"""The report document as Markdown, for a repository or a paper's supplementary material."""
+"""A report document as Markdown, for a repository or a paper's supplementary material."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from reprobox.render.document import Block, ReportData, blocks, title
 
 def markdown(data: ReportData, figure_name: str | None, lead: Sequence[Block] = ()) -> str:
     """The document as Markdown; `figure_name` is the PNG beside it, `lead` the blocks after the title."""
-    lines = [f"# {title(data)}"]
-    for block in blocks(data, figure=figure_name is not None, lead=lead):
+    return markdown_page(title(data), blocks(data, figure=figure_name is not None, lead=lead), figure_name)
+
+
+def markdown_page(heading: str, doc: Sequence[Block], figure_name: str | None = None) -> str:
+    """Any block document as Markdown (table cells keep their pipes and line breaks escaped)."""
+    lines = [f"# {heading}"]
+    for block in doc:
         lines.append("")
         if block.kind == "verdict":
             lines.append(f"**Verdict: {block.text}.**")
@@ -22,7 +27,7 @@ def markdown(data: ReportData, figure_name: str | None, lead: Sequence[Block] = 
             lines.extend(f"- {item}" for item in block.items)
         elif block.kind == "table":
             lines.append(_md_table(block))
-        elif block.kind == "figure":
+        elif block.kind == "figure" and figure_name is not None:
             lines.append(f"![{block.text}]({figure_name})")
     return "\n".join(lines) + "\n"
 

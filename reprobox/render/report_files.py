@@ -1,15 +1,20 @@
-"""`reprobox report`'s files: the HTML page, the Markdown file and its PNG plot, each written atomically."""
+"""The report files: the HTML page, the Markdown file and its PNG plot, each written atomically, for
+`reprobox report`'s runs and for `verify --vary`'s matrix."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reprobox.records.files import write_bytes_atomic, write_text_atomic
 from reprobox.records.manifest import RunRecord
 from reprobox.render.document import ReportData, gather
-from reprobox.render.html import html_document
-from reprobox.render.markdown import markdown
+from reprobox.render.html import html_document, html_page
+from reprobox.render.markdown import markdown, markdown_page
+
+if TYPE_CHECKING:
+    from reprobox.forensics.variation import VariationResult
 
 
 def write_report(
@@ -32,3 +37,18 @@ def write_report(
             figure_name = png.name
         write_text_atomic(markdown_path, markdown(data, figure_name))
     return data
+
+
+def write_variation_report(
+    result: VariationResult, job_name: str, *, html_path: Path | None, markdown_path: Path | None
+) -> list[Path]:
+    """The variation matrix as the requested documents (no plot: a matrix has no per-step curve)."""
+    from reprobox.render import variation_document as matrix
+
+    doc = matrix.matrix_blocks(result)
+    heading = matrix.matrix_title(job_name)
+    if html_path is not None:
+        write_text_atomic(html_path, html_page(heading, doc, verdict=matrix.matrix_verdict(result)))
+    if markdown_path is not None:
+        write_text_atomic(markdown_path, markdown_page(heading, doc))
+    return [path for path in (html_path, markdown_path) if path is not None]

@@ -23,7 +23,7 @@ from reprobox.reproduce._model import (
     Context,
     ReproduceResult,
 )
-from reprobox.reproduce._replay import THREAD_VARIABLES
+from reprobox.reproduce._replay import THREAD_VARIABLES, without_replay_pins
 from reprobox.reproduce._report import report_dir_for
 from reprobox.reproduce._variation import variation_notes
 
@@ -103,12 +103,8 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
 def _without_replay_pins(
     ctx: Context, diffs: list[stackdiff.FieldDifference]
 ) -> list[stackdiff.FieldDifference]:
-    """Drop OMP/MKL/OpenBLAS variables that only differ because the replay set them to the author's
-    effective thread count (which torch's own counts, still compared, show to be the same)."""
-    if ctx.replay_pin is None:
-        return diffs
-    pinned = {f"software.threads.{name}" for name in THREAD_VARIABLES}
-    kept = [d for d in diffs if not (d.field in pinned and d.a is None and d.b == str(ctx.replay_pin))]
+    """The differences less the thread variables the replay pinned, with a note saying so."""
+    kept = without_replay_pins(diffs, ctx.replay_pin)
     if len(kept) < len(diffs):
         ctx.notes.append(
             f"{', '.join(THREAD_VARIABLES)} were set to {ctx.replay_pin} here to replay the author's "

@@ -7,7 +7,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
-from reprobox import attest
+from reprobox import attest, stackdiff
 from reprobox.errors import UsageError
 from reprobox.guest.determinism import Determinism
 from reprobox.jobfile import REDACTED, JobSpec, Trail, load_job
@@ -73,6 +73,18 @@ def replay_job(
         "trail_every": spec.trail.every if spec.trail else None,
     }
     return spec, extra_env, settings
+
+
+def without_replay_pins(
+    diffs: list[stackdiff.FieldDifference], pin: int | None
+) -> list[stackdiff.FieldDifference]:
+    """The differences less the OMP/MKL/OpenBLAS variables that only differ because the replay set them
+    to the author's effective thread count `pin` (which torch's own counts, still compared, show to be
+    the same)."""
+    if pin is None:
+        return diffs
+    pinned = {f"software.threads.{name}" for name in THREAD_VARIABLES}
+    return [d for d in diffs if not (d.field in pinned and d.a is None and d.b == str(pin))]
 
 
 def _replayed_env(current: dict[str, str], author: dict[str, Any], notes: list[str]) -> dict[str, str]:

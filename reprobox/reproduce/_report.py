@@ -1,5 +1,6 @@
 """The reproduction's report: report.md, report.html and result.json, the run report headed by the
-reproduction's own sentence and what was replayed, all written atomically."""
+reproduction's own sentence, what was replayed and (when the attestation carries one) the author's
+variation matrix, all written atomically."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from reprobox.records.manifest import RunRecord
 from reprobox.render import document
 from reprobox.render.html import html_document
 from reprobox.render.markdown import markdown
+from reprobox.render.variation_document import author_matrix_blocks
 from reprobox.reproduce._model import Context, ReproduceResult
+from reprobox.reproduce._replay import without_replay_pins
+from reprobox.reproduce._variation import factors_here
 
 RESULT_NAME = "result.json"
 
@@ -38,6 +42,10 @@ def write_reports(ctx: Context, records: Sequence[RunRecord], result: ReproduceR
     data.stack_differences = ctx.stack_differences or data.stack_differences
     data.stack_sentence = None  # the reproduction's own sentence heads the report
     lead = _summary_blocks(ctx, result)
+    variation = ctx.attestation.variation
+    if variation is not None:  # the author's matrix beside how this machine differs
+        differs = factors_here(without_replay_pins(data.stack_differences, ctx.replay_pin))
+        lead += author_matrix_blocks(variation, differs)
     markdown_path, html_path, json_path = (
         report_dir / "report.md",
         report_dir / "report.html",

@@ -38,6 +38,12 @@ def differing_factors(diffs: Sequence[stackdiff.FieldDifference]) -> list[str]:
     ]
 
 
+def factors_here(diffs: Sequence[stackdiff.FieldDifference]) -> dict[str, bool]:
+    """Per factor a fingerprint can tell, whether it differs here; the other factors are not known."""
+    differing = set(differing_factors(diffs))
+    return {factor: factor in differing for factor in FACTOR_FIELDS}
+
+
 def variation_notes(
     attestation: attest.Attestation, diffs: Sequence[stackdiff.FieldDifference]
 ) -> tuple[list[str], str]:

@@ -3,18 +3,14 @@ that matters (each verify of N factors is N + 2 container runs, so each test var
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reprobox import cli
 from reprobox.guest.variation import find_libfaketime
 
 pytestmark = pytest.mark.integration
-
-JOBS = Path(__file__).parents[1] / "jobs"
 
 
 @pytest.fixture
@@ -23,32 +19,14 @@ def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, wheelhouse: 
     monkeypatch.setenv("REPROBOX_WHEELHOUSE", str(wheelhouse))
 
 
-def vary(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, job: str, factors: str
-) -> tuple[int, dict[str, Any]]:
-    capsys.readouterr()
-    code = cli.main(
-        [
-            "verify",
-            str(JOBS / job),
-            *("--vary", factors, "--runtime", "docker", "--runs-dir", str(tmp_path / "runs"), "--json", "-q"),
-            *("--attestation", str(tmp_path / "reprobox.attestation.json")),  # not into the source tree
-        ]
-    )
-    data: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return code, data
-
-
 def factor(data: dict[str, Any], name: str) -> dict[str, Any]:
     found: dict[str, Any] = next(row for row in data["factors"] if row["factor"] == name)
     return found
 
 
 @pytest.mark.usefixtures("offline_env")
-def test_threads_alone_moves_a_thread_sensitive_job(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "vary-threads", "threads,hostname")
+def test_threads_alone_moves_a_thread_sensitive_job(vary_job) -> None:
+    code, data = vary_job("vary-threads", "threads,hostname", runtime="docker")
     assert code == 1, data
     assert data["baseline"]["reproducible"]
     assert (data["sensitive"], data["invariant"]) == (["threads"], ["hostname"])
@@ -58,8 +36,8 @@ def test_threads_alone_moves_a_thread_sensitive_job(
 
 
 @pytest.mark.usefixtures("offline_env")
-def test_tz_alone_moves_a_time_zone_sensitive_job(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, data = vary(capsys, tmp_path, "vary-tz", "tz,hostname")
+def test_tz_alone_moves_a_time_zone_sensitive_job(vary_job) -> None:
+    code, data = vary_job("vary-tz", "tz,hostname", runtime="docker")
     assert code == 1, data
     assert (data["sensitive"], data["invariant"]) == (["tz"], ["hostname"])
     assert factor(data, "tz")["values_changed"] == ["snapshot"]
@@ -67,10 +45,8 @@ def test_tz_alone_moves_a_time_zone_sensitive_job(capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.usefixtures("offline_env")
-def test_hostname_alone_moves_a_job_seeded_from_it(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "vary-hostname", "hostname,tz")
+def test_hostname_alone_moves_a_job_seeded_from_it(vary_job) -> None:
+    code, data = vary_job("vary-hostname", "hostname,tz", runtime="docker")
     assert code == 1, data
     assert (data["sensitive"], data["invariant"]) == (["hostname"], ["tz"])
     assert factor(data, "hostname")["files"] == ["model.pt"]
@@ -78,23 +54,19 @@ def test_hostname_alone_moves_a_job_seeded_from_it(
 
 
 @pytest.mark.usefixtures("offline_env")
-def test_file_order_alone_moves_a_job_that_lists_its_data_unsorted(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "vary-file-order", "file-order,tz")
+def test_file_order_alone_moves_a_job_that_lists_its_data_unsorted(vary_job) -> None:
+    code, data = vary_job("vary-file-order", "file-order,tz", runtime="docker")
     assert code == 1, data
     assert (data["sensitive"], data["invariant"]) == (["file-order"], ["tz"])
     assert factor(data, "file-order")["files"] == ["model.pt"]
 
 
 @pytest.mark.usefixtures("offline_env")
-def test_a_job_that_sorts_its_listing_and_ignores_the_clock_is_invariant(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_a_job_that_sorts_its_listing_and_ignores_the_clock_is_invariant(vary_job) -> None:
     if find_libfaketime() is None:
         pytest.skip(
             "varying the clock in a container lends it the host's libfaketime: apt-get install faketime"
         )
-    code, data = vary(capsys, tmp_path, "vary-file-order/sorted.yaml", "file-order,time")
+    code, data = vary_job("vary-file-order/sorted.yaml", "file-order,time", runtime="docker")
     assert code == 0, data
     assert data["invariant"] == ["file-order", "time"]

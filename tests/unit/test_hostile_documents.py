@@ -1,4 +1,5 @@
-"""YAML, JSON attestations and .npz checkpoints from someone else: bounded, refused by name, never a crash."""
+"""YAML, JSON attestations and .npz checkpoints from someone else: bounded, refused by name, never a crash;
+and what they say, shown in a report as text, never as markup."""
 
 from __future__ import annotations
 
@@ -17,11 +18,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reprobox import attest, codetree
+from reprobox.compare import Comparison
 from reprobox.errors import EXIT_BAD_INPUT, SpecError
+from reprobox.forensics.variation import SENSITIVE, FactorResult, VariationResult
 from reprobox.guest.hashing import hash_checkpoint
 from reprobox.guest.hashing._numpy_files import MAX_NPZ_RATIO, _npz_bomb
 from reprobox.records.attestation import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_TYPE
 from reprobox.records.files import MAX_JSON_DEPTH, JsonTooDeep, loads_bounded
+from reprobox.render.html import html_page
+from reprobox.render.markdown import markdown_page
+from reprobox.render.variation_document import (
+    AUTHOR_HEADERS,
+    MATRIX_HEADERS,
+    author_matrix_blocks,
+    matrix_blocks,
+    matrix_title,
+    matrix_verdict,
+)
 from reprobox.yamlsource import MAX_YAML_BYTES, load_yaml, parse_yaml
 
 DOCUMENT_ERRORS = (SpecError,)
@@ -253,6 +266,78 @@ def test_any_bytes_as_an_attestation_are_read_or_refused(tmp_path: Path, data: b
     path.write_bytes(data)
     with contextlib.suppress(DOCUMENT_ERRORS):
         attest.read_attestation(path)
+
+
+# -- report documents ---------------------------------------------------------------------------------
+
+HOSTILE = "<script>alert(1)</script> | </td><img src=x onerror=alert(1)>\n# not a heading"
+
+
+def _no_markup_from(page: str) -> None:
+    assert "<script" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def _columns_kept(markdown: str, headers: int) -> None:
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert rows and all(line.count(" | ") == headers - 1 for line in rows)
+
+
+def test_a_hostile_variation_matrix_in_an_attestation_is_shown_as_text(tmp_path: Path) -> None:
+    document = statement()
+    document["predicate"]["variation"] = {
+        "runtime": HOSTILE,
+        "factors": [
+            {
+                **dict.fromkeys(("factor", "values", "baseline", "varied", "pin"), HOSTILE),
+                "status": "sensitive",
+                "reason": {"x": HOSTILE},
+                "files": [HOSTILE, 5],
+                "tensors": HOSTILE,
+                "max_abs": "big",
+                "first_diverging_step": [1],
+            },
+            {
+                "factor": "tz",
+                "status": "invariant",
+                "values": "",
+                "baseline": "",
+                "varied": "",
+                "pin": [HOSTILE],
+            },
+        ],
+        "combination": [HOSTILE, 3],
+    }
+    variation = attest.read_attestation(write(tmp_path, document)).variation
+    assert variation is not None
+    doc = author_matrix_blocks(variation, {"threads": True})
+    page = html_page(HOSTILE, doc, verdict="different")
+    _no_markup_from(page)
+    assert page.count("<tr class='diff'>") == 1  # the sensitive row, whatever its name
+    markdown = markdown_page("matrix", doc)
+    _columns_kept(markdown, len(AUTHOR_HEADERS))
+    assert "\n# not a heading" not in markdown  # the attested text stays on its line
+
+
+def test_hostile_names_from_runs_are_shown_as_text_in_the_matrix_report() -> None:
+    row = FactorResult(
+        "tz",
+        SENSITIVE,
+        HOSTILE,
+        baseline=HOSTILE,
+        varied=HOSTILE,
+        pin=HOSTILE,
+        run=HOSTILE,
+        files=[HOSTILE],
+        tensors=[HOSTILE],
+        values_changed=[HOSTILE],
+        note=HOSTILE,
+    )
+    baseline = Comparison("identical", [HOSTILE, HOSTILE], sentence=HOSTILE)
+    result = VariationResult([HOSTILE, HOSTILE], baseline, [row], runtime=HOSTILE)
+    doc = matrix_blocks(result)
+    _no_markup_from(html_page(matrix_title(HOSTILE), doc, verdict=matrix_verdict(result)))
+    _columns_kept(markdown_page(matrix_title(HOSTILE), doc), len(MATRIX_HEADERS))
 
 
 # -- .npz amplification -------------------------------------------------------------------------------

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,26 +15,8 @@ JOBS = Path(__file__).parents[1] / "jobs"
 ATTESTATION = "reprobox.attestation.json"
 
 
-def vary(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, job: str, factors: str
-) -> tuple[int, dict[str, Any]]:
-    capsys.readouterr()
-    code = cli.main(
-        [
-            "verify",
-            str(JOBS / job),
-            *("--vary", factors, "--runtime", "local", "--runs-dir", str(tmp_path / "runs"), "--json", "-q"),
-            *("--attestation", str(tmp_path / ATTESTATION)),
-        ]
-    )
-    data: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return code, data
-
-
-def test_a_thread_sensitive_job_is_blamed_on_threads_alone(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "vary-threads", "threads,tz")
+def test_a_thread_sensitive_job_is_blamed_on_threads_alone(vary_job) -> None:
+    code, data = vary_job("vary-threads", "threads,tz")
     assert code == 1
     assert data["baseline"]["reproducible"]
     assert (data["sensitive"], data["invariant"]) == (["threads"], ["tz"])
@@ -46,10 +28,8 @@ def test_a_thread_sensitive_job_is_blamed_on_threads_alone(
     assert data["sentence"].startswith(f"sensitive to threads: pin `determinism.threads: {used}`")
 
 
-def test_a_time_zone_sensitive_job_is_blamed_on_tz_alone(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "vary-tz", "threads,tz")
+def test_a_time_zone_sensitive_job_is_blamed_on_tz_alone(vary_job) -> None:
+    code, data = vary_job("vary-tz", "threads,tz")
     assert code == 1
     assert (data["sensitive"], data["invariant"]) == (["tz"], ["threads"])
     tz = data["factors"][1]
@@ -65,10 +45,8 @@ def test_a_time_zone_sensitive_job_is_blamed_on_tz_alone(
     assert row["files"] == ["metrics.json"]
 
 
-def test_an_invariant_job_passes_and_says_what_was_not_varied(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "vary-invariant", "threads,tz,env-order,world-size")
+def test_an_invariant_job_passes_and_says_what_was_not_varied(tmp_path: Path, vary_job) -> None:
+    code, data = vary_job("vary-invariant", "threads,tz,env-order,world-size")
     assert code == 0
     assert data["invariant"] == ["threads", "tz", "env-order"]
     assert data["unsupported"] == ["world-size"]
@@ -112,20 +90,16 @@ def test_unknown_factor_is_refused_before_any_run(capsys: pytest.CaptureFixture[
     assert not (tmp_path / "r").exists()
 
 
-def test_a_job_that_lists_its_data_unsorted_is_blamed_on_file_order(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "vary-file-order", "file-order,tz")
+def test_a_job_that_lists_its_data_unsorted_is_blamed_on_file_order(vary_job) -> None:
+    code, data = vary_job("vary-file-order", "file-order,tz")
     assert code == 1
     assert (data["sensitive"], data["invariant"]) == (["file-order"], ["tz"])
     assert data["factors"][1]["files"] == ["model.pt"] and data["factors"][1]["tensors"]
     assert data["sentence"].startswith("sensitive to file-order: sort directory listings")
 
 
-def test_a_job_that_sorts_its_listing_is_invariant_to_file_order(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "vary-file-order/sorted.yaml", "file-order")
+def test_a_job_that_sorts_its_listing_is_invariant_to_file_order(vary_job) -> None:
+    code, data = vary_job("vary-file-order/sorted.yaml", "file-order")
     assert code == 0
     assert data["invariant"] == ["file-order"]
 
@@ -151,3 +125,15 @@ def test_reproduce_names_the_differing_factor_the_author_found_sensitive(
     assert any(
         n.startswith("threads differs here, and the author found the result sensitive") for n in result.notes
     )
+    # the report shows the author's matrix as a table, beside whether each factor differs here
+    markdown = next(p for p in result.reports if p.suffix == ".md").read_text()
+    assert "## The author's variation matrix" in markdown
+    assert re.search(
+        r"\| \*\*threads\*\* \| sensitive \| threads=1 \| threads=\d+ \| yes \| files: model\.pt", markdown
+    )
+    assert (
+        "| tz | invariant | TZ=UTC0 | TZ=RBX-5:30 | not known (not in the fingerprint) | - | - |" in markdown
+    )
+    html = next(p for p in result.reports if p.suffix == ".html").read_text()
+    assert "<tr class='diff'><td>threads</td><td>sensitive</td>" in html
+    assert "<tr><td>tz</td><td>invariant</td>" in html
