@@ -3,40 +3,11 @@ factor changes exactly its own file, and a factor the runtime cannot apply says 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from reprobox import cli
-
-JOB = Path(__file__).parent / "jobs" / "vary-each-factor"
+JOB = "vary-each-factor"  # under tests/jobs
 
 NOT_TORCHRUN = "not applicable (the job does not use torchrun)"
-
-
-def vary_all(capsys: pytest.CaptureFixture[str], tmp_path: Path, runtime: str) -> tuple[int, dict[str, Any]]:
-    """`reprobox verify JOB --vary all --json` on `runtime`: its exit code and its matrix."""
-    capsys.readouterr()
-    runs = str(tmp_path / "runs")
-    code = cli.main(
-        [
-            "verify",
-            str(JOB),
-            "--vary",
-            "all",
-            "--runtime",
-            runtime,
-            "--runs-dir",
-            runs,
-            "--no-attestation",
-            "--json",
-            "-q",
-        ]
-    )
-    data: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return code, data
 
 
 def assert_each_factor_changes_only_its_own_file(

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vary_each_factor import assert_each_factor_changes_only_its_own_file, vary_all
+from vary_each_factor import JOB, assert_each_factor_changes_only_its_own_file
 
 from reprobox import cli
 from reprobox.engine import Engine
@@ -132,13 +132,11 @@ class _Discard:
 
 
 @pytest.mark.slow
-def test_each_factor_reaches_the_job_under_podman_alone(
-    offline_env: None, podman: Engine, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_each_factor_reaches_the_job_under_podman_alone(offline_env: None, podman: Engine, vary_job) -> None:
     """Podman's own ways (an environment in another order each start, create settings of its own)
     must neither fake a difference nor drop a variation."""
     if find_libfaketime() is None:
         pytest.skip("varying the clock lends the container the host's libfaketime: apt-get install faketime")
-    code, data = vary_all(capsys, tmp_path, "podman")
+    code, data = vary_job(JOB, "all", "--no-attestation", runtime="podman")
     assert code == 1, data["sentence"]
     assert_each_factor_changes_only_its_own_file(data, "podman", set())
