@@ -138,3 +138,12 @@ def test_reproduce_names_the_differing_factor_the_author_found_sensitive(
     html = next(p for p in result.reports if p.suffix == ".html").read_text()
     assert "<tr class='diff'><td>threads</td><td>sensitive</td>" in html
     assert "<tr><td>tz</td><td>invariant</td>" in html
+
+
+def test_a_job_seeded_from_its_host_name_is_blamed_on_hostname_alone(vary_job) -> None:
+    code, data = vary_job("vary-hostname", "hostname,tz,time", "--no-attestation")
+    assert code == 1, data["sentence"]
+    assert (data["sensitive"], data["invariant"]) == (["hostname"], ["tz", "time"])
+    hostname = next(row for row in data["factors"] if row["factor"] == "hostname")
+    assert hostname["files"] == ["model.pt"] and sorted(hostname["tensors"]) == ["bias", "weight"]
+    assert data["sentence"].startswith("sensitive to hostname: keep the host name out of outputs and seeds")
