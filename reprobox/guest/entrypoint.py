@@ -51,6 +51,7 @@ def main(argv: list[str]) -> int:
         try:
             variation.apply(env, child_env)
             variation.check_clock(env, child_env)
+            child_env = canonical_order(child_env)  # what the variation added takes its place too
         except variation.VariationRefused as exc:
             sys.stderr.write(f"reprobox: {exc}\n")
             return 2
@@ -83,14 +84,13 @@ def main(argv: list[str]) -> int:
 def job_environment(
     env: Mapping[str, str], seed: int, det: determinism.Determinism, boot_dir: Path
 ) -> dict[str, str]:
-    """The environment of the user's command: ours for determinism, the startup hook on PYTHONPATH,
-    in a canonical order (see `canonical_order`)."""
+    """The environment of the user's command: ours for determinism, the startup hook on PYTHONPATH."""
     child = dict(env)
     child.update(determinism.process_environment(seed, det))
     child[settings.HOOK_ACTIVE] = "1"
     existing = env.get("PYTHONPATH")
     child["PYTHONPATH"] = str(boot_dir) + (os.pathsep + existing if existing else "")
-    return canonical_order(child)
+    return child
 
 
 def canonical_order(env: Mapping[str, str]) -> dict[str, str]:

@@ -57,6 +57,7 @@ def referenced_variables(text: str) -> list[str]:
 
 # Set by the runtime for one run of `verify --vary`; applied by the entrypoint to the user's command only.
 UMASK = "REPROBOX_UMASK"  # octal, e.g. "077"
+LOCALES = "REPROBOX_LOCALES"  # ":"-separated: the job gets the first installed here other than its own
 CLOCK_OFFSET = "REPROBOX_CLOCK_OFFSET"  # seconds added to the job's wall clock (through libfaketime)
 LIBFAKETIME = "REPROBOX_LIBFAKETIME"  # where libfaketime is, when not in a standard place
 FILE_ORDER = "REPROBOX_FILE_ORDER"  # "reversed": the job's listings of its code and data folders reversed

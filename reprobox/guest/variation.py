@@ -1,13 +1,16 @@
-"""The parts of a `verify --vary` run that the guest applies to the user's command: umask and clock
-(and it checks the file order, which the startup hook applies: see file_order).
+"""The parts of a `verify --vary` run that the guest applies to the user's command: umask, clock and
+locale (and it checks the file order, which the startup hook applies: see file_order).
 
-The runtime asks for them through environment variables (settings.UMASK, settings.CLOCK_OFFSET); the
-guest applies them to the command alone, so its own records (times, hashes) are not varied with it.
+The runtime asks for them through environment variables (settings.UMASK, settings.CLOCK_OFFSET,
+settings.LOCALES); the guest applies them to the command alone, so its own records (times, hashes) are
+not varied with it. The locale is chosen here, where the job runs, because which locales exist is a
+fact of the image or machine the job runs on, not of the controller's.
 """
 
 from __future__ import annotations
 
 import glob
+import locale
 import os
 import subprocess
 import sys
@@ -58,9 +61,36 @@ def faketime_offset(seconds: float) -> str:
     return f"{int(seconds):+d}" if float(seconds).is_integer() else f"{seconds:+}"
 
 
+def choose_locale(candidates: str, env: Mapping[str, str]) -> str:
+    """The first of the ":"-separated `candidates` installed here that is not the job's own locale."""
+    own = {_normal(env.get(name) or "") for name in ("LC_ALL", "LANG")}
+    for name in candidates.split(":"):
+        if name and _normal(name) not in own and _installed(name):
+            return name
+    raise VariationRefused(f"none of the locales {candidates} other than the job's own is installed here")
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("utf-8", "utf8")
+
+
+def _installed(name: str) -> bool:
+    saved = locale.setlocale(locale.LC_ALL)
+    try:
+        locale.setlocale(locale.LC_ALL, name)
+    except locale.Error:
+        return False
+    finally:
+        locale.setlocale(locale.LC_ALL, saved)
+    return True
+
+
 def apply(env: Mapping[str, str], child: MutableMapping[str, str]) -> None:
-    """Apply the requested umask to this process (inherited by the command) and the clock offset to the
-    command's environment; VariationRefused when one cannot be applied."""
+    """Apply the requested umask to this process (inherited by the command), and the clock offset and
+    locale to the command's environment; VariationRefused when one cannot be applied."""
+    candidates = env.get(settings.LOCALES)
+    if candidates:
+        child["LC_ALL"] = child["LANG"] = choose_locale(candidates, env)
     order = env.get(settings.FILE_ORDER)
     if order and order != "reversed":  # applied by the startup hook, in every Python process of the job
         raise VariationRefused(f"{settings.FILE_ORDER}={order!r} is not one this guest knows: reversed")

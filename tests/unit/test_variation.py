@@ -23,7 +23,7 @@ from reprobox.forensics.variation import (
 )
 from reprobox.forensics.variation.bisect import smallest_combination
 from reprobox.forensics.variation.change import Change, Machine, apply_change
-from reprobox.forensics.variation.factors import BY_NAME, VARIED_TZ, varied_locale
+from reprobox.forensics.variation.factors import BY_NAME, LOCALE_CANDIDATES, VARIED_TZ
 from reprobox.forensics.variation.matrix import judge
 from reprobox.guest import settings
 from reprobox.jobfile import JobSpec
@@ -36,10 +36,8 @@ def make_job(tmp_path: Path, **overrides: object) -> JobSpec:
     return job.with_overrides(**overrides)
 
 
-def machine(
-    tmp_path: Path, cpus: int = 4, locales: tuple[str, ...] = ("C", "C.utf8"), **job: object
-) -> Machine:
-    return Machine(job=make_job(tmp_path, **job), cpus=cpus, locales=locales)
+def machine(tmp_path: Path, cpus: int = 4, **job: object) -> Machine:
+    return Machine(job=make_job(tmp_path, **job), cpus=cpus)
 
 
 def test_every_factor_is_registered_with_a_documented_pair_of_values() -> None:
@@ -133,14 +131,35 @@ def test_every_baseline_is_the_plain_run_and_every_varied_value_differs_from_the
     assert "set `env: {REPROBOX_DATALOADER_WORKERS: N}`" in BY_NAME["workers"].pin(plain)
 
 
-def test_locale_picks_one_the_machine_has_that_differs_from_the_jobs(tmp_path: Path) -> None:
-    assert varied_locale(machine(tmp_path, locales=("C", "de_DE.utf8"))) == "de_DE.UTF-8"
-    assert varied_locale(machine(tmp_path, locales=("C", "C.utf8", "POSIX"))) == "C"
-    german_job = machine(tmp_path, locales=("C", "de_DE.utf8", "fr_FR.utf8"), env={"LC_ALL": "de_DE.UTF-8"})
-    assert varied_locale(german_job) == "fr_FR.UTF-8"
+def test_the_guest_picks_a_locale_installed_where_the_job_runs_that_differs_from_the_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reprobox.guest import variation as guest
+
+    installed = {"C", "C.UTF-8", "fr_FR.UTF-8"}
+    monkeypatch.setattr(guest, "_installed", lambda name: name in installed)
+    change = BY_NAME["locale"].varied(machine(tmp_path))
+    candidates = change.env[settings.LOCALES]
+    assert candidates.split(":") == list(LOCALE_CANDIDATES)
+    assert change.describe().startswith("LC_ALL=the first installed of de_DE.UTF-8, fr_FR.UTF-8")
+    assert guest.choose_locale(candidates, {"LC_ALL": "C.UTF-8"}) == "fr_FR.UTF-8"
+    assert guest.choose_locale(candidates, {"LANG": "fr_FR.utf8"}) == "C.UTF-8"
+    installed.discard("fr_FR.UTF-8")
+    assert guest.choose_locale(candidates, {"LC_ALL": "C.UTF-8"}) == "C"
+    child: dict[str, str] = {"LC_ALL": "C.UTF-8"}
+    guest.apply({settings.LOCALES: candidates, "LC_ALL": "C.UTF-8"}, child)
+    assert child == {"LC_ALL": "C", "LANG": "C"}
+    with pytest.raises(guest.VariationRefused, match="none of the locales"):
+        guest.choose_locale("de_DE.UTF-8:C", {"LC_ALL": "C"})
+    german_job = machine(tmp_path, env={"LC_ALL": "de_DE.UTF-8"})
     assert BY_NAME["locale"].baseline(german_job) == "LC_ALL=de_DE.UTF-8"
-    german_host = Machine(make_job(tmp_path), 2, ("C", "de_DE.utf8", "en_US.utf8"), host_locale="de_DE.UTF-8")
-    assert varied_locale(german_host) == "en_US.UTF-8"
+    assert BY_NAME["locale"].pin(german_job) == "pin `env: {LC_ALL: de_DE.UTF-8}` in the job file"
+
+
+def test_a_real_locale_check_needs_no_stub() -> None:
+    from reprobox.guest import variation as guest
+
+    assert guest._installed("C") and not guest._installed("xx_NOWHERE.UTF-8")
 
 
 def test_apply_change_sets_guest_env_variation_and_job_settings(tmp_path: Path) -> None:

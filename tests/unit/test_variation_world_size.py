@@ -26,7 +26,7 @@ JOBS = Path(__file__).parents[1] / "jobs" / "vary-world-size"
 def torchrun_machine(tmp_path: Path, nproc: int, nnodes: int = 1) -> Machine:
     job = JobSpec(job_file=tmp_path / "job.yaml", name="j", command=("python", "t.py"), code=tmp_path)
     launcher = Launcher(type="torchrun", nproc_per_node=nproc, nnodes=nnodes)
-    return Machine(job=job.with_overrides(launcher=launcher), cpus=2, locales=())
+    return Machine(job=job.with_overrides(launcher=launcher), cpus=2)
 
 
 def test_world_size_doubles_the_processes_and_its_pin_names_the_authors_value(tmp_path: Path) -> None:

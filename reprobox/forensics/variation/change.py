@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,7 +33,11 @@ class Change:
 
     def describe(self) -> str:
         """The change in a few words, for the matrix ("TZ=UTC0", "hostname=x")."""
-        parts = [f"{k}={v}" for k, v in sorted(self.env.items()) if k != settings.DETERMINISM]
+        ours = (settings.DETERMINISM, settings.LOCALES)
+        parts = [f"{k}={v}" for k, v in sorted(self.env.items()) if k not in ours]
+        if settings.LOCALES in self.env:
+            names = ", ".join(self.env[settings.LOCALES].split(":"))
+            parts.insert(0, f"LC_ALL=the first installed of {names} (not the job's own)")
         if settings.DETERMINISM in self.env:
             threads = json.loads(self.env[settings.DETERMINISM]).get("threads")
             parts.insert(0, f"threads={threads}")
@@ -56,29 +59,17 @@ class Machine:
 
     job: JobSpec
     cpus: int
-    locales: tuple[str, ...]
-    host_locale: str = ""  # LC_ALL or LANG here: what a local run inherits
     threads_used: int | None = None  # torch's intra-op threads in the baseline run, once it ran
 
     @classmethod
     def probe(cls, job: JobSpec) -> Machine:
-        host_locale = os.environ.get("LC_ALL") or os.environ.get("LANG") or ""
-        return cls(job=job, cpus=os.cpu_count() or 1, locales=installed_locales(), host_locale=host_locale)
+        return cls(job=job, cpus=os.cpu_count() or 1)
 
     def after_baseline(self, fingerprint: Mapping[str, Any]) -> Machine:
         """These facts with what the baseline run used (its fingerprint), for values chosen after it."""
         threads = (fingerprint.get("software") or {}).get("threads") or {}
         used = threads.get("torch_intra_op")
         return replace(self, threads_used=used if isinstance(used, int) and used > 0 else None)
-
-
-def installed_locales() -> tuple[str, ...]:
-    """`locale -a`, empty where it cannot run."""
-    try:
-        out = subprocess.run(["locale", "-a"], capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip())
 
 
 def apply_change(job: JobSpec, options: RunOptions, change: Change) -> tuple[JobSpec, RunOptions]:

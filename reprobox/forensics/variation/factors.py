@@ -26,8 +26,9 @@ WORKERS_VARIABLE = "REPROBOX_DATALOADER_WORKERS"  # documented: jobs may read th
 VARIED_TZ = "RBX-5:30"  # UTC+05:30 as a POSIX TZ (no zoneinfo files needed): local times move by 5.5 h
 IMAGE_TZ = "UTC"  # what the reprobox image sets (env/deterministic.env)
 IMAGE_LOCALE = "C.UTF-8"
-PREFERRED_LOCALES = ("de_DE.UTF-8", "fr_FR.UTF-8", "en_US.UTF-8", "en_GB.UTF-8")
-FALLBACK_LOCALE = "C"
+# Tried in this order where the job runs; the first installed there that is not the job's own wins.
+# C and C.UTF-8 exist everywhere, so one always differs from the job's.
+LOCALE_CANDIDATES = ("de_DE.UTF-8", "fr_FR.UTF-8", "en_US.UTF-8", "en_GB.UTF-8", "C.UTF-8", "C")
 VARIED_WORKERS = ("0", "2")  # main-process loading vs two workers
 VARIED_HOSTNAME = "reprobox-varied-host"
 VARIED_UID = 4242
@@ -90,22 +91,9 @@ def _job_locale(machine: Machine) -> str | None:
     return machine.job.env.get("LC_ALL") or machine.job.env.get("LANG")
 
 
-def varied_locale(machine: Machine) -> str:
-    """A locale this machine has that formats differently from the job's own; C where it has none."""
-    have = {_normal(name) for name in machine.locales}
-    own = {_normal(name) for name in (_job_locale(machine), machine.host_locale, IMAGE_LOCALE) if name}
-    for name in PREFERRED_LOCALES:
-        if _normal(name) in have and _normal(name) not in own:
-            return name
-    return FALLBACK_LOCALE
-
-
-def _normal(locale_name: str) -> str:
-    return locale_name.lower().replace("utf-8", "utf8")
-
-
-def _locale(value: str) -> Change:
-    return Change(env={"LC_ALL": value, "LANG": value})
+def _varied_locale(_machine: Machine) -> Change:
+    """Chosen by the guest where the job runs: the locales that exist are the image's or machine's."""
+    return Change(env={settings.LOCALES: ":".join(LOCALE_CANDIDATES)})
 
 
 def _workers(machine: Machine) -> Change:
@@ -197,11 +185,10 @@ FACTORS: tuple[Factor, ...] = (
         "locale",
         "the locale (LC_ALL, LANG): number and date formatting, sort order",
         f"the job's locale (else the runtime's: {IMAGE_LOCALE} in the image, the host's locally) vs the "
-        f"first this machine has of {', '.join(PREFERRED_LOCALES)} that differs from it (else "
-        f"{FALLBACK_LOCALE})",
+        f"first of {', '.join(LOCALE_CANDIDATES)} installed where the job runs that differs from it",
         (),
         lambda m: f"LC_ALL={_job_locale(m)}" if _job_locale(m) else "the runtime's locale",
-        lambda m: _locale(varied_locale(m)),
+        _varied_locale,
         _pin_env("LC_ALL", lambda m: _job_locale(m) or IMAGE_LOCALE),
     ),
     Factor(
