@@ -3,18 +3,13 @@ ranks, then 4, and the matrix says whether the saved state moved (each verify is
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from reprobox import cli
 from reprobox.records.manifest import read_record
 
 pytestmark = pytest.mark.integration
-
-JOBS = Path(__file__).parents[1] / "jobs" / "vary-world-size"
 
 
 @pytest.fixture
@@ -23,25 +18,9 @@ def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, wheelhouse: 
     monkeypatch.setenv("REPROBOX_WHEELHOUSE", str(wheelhouse))
 
 
-def vary(capsys: pytest.CaptureFixture[str], tmp_path: Path, job: str) -> tuple[int, dict[str, Any]]:
-    capsys.readouterr()
-    code = cli.main(
-        [
-            "verify",
-            str(JOBS / job),
-            *("--vary", "world-size", "--runtime", "docker", "--runs-dir", str(tmp_path / "runs")),
-            *("--attestation", str(tmp_path / "reprobox.attestation.json"), "--json", "-q"),
-        ]
-    )
-    data: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return code, data
-
-
 @pytest.mark.usefixtures("offline_env")
-def test_a_sampler_sharded_job_is_sensitive_to_world_size_in_containers(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "job.yaml")
+def test_a_sampler_sharded_job_is_sensitive_to_world_size_in_containers(vary_job) -> None:
+    code, data = vary_job("vary-world-size/job.yaml", "world-size", runtime="docker")
     assert code == 1, data
     assert data["runtime"] == "docker" and data["baseline"]["reproducible"]
     assert data["sensitive"] == ["world-size"]
@@ -56,9 +35,7 @@ def test_a_sampler_sharded_job_is_sensitive_to_world_size_in_containers(
 
 
 @pytest.mark.usefixtures("offline_env")
-def test_a_job_that_gathers_in_a_fixed_order_is_invariant_to_world_size_in_containers(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "invariant.yaml")
+def test_a_job_that_gathers_in_a_fixed_order_is_invariant_to_world_size_in_containers(vary_job) -> None:
+    code, data = vary_job("vary-world-size/invariant.yaml", "world-size", runtime="docker")
     assert code == 0, data
     assert data["invariant"] == ["world-size"]

@@ -3,13 +3,11 @@ handling of what only one world size writes or survives."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from reprobox import attest, cli
+from reprobox import attest
 from reprobox.compare import DIFFERENT, Comparison
 from reprobox.forensics.variation import SENSITIVE, FactorResult, VariationResult
 from reprobox.forensics.variation.change import Machine
@@ -19,8 +17,6 @@ from reprobox.jobfile import JobSpec
 from reprobox.jobfile.schema import Launcher
 from reprobox.records.manifest import read_record
 from reprobox.render.variation import matrix_text
-
-JOBS = Path(__file__).parents[1] / "jobs" / "vary-world-size"
 
 
 def torchrun_machine(tmp_path: Path, nproc: int, nnodes: int = 1) -> Machine:
@@ -78,20 +74,6 @@ def test_the_same_name_changing_in_several_files_is_listed_once() -> None:
     assert (row.files, row.values_changed) == (["rank-0.json", "rank-1.json"], ["samples"])
 
 
-def vary(capsys: pytest.CaptureFixture[str], tmp_path: Path, job: str) -> tuple[int, dict[str, Any]]:
-    capsys.readouterr()
-    code = cli.main(
-        [
-            "verify",
-            str(JOBS / job),
-            *("--vary", "world-size", "--runtime", "local", "--runs-dir", str(tmp_path / "runs")),
-            *("--attestation", str(tmp_path / "reprobox.attestation.json"), "--json", "-q"),
-        ]
-    )
-    data: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return code, data
-
-
 def world_sizes(run: str) -> tuple[list[str], int]:
     """The ranks the run's fingerprint recorded, and the world size rank 0 saw."""
     fingerprint = read_record(Path(run)).data["fingerprint"]
@@ -99,10 +81,8 @@ def world_sizes(run: str) -> tuple[list[str], int]:
 
 
 @pytest.mark.slow  # three torchrun runs of 2, 2 and 4 ranks: about 35 s
-def test_a_job_sharded_by_its_sampler_is_sensitive_to_world_size(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "job.yaml")
+def test_a_job_sharded_by_its_sampler_is_sensitive_to_world_size(vary_job) -> None:
+    code, data = vary_job("vary-world-size/job.yaml", "world-size")
     assert code == 1, data
     assert data["baseline"]["reproducible"] and data["sensitive"] == ["world-size"]
     (row,) = data["factors"]
@@ -123,10 +103,8 @@ def test_a_job_sharded_by_its_sampler_is_sensitive_to_world_size(
 
 
 @pytest.mark.slow  # three torchrun runs of 2, 2 and 4 ranks: about 30 s
-def test_a_job_that_gathers_and_sums_in_a_fixed_order_is_invariant_to_world_size(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "invariant.yaml")
+def test_a_job_that_gathers_and_sums_in_a_fixed_order_is_invariant_to_world_size(vary_job) -> None:
+    code, data = vary_job("vary-world-size/invariant.yaml", "world-size")
     assert code == 0, data
     assert data["invariant"] == ["world-size"] and data["sentence"] == "invariant to world-size"
     assert world_sizes(data["factors"][0]["run"]) == (["0", "1", "2", "3"], 4)
@@ -136,10 +114,8 @@ def test_a_job_that_gathers_and_sums_in_a_fixed_order_is_invariant_to_world_size
 
 
 @pytest.mark.slow  # two torchrun runs of 2 ranks, and 4 ranks that stop at once: about 25 s
-def test_a_job_that_fails_only_at_the_larger_world_size_says_so_and_does_not_pass(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, data = vary(capsys, tmp_path, "two-ranks-only.yaml")
+def test_a_job_that_fails_only_at_the_larger_world_size_says_so_and_does_not_pass(vary_job) -> None:
+    code, data = vary_job("vary-world-size/two-ranks-only.yaml", "world-size")
     assert code == 3, data  # a run failed: not 0, and not blamed as sensitive either
     assert data["baseline"]["reproducible"] and data["failed"] == ["world-size"]
     (row,) = data["factors"]
