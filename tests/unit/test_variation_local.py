@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from reprobox import attest, cli
+from reprobox.forensics.variation import FACTORS
 
 JOBS = Path(__file__).parents[1] / "jobs"
 ATTESTATION = "reprobox.attestation.json"
@@ -147,3 +148,15 @@ def test_a_job_seeded_from_its_host_name_is_blamed_on_hostname_alone(vary_job) -
     hostname = next(row for row in data["factors"] if row["factor"] == "hostname")
     assert hostname["files"] == ["model.pt"] and sorted(hostname["tensors"]) == ["bias", "weight"]
     assert data["sentence"].startswith("sensitive to hostname: keep the host name out of outputs and seeds")
+
+
+def test_a_job_no_factor_reaches_passes_vary_all_and_its_attestation_lists_every_factor(vary_job) -> None:
+    code, data = vary_job("vary-nothing-matters", "all")
+    assert code == 0, data["sentence"]
+    varied = [f.name for f in FACTORS if f.name not in ("user", "world-size")]  # unsupported, not applicable
+    assert data["invariant"] == varied and data["sensitive"] == [] and "combination" not in data
+    attestation = attest.read_attestation(Path(data["attestation"]))
+    assert attestation.verified_runs == 2
+    assert attestation.factors_with_status("invariant") == varied
+    assert attestation.factors_with_status("unsupported") == ["user"]
+    assert attestation.factors_with_status("not applicable") == ["world-size"]
