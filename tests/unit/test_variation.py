@@ -131,6 +131,27 @@ def test_every_baseline_is_the_plain_run_and_every_varied_value_differs_from_the
     assert "set `env: {REPROBOX_DATALOADER_WORKERS: N}`" in BY_NAME["workers"].pin(plain)
 
 
+def test_workers_applies_only_to_a_job_that_reads_the_variable(tmp_path: Path) -> None:
+    from reprobox.forensics.variation.change import job_mentions
+    from reprobox.forensics.variation.factors import WATCHED, WORKERS_VARIABLE
+
+    workers = BY_NAME["workers"]
+    (tmp_path / "train.py").write_text("print('no loader settings here')\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "notes").write_text(WORKERS_VARIABLE)  # hidden folders are not the job's code
+    silent = Machine.probe(make_job(tmp_path), WATCHED)
+    assert silent.mentioned == frozenset()
+    assert workers.unsupported_reason(silent, "local", frozenset()) == (
+        "not applicable (neither the job file nor its code reads $REPROBOX_DATALOADER_WORKERS)"
+    )
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "loader.py").write_text(f"n = int(os.environ['{WORKERS_VARIABLE}'])\n")
+    assert job_mentions(make_job(tmp_path), WATCHED) == {WORKERS_VARIABLE}
+    (tmp_path / "conf" / "loader.py").unlink()
+    through_command = make_job(tmp_path, command=("python", "t.py", f"--workers=${{{WORKERS_VARIABLE}}}"))
+    assert workers.unsupported_reason(Machine.probe(through_command, WATCHED), "local", frozenset()) is None
+
+
 def test_the_guest_picks_a_locale_installed_where_the_job_runs_that_differs_from_the_jobs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -153,10 +153,11 @@ def test_a_job_seeded_from_its_host_name_is_blamed_on_hostname_alone(vary_job) -
 def test_a_job_no_factor_reaches_passes_vary_all_and_its_attestation_lists_every_factor(vary_job) -> None:
     code, data = vary_job("vary-nothing-matters", "all")
     assert code == 0, data["sentence"]
-    varied = [f.name for f in FACTORS if f.name not in ("user", "world-size")]  # unsupported, not applicable
+    not_applicable = ["workers", "world-size"]  # the job reads no worker count and does not use torchrun
+    varied = [f.name for f in FACTORS if f.name not in ("user", *not_applicable)]
     assert data["invariant"] == varied and data["sensitive"] == [] and "combination" not in data
     attestation = attest.read_attestation(Path(data["attestation"]))
     assert attestation.verified_runs == 2
     assert attestation.factors_with_status("invariant") == varied
     assert attestation.factors_with_status("unsupported") == ["user"]
-    assert attestation.factors_with_status("not applicable") == ["world-size"]
+    assert attestation.factors_with_status("not applicable") == not_applicable

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from reprobox.guest import settings
@@ -60,16 +61,48 @@ class Machine:
     job: JobSpec
     cpus: int
     threads_used: int | None = None  # torch's intra-op threads in the baseline run, once it ran
+    mentioned: frozenset[str] = frozenset()  # which of the WATCHED names the job's files mention
 
     @classmethod
-    def probe(cls, job: JobSpec) -> Machine:
-        return cls(job=job, cpus=os.cpu_count() or 1)
+    def probe(cls, job: JobSpec, watched: tuple[str, ...] = ()) -> Machine:
+        return cls(job=job, cpus=os.cpu_count() or 1, mentioned=job_mentions(job, watched))
 
     def after_baseline(self, fingerprint: Mapping[str, Any]) -> Machine:
         """These facts with what the baseline run used (its fingerprint), for values chosen after it."""
         threads = (fingerprint.get("software") or {}).get("threads") or {}
         used = threads.get("torch_intra_op")
         return replace(self, threads_used=used if isinstance(used, int) and used > 0 else None)
+
+
+MENTION_FILE_LIMIT = 4 * 1024 * 1024  # larger files are data, not code or configs
+MENTION_FILES_LIMIT = 20_000
+
+
+def job_mentions(job: JobSpec, names: tuple[str, ...]) -> frozenset[str]:
+    """The `names` (environment variables a factor sets) that the job file or its code folder mentions.
+
+    A factor that only reaches jobs which read its variable would otherwise be called invariant for a
+    job that never reads it: a claim that proves nothing. Hidden folders and caches are skipped.
+    """
+    texts = [*job.command, *job.env.values()]
+    found = {name for name in names if any(name in text for text in texts)}
+    for scanned, path in enumerate(_code_files(Path(job.code))):
+        if found == set(names) or scanned >= MENTION_FILES_LIMIT:
+            break
+        try:
+            if path.is_symlink() or path.stat().st_size > MENTION_FILE_LIMIT:
+                continue
+            data = path.read_bytes()
+        except OSError:
+            continue
+        found |= {name for name in names if name.encode() in data}
+    return frozenset(found)
+
+
+def _code_files(root: Path) -> Iterator[Path]:
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and d != "__pycache__")
+        yield from (Path(folder, name) for name in sorted(files))
 
 
 def apply_change(job: JobSpec, options: RunOptions, change: Change) -> tuple[JobSpec, RunOptions]:

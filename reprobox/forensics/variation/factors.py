@@ -109,6 +109,12 @@ def _more_workers(machine: Machine) -> tuple[Change, ...]:
     return (Change(env={WORKERS_VARIABLE: VARIED_WORKERS[1]}),)
 
 
+def _reads_workers(machine: Machine) -> str | None:
+    if WORKERS_VARIABLE in machine.mentioned:
+        return None
+    return f"not applicable (neither the job file nor its code reads ${WORKERS_VARIABLE})"
+
+
 def _not_torchrun(machine: Machine) -> str | None:
     return (
         None if machine.job.launcher.type == "torchrun" else "not applicable (the job does not use torchrun)"
@@ -169,6 +175,7 @@ FACTORS: tuple[Factor, ...] = (
             if WORKERS_VARIABLE in m.job.env
             else f"set `env: {{{WORKERS_VARIABLE}: N}}` in the job file to the count the job ran with"
         ),
+        _reads_workers,
         also=_more_workers,
     ),
     Factor(
@@ -281,6 +288,7 @@ FACTORS: tuple[Factor, ...] = (
 )
 
 BY_NAME: dict[str, Factor] = {factor.name: factor for factor in FACTORS}
+WATCHED = (WORKERS_VARIABLE,)  # variables whose mention in the job decides whether a factor applies
 
 
 def parse_factors(text: str) -> tuple[Factor, ...]:

@@ -23,7 +23,7 @@ from reprobox.compare import IDENTICAL, compare_runs
 from reprobox.errors import UsageError
 from reprobox.forensics.variation.bisect import smallest_combination
 from reprobox.forensics.variation.change import Change, Machine, apply_change
-from reprobox.forensics.variation.factors import Factor
+from reprobox.forensics.variation.factors import WATCHED, Factor
 from reprobox.forensics.variation.matrix import (
     INVARIANT,
     SENSITIVE,
@@ -92,7 +92,7 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
     """The variation matrix of `job` on `runtime` (each run reported to the current progress reporter)."""
     if options.parallel < 1:
         raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
-    machine = Machine.probe(job)
+    machine = Machine.probe(job, WATCHED)
     applies = runtime_variations(runtime)
     rows: dict[str, FactorResult] = {}
     tried: list[Factor] = []
