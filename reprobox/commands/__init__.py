@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reprobox.commands import audit, clean, images, inspect, jobs, publish
+from reprobox.commands import audit, clean, images, inspect, jobs, publish, slurm_node
 
 REGISTRY = [
     jobs.register,
@@ -11,4 +11,5 @@ REGISTRY = [
     inspect.register,
     publish.register,
     clean.register,
+    slurm_node.register,
 ]

@@ -421,3 +421,21 @@ def test_collect_in_new_process_with_a_missing_interpreter_is_an_environment_pro
 
     with pytest.raises(EnvironmentProblem, match="did not finish"):
         collect_in_new_process(python=str(missing), import_torch=False)
+
+
+def test_module_entry_refuses_a_flag_it_does_not_know_in_one_line() -> None:
+    from reprobox.guest.fingerprint.__main__ import Request, parse
+
+    assert parse(["--import-torch", "--output", "f.json"]) == Request(
+        import_torch=True, output=Path("f.json")
+    )
+    assert parse(["--output=x", "--table"]) == Request(table=True, output=Path("x"))
+    done = subprocess.run(
+        [sys.executable, "-m", "reprobox.guest.fingerprint", "--outptu", "x"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines()[-1] == "error: cannot take '--outptu'"

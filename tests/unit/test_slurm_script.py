@@ -85,8 +85,8 @@ def test_script_asks_for_one_task_per_node_and_never_requeues(tmp_path: Path) ->
         "exec",
         "/opt/venv/bin/python3",
         "-m",
-        "reprobox.runtimes.slurm",
-        "node",
+        "reprobox",
+        "slurm-node",
         str(state_dir(plan) / "plan.json"),
     ]
     assert "REPROBOX_MASTER_ADDR" not in script  # a single node needs no rendezvous address

@@ -1,31 +1,68 @@
-"""``python -m reprobox.guest.fingerprint``: print this machine's fingerprint, as JSON or a table."""
+"""``python -m reprobox.guest.fingerprint``: print this machine's fingerprint, as JSON or a table.
+
+The guest side of `reprobox fingerprint`, run inside the job's container where the controller's CLI is
+not imported. It takes three fixed flags, read once here into a `Request`; anything else is refused.
+"""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from reprobox.guest.fingerprint import TORCH_NOT_IMPORTED, _collect, format_table
 from reprobox.guest.fingerprint._absent import _reason
 from reprobox.records.files import write_text_atomic
 
+USAGE = "usage: python -m reprobox.guest.fingerprint [--import-torch] [--table] [--output FILE]"
+HELP = """Print this machine's reprobox fingerprint as JSON.
+  --import-torch  import torch (and numpy) first, as a job would
+  --table         print a readable table instead of JSON
+  --output FILE   write the JSON here (atomically) instead of printing it
+"""
+
+
+@dataclass(frozen=True)
+class Request:
+    import_torch: bool = False  # import torch (and numpy) first, as a job would
+    table: bool = False  # print a readable table instead of JSON
+    output: Path | None = None  # write the JSON here (atomically) instead of printing it
+
+
+def parse(argv: Sequence[str]) -> Request:
+    """The request the flags make; ValueError naming the flag it cannot take."""
+    flags = list(argv)
+    import_torch = table = False
+    output: Path | None = None
+    while flags:
+        flag = flags.pop(0)
+        if flag == "--import-torch":
+            import_torch = True
+        elif flag == "--table":
+            table = True
+        elif flag == "--output" and flags:
+            output = Path(flags.pop(0))
+        elif flag.startswith("--output="):
+            output = Path(flag.partition("=")[2])
+        else:
+            raise ValueError(f"cannot take {flag!r}" + (" without a FILE" if flag == "--output" else ""))
+    return Request(import_torch=import_torch, table=table, output=output)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m reprobox.guest.fingerprint",
-        description="Print this machine's reprobox fingerprint as JSON.",
-    )
-    parser.add_argument(
-        "--import-torch", action="store_true", help="import torch (and numpy) first, as a job would"
-    )
-    parser.add_argument("--output", type=Path, help="write the JSON here (atomically) instead of printing it")
-    parser.add_argument("--table", action="store_true", help="print a readable table instead of JSON")
-    args = parser.parse_args(argv)
+    flags = sys.argv[1:] if argv is None else list(argv)
+    if "-h" in flags or "--help" in flags:
+        sys.stdout.write(f"{USAGE}\n{HELP}")
+        return 0
+    try:
+        args = parse(flags)
+    except ValueError as exc:
+        sys.stderr.write(f"{USAGE}\nerror: {exc}\n")
+        return 2
     torch_reason = TORCH_NOT_IMPORTED
     if args.import_torch:
         try:

@@ -3,7 +3,7 @@
 Why this shape:
 - Slurm does the scheduling (`sbatch`), never reprobox: reruns go wherever the cluster puts them, side by
   side on different nodes with `verify --parallel K`.
-- The node side is this same package (`python -m reprobox.runtimes.slurm node PLAN`, in `_node`), which runs
+- The node side is this same package (`python -m reprobox slurm-node PLAN`, in `_node`), which runs
   the plan through the `local` runtime (the node's prepared environment) or the `docker` runtime (the same
   hardened container settings, `container_settings`, the same run-dir ownership handling and `docker
   inspect` evidence) rather than a shell translation of them that could drift. It writes how the run ended

@@ -1,6 +1,6 @@
 """The node side, started by the batch script: run the plan here, record how it ended for the controller.
 
-`python -m reprobox.runtimes.slurm node PLAN` runs the plan through the `local` runtime (the node's
+`python -m reprobox slurm-node PLAN` runs the plan through the `local` runtime (the node's
 prepared environment) or the `docker` runtime, and writes `node-outcome.json` beside the plan.
 """
 

@@ -77,7 +77,7 @@ def render_batch_script(plan: RunPlan, options: SlurmOptions) -> str:
             f'{MASTER_PORT_VARIABLE}="$((20000 + SLURM_JOB_ID % 20000))"',
             f"export {MASTER_ADDR_VARIABLE} {MASTER_PORT_VARIABLE}",
         ]
-    node_side = [options.python, "-m", "reprobox.runtimes.slurm", "node", str(state_dir(plan) / PLAN_FILE)]
+    node_side = [options.python, "-m", "reprobox", "slurm-node", str(state_dir(plan) / PLAN_FILE)]
     lines.append("exec " + shlex.join(node_side))
     return "\n".join(lines) + "\n"
 
