@@ -6,13 +6,14 @@
 # creation date, so the same rootfs always gives the same image id. The rootfs tarball is cached under
 # ${REPROBOX_CACHE:-$HOME/.cache/reprobox}/offline-base so reruns take seconds.
 #
-# Usage: sudo scripts/build-offline-base.sh [--tag IMAGE] [--force] [--refresh]
+# Usage: scripts/build-offline-base.sh [--tag IMAGE] [--force] [--refresh]
 #   --tag IMAGE  image name to create (default: ${REPROBOX_OFFLINE_BASE:-reprobox/offline-base:bookworm})
 #   --force      load the image again even if it exists (reuses the cached rootfs)
 #   --refresh    run debootstrap again instead of using the cached rootfs (implies --force)
 # Environment: DEBIAN_MIRROR (default http://deb.debian.org/debian), SOURCE_DATE_EPOCH (default: the
 # mirror's Release date), REPROBOX_CACHE.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/as-root.sh"
 
 tag="${REPROBOX_OFFLINE_BASE:-reprobox/offline-base:bookworm}"
 force=0
@@ -35,7 +36,7 @@ rootfs_tar="${cache_dir}/${suite}-rootfs.tar"
 epoch_file="${cache_dir}/${suite}-rootfs.epoch"
 
 if ! docker info >/dev/null 2>&1; then
-    echo "build-offline-base.sh: no Docker engine answers; start one with: sudo scripts/start-docker.sh" >&2
+    echo "build-offline-base.sh: no Docker engine answers; start one with: scripts/start-docker.sh" >&2
     exit 4
 fi
 
@@ -45,12 +46,9 @@ if [[ ${force} -eq 0 ]] && docker image inspect "${tag}" >/dev/null 2>&1; then
 fi
 
 make_rootfs() {
-    if [[ ${EUID} -ne 0 ]]; then
-        echo "build-offline-base.sh: debootstrap needs root; run: sudo $0" >&2
-        exit 4
-    fi
+    as_root "debootstrap"
     command -v debootstrap >/dev/null 2>&1 || {
-        echo "build-offline-base.sh: debootstrap is missing; install it with: sudo scripts/start-docker.sh" >&2
+        echo "build-offline-base.sh: debootstrap is missing; install it with: scripts/start-docker.sh" >&2
         exit 4
     }
     mkdir -p "${cache_dir}"

@@ -11,12 +11,13 @@
 #   containers-storage  /usr/share/containers/storage.conf, so rootless users get overlay, not vfs
 #   uidmap, slirp4netns, fuse-overlayfs   what rootless Podman needs (subordinate ids, a user-mode
 #                       network for jobs with `network: true`, overlay on kernels without native support)
-# Run with sudo by a normal user, it also gives that user subordinate uids/gids if they have none, so
-# they can run Podman rootless. Rootless needs a kernel that allows unprivileged user namespaces; where it
+# Run by a normal user (it goes through sudo where it needs root), it also gives that user subordinate
+# uids/gids if they have none, so they can run Podman rootless. Rootless needs a kernel that allows unprivileged user namespaces; where it
 # does not, root can still use Podman (this script says which applies).
 #
-# Usage: sudo scripts/install-podman.sh      (as root: scripts/install-podman.sh)
+# Usage: scripts/install-podman.sh   (as root, or as a user who may sudo)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/as-root.sh"
 
 case "${1:-}" in
     -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
@@ -31,17 +32,17 @@ for package in "${packages[@]}"; do
 done
 
 if [[ ${#missing[@]} -gt 0 ]]; then
-    if [[ ${EUID} -ne 0 ]]; then
-        echo "install-podman.sh: ${missing[*]} missing and installing needs root; run: sudo $0" >&2
-        exit 4
-    fi
+    as_root "installing ${missing[*]}"
     echo "install-podman.sh: installing ${missing[*]} from Debian ..."
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The user who ran `sudo`, if any, runs Podman rootless: they need subordinate ids of their own.
+# The user who ran this (through sudo, if any) runs Podman rootless: they need subordinate ids of their own.
+if [[ ${EUID} -ne 0 ]] && ! grep -qs "^$(id -un):" /etc/subuid; then
+    as_root "giving $(id -un) subordinate ids for rootless Podman"
+fi
 user="${SUDO_USER:-}"
 if [[ -n "${user}" && "${user}" != root && ${EUID} -eq 0 ]]; then
     for file in /etc/subuid /etc/subgid; do

@@ -12,9 +12,14 @@
 #   6. `reprobox verify examples/tiny-mlp/job.yaml --runs 2` in containers
 # With --podman, also Podman from Debian (scripts/install-podman.sh), for --runtime podman and its test.
 #
-# Usage: sudo scripts/setup.sh [--no-verify] [--podman]      (as root: scripts/setup.sh ...)
+# Usage: scripts/setup.sh [--no-verify] [--podman]   (as root, or as a user who may sudo: it asks)
 # Machines that can pull the pinned CUDA base may skip step 4 by setting REPROBOX_BASE_IMAGE themselves.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/as-root.sh"
+# A normal user who may sudo gets the whole set-up, through sudo; one who may not gets what needs no root.
+if command -v sudo >/dev/null 2>&1; then
+    as_root "installing Docker, Slurm and Debian packages"
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 verify=1

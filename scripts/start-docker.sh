@@ -5,8 +5,9 @@
 # installs docker.io, docker-compose and debootstrap from Debian, starts dockerd in the background with
 # its log in ${REPROBOX_DOCKERD_LOG:-/var/log/reprobox-dockerd.log}, and waits until the engine answers.
 #
-# Usage: sudo scripts/start-docker.sh [--timeout SECONDS]
+# Usage: scripts/start-docker.sh [--timeout SECONDS]   (as root, or as a user who may sudo)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/as-root.sh"
 
 timeout=60
 while [[ $# -gt 0 ]]; do
@@ -28,10 +29,7 @@ if engine_answers; then
     exit 0
 fi
 
-if [[ ${EUID} -ne 0 ]]; then
-    echo "start-docker.sh: no Docker engine answers and installing or starting one needs root; run: sudo $0" >&2
-    exit 4
-fi
+as_root "no Docker engine answers, and installing or starting one"
 
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)

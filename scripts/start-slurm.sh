@@ -15,9 +15,10 @@
 #                                    so preemption can be tested for real
 #   KillWait=5                       scancel escalates from SIGTERM to SIGKILL after 5 s
 #
-# Usage: sudo scripts/start-slurm.sh [--timeout SECONDS]
+# Usage: scripts/start-slurm.sh [--timeout SECONDS]   (as root, or as a user who may sudo)
 # Logs: /var/log/slurm/slurmctld.log and /var/log/slurm/slurmd.log
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/as-root.sh"
 
 timeout=60
 while [[ $# -gt 0 ]]; do
@@ -42,10 +43,7 @@ if node_idle; then
     exit 0
 fi
 
-if [[ ${EUID} -ne 0 ]]; then
-    echo "start-slurm.sh: no Slurm node is idle here and installing or starting Slurm needs root; run: sudo $0" >&2
-    exit 4
-fi
+as_root "no Slurm node is idle here, and installing or starting Slurm"
 
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 ||
     ! command -v munged >/dev/null 2>&1; then

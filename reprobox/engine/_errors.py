@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from reprobox.errors import EnvironmentProblem
 
-START_ENGINE_HINT = "start one with: sudo scripts/start-docker.sh"
+START_ENGINE_HINT = "start one with: scripts/start-docker.sh"
 CHECK_ENGINE_HINT = "check the Docker engine (docker info)"
 RUN_LOCAL_HINT = "or run with --runtime local to run without isolation"
 OFFLINE_BASE_HINT = (

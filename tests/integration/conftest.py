@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 OFFLINE_BASE = os.environ.get("REPROBOX_OFFLINE_BASE", "reprobox/offline-base:bookworm")
 CACHE = Path(os.environ.get("REPROBOX_CACHE", Path.home() / ".cache" / "reprobox"))
-ENABLE_HINT = "start one with `sudo scripts/start-docker.sh`, then run `pytest --integration`"
+ENABLE_HINT = "start one with `scripts/start-docker.sh`, then run `pytest --integration`"
 
 
 @dataclass
@@ -72,7 +72,7 @@ def created(engine: Engine) -> Iterator[Created]:
 def offline_base(engine: Engine) -> str:
     if not engine.image_exists(OFFLINE_BASE):
         if os.geteuid() != 0:
-            pytest.skip(f"{OFFLINE_BASE} is missing; build it with `sudo scripts/build-offline-base.sh`")
+            pytest.skip(f"{OFFLINE_BASE} is missing; build it with `scripts/build-offline-base.sh`")
         subprocess.run(["bash", str(SCRIPTS / "build-offline-base.sh"), "--tag", OFFLINE_BASE], check=True)
     return OFFLINE_BASE
 

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.integration
 def podman_runs() -> None:
     """Skip, saying why, where Podman is missing or cannot run a container here."""
     if shutil.which("podman") is None:
-        pytest.skip("Podman is not installed; install it with: sudo scripts/setup.sh --podman")
+        pytest.skip("Podman is not installed; install it with: scripts/setup.sh --podman")
     done = subprocess.run(["podman", "info"], capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         pytest.skip(f"Podman cannot run here: {(done.stderr.strip().splitlines() or ['?'])[-1]}")

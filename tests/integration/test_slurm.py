@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).parents[2]
 DDP = ROOT / "examples" / "ddp" / "job.yaml"
-START_HINT = "start the single-node test cluster with `sudo scripts/start-slurm.sh`"
+START_HINT = "start the single-node test cluster with `scripts/start-slurm.sh`"
 
 
 @pytest.fixture(scope="module", autouse=True)
