@@ -67,7 +67,10 @@ def choose_locale(candidates: str, env: Mapping[str, str]) -> str:
     for name in candidates.split(":"):
         if name and _normal(name) not in own and _installed(name):
             return name
-    raise VariationRefused(f"none of the locales {candidates} other than the job's own is installed here")
+    raise VariationRefused(
+        f"none of the locales {candidates} other than the job's own is installed here; install one where "
+        "the job runs (Debian: the locales package and locale-gen) or leave locale out of --vary"
+    )
 
 
 def _normal(name: str) -> str:
