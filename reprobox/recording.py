@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from reprobox import saferead
 from reprobox._version import __version__
+from reprobox.claims import ClaimValue, extract_claims
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import redact_env, redact_values
@@ -26,7 +27,7 @@ from reprobox.records.manifest import (
     STDOUT_LOG,
 )
 from reprobox.records.trail import STOP_MAX_STEPS
-from reprobox.runtimes.base import RunOutcome
+from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome
 
 if TYPE_CHECKING:
     from reprobox.runner import PreparedRun
@@ -69,8 +70,10 @@ def build_manifest(
     exit_code, signal_number = outcome.exit_code, outcome.signal
     if guest is not None and not (outcome.timed_out or outcome.interrupted or outcome.oom_killed):
         exit_code, signal_number = guest.exit_code, guest.signal
+    claims = _claims(prepared, outcome, guest, exit_code)
+    problems = [*(problems or []), *(c.error for c in claims if c.error)]
     failure = _failure(
-        prepared, outcome, guest, exit_code=exit_code, signal_number=signal_number, problems=problems or []
+        prepared, outcome, guest, exit_code=exit_code, signal_number=signal_number, problems=problems
     )
     notes: list[str] = []
     if job.data and (outcome.runtime.get("paths") or {}).get("mode") == "fixed":
@@ -103,6 +106,7 @@ def build_manifest(
         "runtime": {**runtime_facts, **outcome.runtime},
         "fingerprint": recorded.fingerprint or {},
         "checkpoints": recorded.checkpoints,
+        "claims": [c.to_json() for c in claims],
         "trail": settings.TRAIL_FILE if (plan.run_dir / settings.TRAIL_FILE).exists() else None,
         # set when only the first --max-steps optimizer steps ran: then the trail is the evidence
         "prefix_check": None
@@ -114,6 +118,18 @@ def build_manifest(
     }
     redacted: dict[str, Any] = redact_values(manifest, job.secrets)  # the command, paths, notes: anywhere
     return redacted
+
+
+def _claims(
+    prepared: PreparedRun, outcome: RunOutcome, guest: GuestRecord | None, exit_code: int | None
+) -> list[ClaimValue]:
+    """The job file's claims read from what the run left; none when the job did not finish cleanly
+    (its failure is the news, not the numbers it never wrote)."""
+    job, run_dir = prepared.job, prepared.plan.run_dir
+    finished = exit_code == 0 and guest is not None and not guest.stopped_early
+    if not job.claims or not finished or outcome.timed_out or outcome.interrupted or outcome.cancelled:
+        return []
+    return extract_claims(job.claims, run_dir / OUTPUTS_SUBDIR, run_dir / STDOUT_LOG)
 
 
 def _failure(

@@ -16,6 +16,7 @@ from typing import Any
 
 from reprobox import codetree
 from reprobox._version import __version__
+from reprobox.attest._claims import attested_claims
 from reprobox.attest._code import attested_tree
 from reprobox.compare import IDENTICAL, compare_runs
 from reprobox.errors import UsageError
@@ -82,6 +83,9 @@ def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:
         "checkpoints": checkpoints,
         "trail": _trail_entry(first),
     }
+    claims = attested_claims(records)
+    if claims is not None:
+        predicate["claims"] = claims
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": c["path"], "digest": {"sha256": c["file_sha256"]}} for c in checkpoints],

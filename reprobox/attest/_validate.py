@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import codetree
+from reprobox.attest._claims import check_claims
 from reprobox.attest._execution import check_execution, declared_env
 from reprobox.errors import Problem
 from reprobox.records.attestation import FieldChecker, version_problem
@@ -26,6 +27,7 @@ def validate_statement(statement: Any, path: Path) -> list[Problem]:
         predicate,
         lambda c, execution: check_execution(c, execution, declared_env(predicate.get("job"), path)),
     )
+    check_claims(checker, predicate.get("claims"))
     if not checker.problems:
         _check_consistency(checker, statement, predicate)
     return checker.problems

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprobox import compare, runner, runtimes, verify
+from reprobox import claims, compare, runner, runtimes, verify
 from reprobox.commands import vary
 from reprobox.commands.common import (
     add_command,
@@ -154,14 +154,16 @@ def run_command(args: argparse.Namespace, out: Output) -> int:
     check_runs_dir(args.runs_dir)
     runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
     record = runner.execute(spec, runtime, _run_options(args, out))
+    judged = claims.judge_recorded(spec.claims, record.claims)
     data = {
         "status": record.status,
         "failure": record.failure,
         "run_dir": str(record.run_dir),
         "manifest": str(record.run_dir / "manifest.json"),
         "checkpoints": record.checkpoints,
+        "claims": judged,
     }
-    out.result(data, terminal.run_summary(record))
+    out.result(data, "\n".join([terminal.run_summary(record), *terminal.claim_lines(judged)]))
     return EXIT_OK if record.succeeded else EXIT_JOB_FAILED
 
 
@@ -187,6 +189,8 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
     comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings)
     data = comparison.to_json()
+    judged = claims.judge_recorded(spec.claims, records[0].claims if records else [])
+    data["claims"] = judged
     if comparison.verdict == compare.IDENTICAL and args.max_steps is None and not args.no_attestation:
         from reprobox import attest
 
@@ -194,7 +198,7 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         attest.write_attestation(target, attest.build_attestation(records), key=args.sign)
         data["attestation"] = str(target)
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target}")
-    out.result(data, terminal.comparison_text(comparison))
+    out.result(data, "\n".join([terminal.comparison_text(comparison), *terminal.claim_lines(judged)]))
     return exit_code(comparison.verdict)
 
 

@@ -37,15 +37,21 @@ examples:
   reprobox reproduce ATT --verify-signature author.pub          refuse an attestation not signed by them
   reprobox reproduce ATT --published ckpts/ --tolerance 1e-5    accept a small difference on another stack
   reprobox reproduce ATT --threads 1                            see whether the thread count matters
+  reprobox reproduce ATT --accept claims                        pass when the paper's numbers hold
 
 The code folder defaults to the folder around the attestation when the job file sits next to it
 (where reprobox puts it), else the current directory. Nothing runs until the code (file by file) and
 the image (lock digest and labels) match the attestation. The author's seed, determinism flags,
-thread count, world size and environment are replayed. One sentence says what happened:
+thread count, world size and environment are replayed. One sentence says what happened, led by the
+highest grade that holds (bit-identical, tensors-equal, within-tolerance, claims-hold, not-reproduced):
   bit-identical to the published checkpoints                exit 0
   same stack, different result: a real nondeterminism       exit 1
   different stack: bitwise equality not expected; ...       exit 1 (0 with --tolerance met)
+  every claim holds (...), but the bits differ: ...         exit 1 (0 with --accept claims)
+  not reproduced: val_acc 0.91 (published 0.975, ...)       exit 1
   the code differs / the image differs                      exit 2 / exit 4
+Claims are the numbers the job file lists under `claims:` (the paper's table); each is compared with
+the value the attestation records, within its tolerance.
 A Markdown and an HTML report go to runs/reproductions/<job>-<time>/ (or --report-dir); when the
 author ran `verify --vary`, they show the author's matrix as a table, with whether each factor
 differs here.
@@ -117,6 +123,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     rep.add_argument(
         "--threads", type=int, metavar="N", help="run with N threads instead of the author's count"
+    )
+    rep.add_argument(
+        "--accept",
+        choices=("bits", "claims"),
+        help="what passes on a different stack: the bits (default, or the job file's `accept:`), or "
+        "every claim of the job file holding within its tolerance",
     )
     rep.add_argument(
         "--verify-signature", type=Path, metavar="PUBKEY", help="require the author's signature (their .pub)"
@@ -195,6 +207,7 @@ def reproduce_command(args: argparse.Namespace, out: Output) -> int:
         published=args.published,
         tolerance=args.tolerance,
         threads=args.threads,
+        accept=args.accept,
         verify_signature=args.verify_signature,
         bundle_sha256=args.bundle_sha256,
         report_dir=args.report_dir,
@@ -216,6 +229,12 @@ def _reproduce_text(result: reproduce.ReproduceResult) -> str:
     lines += [
         f"  {d['label']}: {show_value(d['author'])} (author) -> {show_value(d['here'])} (here)" for d in shown
     ]
+    for claim in result.claims:
+        verdict = "holds" if claim["holds"] else f"does not hold ({claim['reason']})"
+        lines.append(
+            f"  claim {claim['name']}: published {claim['published']}, here {claim['reproduced']} "
+            f"(allowed {claim['allowed']}): {verdict}"
+        )
     lines += [f"  report: {path}" for path in result.reports if path.suffix != ".json"]
     lines += [f"  note: {note}" for note in result.notes]
     return "\n".join(lines)

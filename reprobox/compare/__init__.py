@@ -21,6 +21,7 @@ from typing import Any
 from reprobox import codetree, stackdiff, trails
 from reprobox.compare._model import (
     BIT_IDENTICAL,
+    CLAIMS,
     DIFFERENT,
     EXPLAINED_FIELDS_LIMIT,
     FAILED,
@@ -42,6 +43,7 @@ from reprobox.render.values import show_number
 
 __all__ = [
     "BIT_IDENTICAL",
+    "CLAIMS",
     "DIFFERENT",
     "FAILED",
     "IDENTICAL",
@@ -89,10 +91,31 @@ def _compare(records: Sequence[RunRecord], tensor_details: bool) -> Comparison:
     for other in records[1:]:
         before = comparison.verdict
         compare_pair(reference, other, comparison, tensor_details)
+        _compare_claims(reference, other, comparison)
         if before == IDENTICAL and comparison.verdict == DIFFERENT:
             comparison.first_divergence = _trail_divergence(reference, other)
             comparison.explanation = explain_difference(reference, other, closeness(comparison))
     return comparison
+
+
+def _compare_claims(a: RunRecord, b: RunRecord, out: Comparison) -> None:
+    """The claimed numbers are values the job saved: one that differs makes the runs differ, even when
+    the file it came from is not a checkpoint (a metrics file, the log)."""
+    for mine in a.claims:
+        theirs = b.claim(str(mine.get("name")))
+        value_b = theirs.get("value") if theirs else None
+        if theirs is not None and value_b == mine.get("value"):
+            continue
+        out.verdict = DIFFERENT
+        out.value_differences.append(
+            {
+                "checkpoint": CLAIMS,
+                "name": str(mine.get("name")),
+                "a": mine.get("value"),
+                "b": value_b,
+                "note": f"the claimed number, read from {mine.get('file')} at {mine.get('key')!r}",
+            }
+        )
 
 
 def closeness(comparison: Comparison) -> str | None:

@@ -15,6 +15,7 @@ NO_VERDICT = "no verdict"
 TENSOR_DETAIL_LIMIT = 20
 EXPLAINED_FIELDS_LIMIT = 30
 WHOLE_FILE = "<file>"
+CLAIMS = "claims"  # where a claimed number's difference is listed (it may come from no checkpoint)
 
 
 @dataclass

@@ -18,6 +18,7 @@ import yaml
 
 from reprobox.errors import Problem, SpecError
 from reprobox.jobfile._checker import Checker
+from reprobox.jobfile._claims import check_accept, check_claims
 from reprobox.jobfile._environment import check_data, check_determinism, check_env
 from reprobox.jobfile._machine import check_image, check_launcher, check_resources
 from reprobox.jobfile._outputs import check_checkpoints, check_compare, check_trail
@@ -108,6 +109,8 @@ def _validate(c: Checker) -> JobSpec:
         trail=check_trail(c, raw.get("trail")),
         launcher=check_launcher(c, raw.get("launcher")),
         compare=check_compare(c, raw.get("compare")),
+        claims=check_claims(c, raw.get("claims")),
+        accept=check_accept(c, raw.get("accept")),
         secrets=tuple(sorted(set(c.secrets))),
     )
     if c.problems:

@@ -44,7 +44,10 @@ TOP_LEVEL_KEYS = (
     "trail",
     "launcher",
     "compare",
+    "claims",
+    "accept",
 )
+ACCEPT_LEVELS = ("bits", "claims")  # what `reproduce` exits 0 for on a different stack
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,24 @@ class CompareSpec:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A number the paper reports, where the job writes it, and how close a reproduction must come.
+
+    `file` is relative to the outputs folder (JSON, JSON lines, YAML or CSV by its suffix, any other
+    file read as text) or `stdout` (the job's log); `key` is a key path (`a.b.0.c`, `-1` for a list's
+    last item), a CSV column, or for text a regex whose one group is the number (its last match).
+    """
+
+    name: str
+    file: str
+    key: str
+    tolerance: float | None = None  # |reproduced - published| allowed; a fraction of |published| if relative
+    relative: bool = False
+    at_least: float | None = None  # the value must be at least this (a paper's "above 97%")
+    at_most: float | None = None
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job: paths absolute, defaults filled in."""
 
@@ -130,6 +151,8 @@ class JobSpec:
     trail: Trail | None = None
     launcher: Launcher = field(default_factory=Launcher)
     compare: CompareSpec = field(default_factory=CompareSpec)
+    claims: tuple[Claim, ...] = ()
+    accept: str = "bits"  # "claims": reproduce exits 0 when every claim holds on a different stack
     # Values that must never be written anywhere: host variables with secret-looking names expanded into
     # `env`, and the values of secret-looking `env` keys. Kept out of to_json and repr.
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)

@@ -105,6 +105,12 @@ class Attestation:
         variation = self.predicate.get("variation")
         return dict(variation) if variation else None
 
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        """The claimed numbers the verified runs produced (`predicate.claims`); none in older attestations."""
+        found = self.predicate.get("claims")
+        return [dict(c) for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
     def factors_with_status(self, status: str) -> list[str]:
         """The factors the author's matrix gave this status, in the matrix's order."""
         rows = (self.variation or {}).get("factors") or []

@@ -142,6 +142,16 @@ class RunRecord:
         return dict(self.data.get("fingerprint") or {})
 
     @property
+    def claims(self) -> list[dict[str, Any]]:
+        """The job file's claims as this run produced them: {name, value, file, key, sha256, evidence,
+        error}; empty for jobs without claims and for older records."""
+        found = self.data.get("claims")
+        return [dict(c) for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+    def claim(self, name: str) -> dict[str, Any] | None:
+        return next((c for c in self.claims if c.get("name") == name), None)
+
+    @property
     def output_dir(self) -> Path:
         return self.run_dir / "outputs"
 

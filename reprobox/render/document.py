@@ -97,6 +97,11 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
         Block("heading", "Checkpoints"),
         _table(("checkpoint", "identical", *_run_headers(data)), _checkpoint_rows(c)),
     ]
+    if any(r.claims for r in data.records):
+        doc += [
+            Block("heading", "Claimed numbers"),
+            _table(("claim", "source", *_run_headers(data)), _claim_rows(data)),
+        ]
     if c.differences:
         doc += [
             Block("heading", "Differing tensors"),
@@ -161,6 +166,19 @@ def _run_rows(data: ReportData) -> list[list[str]]:
         started = record.started_at
         label = f"{chr(ord('A') + index)}: {record.run_dir}"
         rows.append([label, record.status, started, short(digest if isinstance(digest, str) else None)])
+    return rows
+
+
+def _claim_rows(data: ReportData) -> list[list[str]]:
+    """Each claim the job file makes, as every run produced it (the first run's source)."""
+    names = list(dict.fromkeys(str(c.get("name")) for r in data.records for c in r.claims))
+    rows = []
+    for name in names:
+        entries = [r.claim(name) or {} for r in data.records]
+        first = next((e for e in entries if e), {})
+        source = f"{first.get('file')}: {first.get('key')}"
+        values = [_cell(e.get("value")) if e.get("error") is None else str(e.get("error")) for e in entries]
+        rows.append([name, source, *values])
     return rows
 
 

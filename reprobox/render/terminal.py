@@ -37,6 +37,23 @@ def run_summary(record: RunRecord) -> str:
     return "\n".join(lines)
 
 
+def claim_lines(judged: Sequence[dict[str, Any]]) -> list[str]:
+    """`claim val_acc = 0.975  (metrics.json: val_acc; a reproduction must come within ±0.01)`."""
+    lines = []
+    for claim in judged:
+        source = f"{claim.get('file')}: {claim.get('key')}"
+        if claim.get("value") is None:
+            lines.append(f"  claim {claim.get('name')}: {claim.get('error') or 'no value'}")
+            continue
+        lines.append(
+            f"  claim {claim.get('name')} = {claim['value']:.6g}  ({source}; "
+            f"a reproduction must meet {claim.get('criterion')})"
+        )
+        if not claim.get("bounds_hold"):
+            lines.append(f"    does not hold even here: {claim.get('problem')}")
+    return lines
+
+
 def comparison_text(comparison: Comparison) -> str:
     n = len(comparison.runs)
     lines = [comparison.sentence or VERDICT_SENTENCES.get(comparison.verdict, comparison.verdict).format(n=n)]

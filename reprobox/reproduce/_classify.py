@@ -8,10 +8,11 @@ from pathlib import Path
 
 from reprobox import bundle, stackdiff
 from reprobox.compare import BIT_IDENTICAL as GRADE_BIT_IDENTICAL
-from reprobox.compare import DIFFERENT, IDENTICAL, compare_runs, differing_tensor_names
+from reprobox.compare import CLAIMS, DIFFERENT, IDENTICAL, Comparison, compare_runs, differing_tensor_names
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.records.manifest import RunRecord, write_record
 from reprobox.render.values import show_number
+from reprobox.reproduce._grade import grade
 from reprobox.reproduce._model import (
     BIT_IDENTICAL,
     DIFFERENT_STACK,
@@ -31,6 +32,13 @@ NAMED_FIELDS = 6
 
 
 def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) -> None:
+    """The verdict on the bits, then the grade (which adds the claims) on top of it."""
+    _classify_bits(ctx, records, result)
+    if result.verdict != FAILED:
+        grade(ctx, ctx.claims, records, result)
+
+
+def _classify_bits(ctx: Context, records: list[RunRecord], result: ReproduceResult) -> None:
     failed = next((r for r in records if not r.succeeded), None)
     if failed is not None:
         result.verdict, result.exit_code = FAILED, EXIT_JOB_FAILED
@@ -50,7 +58,14 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
             result.verdict, result.exit_code, result.sentence = REPRODUCED, EXIT_OK, SENTENCE_REPRODUCED
         ctx.notes.extend(variation_notes(ctx.attestation, [])[0])
         return
-    differing = next(r for r in records if not _same_content(published, r))
+    differing = next((r for r in records if not _same_content(published, r)), None)
+    if differing is None:  # every checkpoint equal: what differs is a claimed number (see the grade)
+        result.verdict, result.exit_code = NONDETERMINISTIC, EXIT_NOT_REPRODUCIBLE
+        result.sentence = (
+            "every checkpoint equals the published one, but a claimed number differs "
+            f"({compare_claims_text(comparison)})"
+        )
+        return
     diffs = _without_replay_pins(
         ctx, stackdiff.diff_fingerprints(published.fingerprint, differing.fingerprint)
     )
@@ -96,8 +111,18 @@ def classify(ctx: Context, records: list[RunRecord], result: ReproduceResult) ->
                 and result.max_abs_difference is not None
                 and result.max_abs_difference <= tolerance
             )
+            result.within_tolerance = bool(met)
             result.sentence += f"; {'within' if met else 'outside'} --tolerance {tolerance:g}"
             result.exit_code = EXIT_OK if met else EXIT_NOT_REPRODUCIBLE
+
+
+def compare_claims_text(comparison: Comparison) -> str:
+    shown = [
+        f"{d['name']}: published {d['a']}, here {d['b']}"
+        for d in comparison.value_differences
+        if d.get("checkpoint") == CLAIMS
+    ]
+    return "; ".join(shown[:NAMED_FIELDS])
 
 
 def _without_replay_pins(
@@ -187,6 +212,7 @@ def _published_record(ctx: Context, report_dir: Path) -> RunRecord:
             "job": attestation.job_spec,
             "fingerprint": attestation.fingerprint,
             "checkpoints": attestation.checkpoints,
+            "claims": attestation.claims,
             "trail": trail,
         },
     )

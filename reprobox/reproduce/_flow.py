@@ -70,6 +70,7 @@ def reproduce(source: Path, options: ReproduceOptions) -> ReproduceResult:
 
     spec, extra_env, result.settings = replay_job(attestation, code_dir, options, ctx.notes)
     ctx.replay_pin = result.settings["threads"].get("pinned_by_replay")
+    ctx.claims, ctx.accept = spec.claims, spec.accept
     runtime, image_facts, mismatch = runtime_for(ctx, spec)
     result.image = image_facts
     if mismatch:
@@ -92,6 +93,8 @@ def _check_options(options: ReproduceOptions) -> None:
         raise UsageError(f"--threads must be a positive number, not {options.threads}")
     if options.tolerance is not None and not (math.isfinite(options.tolerance) and options.tolerance >= 0):
         raise UsageError(f"--tolerance must be a non-negative number such as 1e-5, not {options.tolerance}")
+    if options.accept not in (None, "bits", "claims"):
+        raise UsageError(f"--accept must be bits or claims, not {options.accept!r}")
     if options.runtime not in (None, "docker", "local"):
         raise UsageError(f"--runtime must be docker or local, not {options.runtime!r}")
 

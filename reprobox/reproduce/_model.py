@@ -9,6 +9,7 @@ from typing import Any
 
 from reprobox import attest, bundle, stackdiff
 from reprobox.compare import Comparison
+from reprobox.jobfile import Claim
 from reprobox.records.files import json_number
 from reprobox.records.manifest import RunRecord
 
@@ -36,6 +37,7 @@ class ReproduceOptions:
     runs_dir: Path = Path("runs")
     published: Path | None = None  # the author's checkpoints (a run dir or outputs/) for tensor numbers
     tolerance: float | None = None  # max abs difference accepted when the stack differs
+    accept: str | None = None  # "claims": every claim holding exits 0 on a different stack; None: job file's
     threads: int | None = None  # run with this many threads instead of the author's
     verify_signature: Path | None = None  # the author's public key
     bundle_sha256: str | None = None  # the bundle digest the author published
@@ -60,6 +62,10 @@ class ReproduceResult:
     stack_differences: list[dict[str, Any]] = field(default_factory=list)
     max_abs_difference: float | None = None
     differing_tensors: int = 0
+    within_tolerance: bool | None = None  # with --tolerance: every tensor within it
+    grade: str = ""  # the highest rung that holds (reprobox.reproduce._grade.GRADES)
+    grades: dict[str, bool | None] = field(default_factory=dict)  # each rung: holds, fails, or not judged
+    claims: list[dict[str, Any]] = field(default_factory=list)  # each claim: published, reproduced, holds
     runs: list[Path] = field(default_factory=list)
     reports: list[Path] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
@@ -71,7 +77,10 @@ class ReproduceResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
+            "grade": self.grade,
             "sentence": self.sentence,
+            "grades": self.grades,
+            "claims": self.claims,
             "exit_code": self.exit_code,
             "attestation": str(self.attestation),
             "code_dir": str(self.code_dir) if self.code_dir else None,
@@ -80,6 +89,7 @@ class ReproduceResult:
             "stack_differences": self.stack_differences,
             "max_abs_difference": json_number(self.max_abs_difference),
             "differing_tensors": self.differing_tensors,
+            "within_tolerance": self.within_tolerance,
             "runs": [str(r) for r in self.runs],
             "reports": [str(r) for r in self.reports],
             "settings": self.settings,
@@ -102,5 +112,7 @@ class Context:
     published_trail: Path | None = None
     report_dir: Path | None = None
     published_record: RunRecord | None = None
+    accept: str = "bits"  # the job file's `accept:`
+    claims: tuple[Claim, ...] = ()  # the job file's claims
     replay_pin: int | None = None  # threads pinned only to replay the author's unpinned count
     stack_differences: list[stackdiff.FieldDifference] = field(default_factory=list)

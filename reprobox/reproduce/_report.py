@@ -78,10 +78,45 @@ def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[document.Bloc
     if result.bundle:
         items.append(f"bundle: {result.bundle['path']} (sha256 {result.bundle['sha256']})")
     items += [f"note: {note}" for note in result.notes]
-    return [
+    blocks = [
         document.Block("heading", "Reproduction"),
         document.Block(
-            "para", f"(exit code {result.exit_code})", label=result.sentence, ident="reproduction"
+            "para",
+            f"(grade {result.grade or result.verdict}; exit code {result.exit_code})",
+            label=result.sentence,
+            ident="reproduction",
         ),
         document.Block("list", items=tuple(items)),
     ]
+    if result.claims:
+        blocks += _claims_blocks(result)
+    return blocks
+
+
+def _claims_blocks(result: ReproduceResult) -> list[document.Block]:
+    """The paper's numbers: published, reproduced, the difference, what was allowed, whether it holds."""
+    rows = tuple(
+        (
+            str(c["name"]),
+            _shown(c["published"]),
+            _shown(c["reproduced"]),
+            _shown(c["difference"]),
+            str(c["allowed"]),
+            "holds" if c["holds"] else f"does not hold: {c['reason']}",
+        )
+        for c in result.claims
+    )
+    failing = frozenset(str(c["name"]) for c in result.claims if not c["holds"])
+    return [
+        document.Block("heading", "Claims"),
+        document.Block(
+            "table",
+            headers=("claim", "published", "reproduced", "difference", "allowed", "verdict"),
+            rows=rows,
+            highlight=failing,
+        ),
+    ]
+
+
+def _shown(value: object) -> str:
+    return f"{value:.6g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
