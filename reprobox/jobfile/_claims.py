@@ -36,14 +36,15 @@ def check_claims(c: Checker, value: Any) -> tuple[Claim, ...]:
     claims: list[Claim] = []
     seen: set[str] = set()
     for index, entry in enumerate(value):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name in seen:
+            c.fail(f"claims.{index}.name", f"'{name}' is claimed twice; give each claim its own name")
+            continue
+        if isinstance(name, str):
+            seen.add(name)
         claim = _check_claim(c, entry, f"claims.{index}")
-        if claim is None:
-            continue
-        if claim.name in seen:
-            c.fail(f"claims.{index}.name", f"'{claim.name}' is claimed twice; give each claim its own name")
-            continue
-        seen.add(claim.name)
-        claims.append(claim)
+        if claim is not None:
+            claims.append(claim)
     return tuple(claims)
 
 
@@ -94,7 +95,8 @@ def _check_claim(c: Checker, entry: Any, dotted: str) -> Claim | None:
     tolerance, relative = _tolerance(c, entry.get("tolerance"), f"{dotted}.tolerance")
     at_least = _bound(c, entry.get("at_least"), f"{dotted}.at_least")
     at_most = _bound(c, entry.get("at_most"), f"{dotted}.at_most")
-    if tolerance is None and at_least is None and at_most is None and ok and "tolerance" not in entry:
+    criteria = ("tolerance", "at_least", "at_most")
+    if ok and not any(key in entry for key in criteria) and set(entry) <= set(CLAIM_KEYS):
         c.fail(
             dotted,
             "says no criterion; add tolerance (absolute such as 0.01, or relative such as '1%'; 0 for an "

@@ -66,3 +66,38 @@ def test_a_packed_bundle_reproduces_after_the_image_is_deleted(
     assert manifest["runtime"]["container"]["network_mode"] == "none"
     assert result.bundle is not None and result.bundle["digest_checked_against"] == "recorded"
     print(f"pack {pack_seconds:.1f} s ({packed.size / 1e6:.0f} MB), reproduce {reproduce_seconds:.1f} s")
+
+
+def test_claims_hold_in_the_image_on_another_thread_count(
+    engine: Engine, built_image, created, tmp_path: Path
+) -> None:
+    """A paper job in the real image: attested with its claims, reproduced with another thread count:
+    the bits differ, the claimed numbers hold, and `--accept claims` passes it."""
+    code = tmp_path / "paper"
+    shutil.copytree(Path(__file__).parents[1] / "jobs" / "paper-claims", code)
+    spec = load_job(code / "job.yaml")
+    runtime = DockerRuntime(built_image.info, engine=engine)
+    comparison, records = verify(
+        spec, runtime, RunOptions(runs_dir=tmp_path / "author-runs"), VerifyOptions(runs=2)
+    )
+    assert comparison.verdict == "identical"
+    assert [c["name"] for c in records[0].claims] == ["val_acc", "val_loss", "logged_acc"]
+    attestation = attest.write_attestation(
+        attest.attestation_path_for(spec.job_file), attest.build_attestation(records)
+    )
+    used = records[0].fingerprint["software"]["threads"]["torch_intra_op"]
+    result = reproduce(
+        attestation,
+        ReproduceOptions(
+            runtime="docker",
+            runs_dir=tmp_path / "review",
+            engine=engine,
+            threads=1 if used != 1 else 2,
+            accept="claims",
+        ),
+    )
+    assert (result.verdict, result.grade, result.exit_code) == ("different-stack", "claims-hold", 0), (
+        result.sentence
+    )
+    assert [c["holds"] for c in result.claims] == [True, True, True]
+    assert result.sentence.startswith("every claim holds (val_acc ")

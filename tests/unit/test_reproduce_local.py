@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from publishing import EXAMPLES, JOBS, edit_attestation, fresh_copy, publish
 
 from reprobox import attest, cli, stackdiff
 from reprobox.engine import ImageInfo
 from reprobox.errors import EnvironmentProblem, SpecError, UsageError
-from reprobox.jobfile import load_job
 from reprobox.records.manifest import RunRecord
 from reprobox.reproduce import (
     BIT_IDENTICAL,
@@ -25,38 +24,8 @@ from reprobox.reproduce import (
     ReproduceOptions,
     reproduce,
 )
-from reprobox.runner import RunOptions, execute
-from reprobox.runtimes.local import LocalRuntime
 
-ROOT = Path(__file__).parents[2]
-JOBS = ROOT / "tests" / "jobs"
-EXAMPLES = ROOT / "examples"
 THREAD_FIELDS = {"software.threads.torch_intra_op", "software.threads.torch_inter_op"}
-
-
-def publish(source: Path, author: Path, *, runs: int) -> tuple[Path, list[RunRecord]]:
-    """What an author does: run the job (runs kept outside the code), then attest next to the job file."""
-    code = author / "code"
-    shutil.copytree(source, code)
-    spec = load_job(code / "job.yaml")
-    records = [execute(spec, LocalRuntime(), RunOptions(runs_dir=author / "runs")) for _ in range(runs)]
-    path = attest.write_attestation(
-        attest.attestation_path_for(spec.job_file), attest.build_attestation(records)
-    )
-    return path, records
-
-
-def fresh_copy(attestation: Path, where: Path) -> Path:
-    """A reviewer's clone: the code folder with the attestation in it, and nothing else."""
-    shutil.copytree(attestation.parent, where)
-    return where / attest.ATTESTATION_NAME
-
-
-def edit_attestation(path: Path, change: Callable[[dict[str, Any]], None]) -> Path:
-    statement = json.loads(path.read_text())
-    change(statement)
-    path.write_text(json.dumps(statement))
-    return path
 
 
 @pytest.fixture(scope="module")
