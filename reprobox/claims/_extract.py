@@ -27,6 +27,7 @@ from reprobox.yamlsource import parse_yaml
 MAX_CLAIM_FILE_BYTES = 64 << 20  # a metrics file; a larger one is not read whole
 MAX_LOG_TAIL_BYTES = 16 << 20  # the end of the job's log, where final numbers are printed
 MAX_EVIDENCE_CHARS = 200
+_GLOB = re.compile(r"[*?\[]")
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,8 @@ def extract_claims(claims: tuple[Claim, ...], output_dir: Path, log: Path) -> li
 def extract_claim(claim: Claim, output_dir: Path, log: Path) -> ClaimValue:
     try:
         raw, where = _read_source(claim, output_dir, log)
-    except FileNotFoundError:
-        return _failed(claim, f"{_source_name(claim)} was not written")
-    except (OSError, saferead.UnsafeFile) as exc:
-        return _failed(claim, f"{_source_name(claim)} cannot be read ({_reason(exc)})")
+    except (OSError, saferead.UnsafeFile, _Ambiguous) as exc:
+        return _failed(claim, _unreadable(claim, exc))
     digest = hashlib.sha256(raw).hexdigest()
     try:
         text = raw.decode("utf-8")
@@ -87,11 +86,27 @@ class _NotFound(Exception):
     pass
 
 
+class _Ambiguous(Exception):
+    pass
+
+
 def _read_source(claim: Claim, output_dir: Path, log: Path) -> tuple[bytes, str]:
     if claim.file == STDOUT:
         return saferead.read_tail(log, MAX_LOG_TAIL_BYTES, root=log.parent), "the job's log"
-    path = output_dir.joinpath(*Path(claim.file).parts)
-    return saferead.read_bytes(path, MAX_CLAIM_FILE_BYTES, root=output_dir), claim.file
+    relative = _one_match(claim.file, output_dir) if _GLOB.search(claim.file) else claim.file
+    path = output_dir.joinpath(*Path(relative).parts)
+    return saferead.read_bytes(path, MAX_CLAIM_FILE_BYTES, root=output_dir), relative
+
+
+def _one_match(pattern: str, output_dir: Path) -> str:
+    """The one file a pattern names (`logs/version_*/metrics.csv`); none or several is an error."""
+    found = sorted(p.relative_to(output_dir).as_posix() for p in output_dir.glob(pattern))
+    if not found:
+        raise FileNotFoundError(pattern)
+    if len(found) > 1:
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise _Ambiguous(f"matches {len(found)} files ({shown}); make the pattern name one")
+    return found[0]
 
 
 def _find(claim: Claim, text: str) -> Any:
@@ -194,7 +209,10 @@ def _source_name(claim: Claim) -> str:
     return "the job's log" if claim.file == STDOUT else claim.file
 
 
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, OSError):
-        return exc.strerror or type(exc).__name__
-    return str(exc)
+def _unreadable(claim: Claim, exc: Exception) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"{_source_name(claim)} was not written"
+    if isinstance(exc, _Ambiguous):
+        return f"{claim.file} {exc}"
+    reason = (exc.strerror or type(exc).__name__) if isinstance(exc, OSError) else str(exc)
+    return f"{_source_name(claim)} cannot be read ({reason})"

@@ -161,3 +161,5 @@ def test_example_verifies_in_containers(example: str, offline_env: None, verify_
     assert (code, data["verdict"]) == (0, "identical"), data.get("notes")
     _, outputs = EXAMPLES[example]
     assert set(outputs) <= {checkpoint["path"] for checkpoint in data["checkpoints"]}
+    claims = data.get("claims") or []  # the examples claim one number each, read after the run
+    assert [isinstance(c["value"], float) and c["error"] is None for c in claims] == [True], claims

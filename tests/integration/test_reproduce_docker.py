@@ -74,7 +74,7 @@ def test_claims_hold_in_the_image_on_another_thread_count(
     """A paper job in the real image: attested with its claims, reproduced with another thread count:
     the bits differ, the claimed numbers hold, and `--accept claims` passes it."""
     code = tmp_path / "paper"
-    shutil.copytree(Path(__file__).parents[1] / "jobs" / "paper-claims", code)
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "paper-claims", code)
     spec = load_job(code / "job.yaml")
     runtime = DockerRuntime(built_image.info, engine=engine)
     comparison, records = verify(
@@ -100,4 +100,4 @@ def test_claims_hold_in_the_image_on_another_thread_count(
         result.sentence
     )
     assert [c["holds"] for c in result.claims] == [True, True, True]
-    assert result.sentence.startswith("every claim holds (val_acc ")
+    assert result.sentence.startswith("every claim holds (val_acc, ")

@@ -73,6 +73,18 @@ def test_a_missing_or_wrong_value_names_the_claim(outputs: Path, file: str, key:
     assert found.error.startswith("claim acc: ")
 
 
+def test_a_pattern_names_one_file(outputs: Path) -> None:
+    version = outputs / "logs" / "version_0"
+    version.mkdir(parents=True)
+    (version / "metrics.csv").write_text("epoch,val_loss\n0,0.5\n1,0.25\n")
+    found = extract_claim(claim("logs/version_*/metrics.csv", "val_loss", tolerance=0.0), outputs, outputs)
+    assert (found.value, found.error) == (0.25, None)
+    (outputs / "logs" / "version_1").mkdir()
+    (outputs / "logs" / "version_1" / "metrics.csv").write_text("epoch,val_loss\n0,0.5\n")
+    found = extract_claim(claim("logs/version_*/metrics.csv", "val_loss", tolerance=0.0), outputs, outputs)
+    assert found.error is not None and "matches 2 files (logs/version_0/metrics.csv, " in found.error
+
+
 def test_a_link_out_of_the_outputs_is_not_followed(outputs: Path, tmp_path: Path) -> None:
     secret = tmp_path / "secret.json"
     secret.write_text('{"acc": 0.99}')

@@ -41,3 +41,5 @@ def test_example_verifies_on_the_local_runtime(
     code, data = verify_example(example, "local")
     assert (code, data["verdict"]) == (0, "identical"), data.get("notes")
     assert set(outputs) <= {checkpoint["path"] for checkpoint in data["checkpoints"]}
+    (claim,) = data["claims"]  # read from the framework's own files or log
+    assert isinstance(claim["value"], float) and claim["error"] is None, claim

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from publishing import JOBS, edit_attestation, fresh_copy, publish
+from publishing import EXAMPLES, JOBS, edit_attestation, fresh_copy, publish
 
 from reprobox import attest, cli
 from reprobox.records.manifest import RunRecord
@@ -18,7 +18,7 @@ from reprobox.reproduce import ReproduceOptions, reproduce
 
 @pytest.fixture(scope="module")
 def paper(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
-    return publish(JOBS / "paper-claims", tmp_path_factory.mktemp("author"), runs=2)
+    return publish(EXAMPLES / "paper-claims", tmp_path_factory.mktemp("author"), runs=2)
 
 
 def other_thread_count(records: list[RunRecord]) -> int:
@@ -72,7 +72,7 @@ def test_on_another_stack_the_claims_hold_while_the_bits_do_not(paper, tmp_path:
         "within-tolerance": None,
         "claims-hold": True,
     }
-    assert data["sentence"].startswith("every claim holds (val_acc ")
+    assert data["sentence"].startswith("every claim holds (val_acc, ")
     assert "but the bits differ: different stack" in data["sentence"]
     assert any("--accept claims" in note for note in data["notes"])
 
@@ -86,7 +86,7 @@ def test_on_another_stack_the_claims_hold_while_the_bits_do_not(paper, tmp_path:
 
 def test_accept_claims_in_the_job_file(tmp_path: Path, capsys) -> None:
     source = tmp_path / "source"
-    shutil.copytree(JOBS / "paper-claims", source)
+    shutil.copytree(EXAMPLES / "paper-claims", source)
     job = source / "job.yaml"
     job.write_text(job.read_text() + "accept: claims\n")
     attestation, records = publish(source, tmp_path / "author", runs=1)
@@ -184,7 +184,7 @@ def test_a_claimed_number_that_varies_makes_verify_say_not_reproducible(tmp_path
 
 def test_a_claim_the_job_did_not_write_fails_the_run(tmp_path: Path, capsys) -> None:
     source = tmp_path / "job"
-    shutil.copytree(JOBS / "paper-claims", source)
+    shutil.copytree(EXAMPLES / "paper-claims", source)
     job = source / "job.yaml"
     job.write_text(job.read_text().replace("key: val_acc\n", "key: test_acc\n"))
     code = cli.main(

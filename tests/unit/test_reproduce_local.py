@@ -54,7 +54,7 @@ def test_a_fresh_copy_reproduces_bit_identically(small, tmp_path: Path, capsys) 
     reports = [Path(p) for p in data["reports"]]
     assert {p.name for p in reports} == {"report.md", "report.html", "result.json"}
     markdown = next(p for p in reports if p.suffix == ".md").read_text()
-    assert f"**{SENTENCE_IDENTICAL}** (exit code 0)" in markdown
+    assert f"**{SENTENCE_IDENTICAL}** (grade bit-identical; exit code 0)" in markdown
     assert "id='reproduction'" in next(p for p in reports if p.suffix == ".html").read_text()
     assert json.loads(next(p for p in reports if p.suffix == ".json").read_text())["verdict"] == BIT_IDENTICAL
     assert "not signed" in " ".join(data["notes"])
