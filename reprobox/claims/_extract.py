@@ -19,8 +19,9 @@ from typing import Any
 
 from reprobox import saferead
 from reprobox.errors import SpecError
+from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import Claim
-from reprobox.jobfile._claims import STDOUT, is_text_source
+from reprobox.jobfile._claims import STDOUT, is_checkpoint_source, is_text_source
 from reprobox.records.files import loads_bounded
 from reprobox.yamlsource import parse_yaml
 
@@ -62,6 +63,8 @@ def extract_claims(claims: tuple[Claim, ...], output_dir: Path, log: Path) -> li
 
 
 def extract_claim(claim: Claim, output_dir: Path, log: Path) -> ClaimValue:
+    if is_checkpoint_source(claim.file):
+        return _from_checkpoint(claim, output_dir)
     try:
         raw, where = _read_source(claim, output_dir, log)
     except (OSError, saferead.UnsafeFile, _Ambiguous) as exc:
@@ -79,6 +82,41 @@ def extract_claim(claim: Claim, output_dir: Path, log: Path) -> ClaimValue:
     evidence = str(found)[:MAX_EVIDENCE_CHARS]
     if number is None or not math.isfinite(number):
         return _failed(claim, f"{where} holds {evidence!r} at {claim.key!r}, not a finite number", digest)
+    return ClaimValue(claim.name, claim.file, claim.key, number, digest, evidence)
+
+
+def _from_checkpoint(claim: Claim, output_dir: Path) -> ClaimValue:
+    """A value saved inside a checkpoint (`{"state_dict": ..., "metric": 0.97}`), read with hashing's safe
+    readers: named as hashing names it, a plain number or a one-element tensor."""
+    from reprobox.guest.hashing import load_tensors
+    from reprobox.outputvalues import output_file
+
+    try:
+        relative = _one_match(claim.file, output_dir) if _GLOB.search(claim.file) else claim.file
+    except (FileNotFoundError, _Ambiguous) as exc:
+        return _failed(claim, _unreadable(claim, exc))
+    path = output_file(output_dir, relative)
+    if path is None:
+        missing = not (output_dir / relative).exists() and not (output_dir / relative).is_symlink()
+        reason = "was not written" if missing else "cannot be read (not a regular file below the outputs)"
+        return _failed(claim, f"{relative} {reason}")
+    try:
+        digest = file_sha256(path)
+        tensors, values = load_tensors(path)
+    except Exception as exc:  # noqa: BLE001 - any refusal of the safe readers is the claim's error
+        return _failed(
+            claim, f"{relative} cannot be read safely ({str(exc).splitlines()[0] if str(exc) else exc})"
+        )
+    if claim.key in values:
+        found: Any = values[claim.key]
+    elif claim.key in tensors and tensors[claim.key].numel() == 1:
+        found = tensors[claim.key].reshape(()).item()
+    else:
+        return _failed(claim, f"{relative} holds no value named {claim.key!r}", digest)
+    number = _number(found)
+    evidence = str(found)[:MAX_EVIDENCE_CHARS]
+    if number is None or not math.isfinite(number):
+        return _failed(claim, f"{relative} holds {evidence!r} at {claim.key!r}, not a finite number", digest)
     return ClaimValue(claim.name, claim.file, claim.key, number, digest, evidence)
 
 

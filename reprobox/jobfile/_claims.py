@@ -15,13 +15,19 @@ CLAIM_KEYS = ("name", "file", "key", "tolerance", "at_least", "at_most")
 CLAIM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@/-]{0,127}$")
 STDOUT = "stdout"
 STRUCTURED_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".tsv")
+# Checkpoints read by name, the way hashing names their values (a timm checkpoint's `metric`), unpickled never
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".tar", ".safetensors", ".npz", ".pkl", ".pickle")
 MAX_CLAIMS = 256
 _RELATIVE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*%\s*$")
 
 
 def is_text_source(file: str) -> bool:
     """Whether a claim's key is a regex: the job's log, or a file no structured reader knows."""
-    return file == STDOUT or not file.lower().endswith(STRUCTURED_SUFFIXES)
+    return file == STDOUT or not file.lower().endswith(STRUCTURED_SUFFIXES + CHECKPOINT_SUFFIXES)
+
+
+def is_checkpoint_source(file: str) -> bool:
+    return file.lower().endswith(CHECKPOINT_SUFFIXES)
 
 
 def check_claims(c: Checker, value: Any) -> tuple[Claim, ...]:

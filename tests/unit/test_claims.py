@@ -154,3 +154,27 @@ def test_the_authors_run_checks_its_own_bounds(tmp_path: Path) -> None:
         ("loss", True, "±1% = 0.02"),
     ]
     assert judged[0]["problem"] == "below at_least 0.9"
+
+
+def test_a_number_saved_in_a_checkpoint_is_read_without_unpickling(outputs: Path) -> None:
+    """timm saves its top-1 as `metric` beside the weights; Lightning keeps scores in its callbacks."""
+    import torch
+
+    torch.save(
+        {"state_dict": {"w": torch.zeros(2)}, "metric": 76.12, "loss": torch.tensor(0.5)},
+        outputs / "best.pth.tar",
+    )
+    torch.save({"epoch": 3, "best": torch.tensor([0.25])}, outputs / "last.ckpt")
+    for file, key, expected in (
+        ("best.pth.tar", "metric", 76.12),
+        ("best.pth.tar", "loss", 0.5),
+        ("last.ckpt", "best", 0.25),
+    ):
+        found = extract_claim(claim(file, key, tolerance=0.0), outputs, outputs / "log")
+        assert (found.value, found.error) == (expected, None), found
+    missing = extract_claim(claim("last.ckpt", "state_dict.w", tolerance=0.0), outputs, outputs / "log")
+    assert missing.error == "claim acc: last.ckpt holds no value named 'state_dict.w'"
+    (outputs / "evil.pt").write_bytes(b"\x80\x04cos\nsystem\n(S'touch pwned'\ntR.")
+    refused = extract_claim(claim("evil.pt", "x", tolerance=0.0), outputs, outputs / "log")
+    assert refused.value is None and refused.error is not None  # refused or unnamed: never run
+    assert not Path("pwned").exists()
