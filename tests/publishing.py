@@ -43,3 +43,20 @@ def edit_attestation(path: Path, change: Callable[[dict[str, Any]], None]) -> Pa
     change(statement)
     path.write_text(json.dumps(statement))
     return path
+
+
+def machine_strings_in(statement: Any, *, folders: list[Path], names: list[str]) -> list[str]:
+    """Every string of an attestation that holds one of the writer's folders, or is their host or user
+    name: what must never be published."""
+    found: list[str] = []
+    stack = [("", statement)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}", v) for k, v in value.items())
+            stack.extend((f"{where}.<key>", k) for k in value)
+        elif isinstance(value, list):
+            stack.extend((f"{where}.{i}", v) for i, v in enumerate(value))
+        elif isinstance(value, str) and (any(str(f) in value for f in folders) or value in names):
+            found.append(f"{where}: {value[:120]}")
+    return found

@@ -15,6 +15,7 @@ from reprobox.attest._code import (
     locate_code,
 )
 from reprobox.attest._file import (
+    check_statement,
     read_attestation,
     write_attestation,
 )
@@ -24,6 +25,7 @@ from reprobox.attest._model import (
     attestation_in,
     attestation_path_for,
 )
+from reprobox.attest._public import names_the_machine, public_fingerprint
 from reprobox.attest._signing import (
     canonical_json,
     generate_key,
@@ -50,6 +52,7 @@ __all__ = [
     "attestation_path_for",
     "build_attestation",
     "canonical_json",
+    "check_statement",
     "code_changes",
     "generate_key",
     "job_file_in",
@@ -57,6 +60,8 @@ __all__ = [
     "load_private_key",
     "load_public_key",
     "locate_code",
+    "names_the_machine",
+    "public_fingerprint",
     "read_attestation",
     "write_attestation",
 ]

@@ -14,11 +14,16 @@ from reprobox.records.attestation import MAX_ATTESTATION_BYTES, Attestation
 from reprobox.records.files import JsonTooDeep, loads_bounded, write_text_atomic
 
 
-def write_attestation(path: Path, statement: dict[str, Any], *, key: Path | None = None) -> Path:
-    """Write the statement atomically: as is, or signed with `key` inside a DSSE envelope."""
+def check_statement(statement: dict[str, Any], path: Path = Path(ATTESTATION_NAME)) -> None:
+    """Raise SpecError unless the statement is one `read_attestation` would accept."""
     problems = validate_statement(statement, path)
     if problems:
         raise SpecError(problems)
+
+
+def write_attestation(path: Path, statement: dict[str, Any], *, key: Path | None = None) -> Path:
+    """Write the statement atomically: as is, or signed with `key` inside a DSSE envelope."""
+    check_statement(statement, path)
     if key is None:
         write_text_atomic(path, json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return path

@@ -18,6 +18,7 @@ from reprobox import codetree
 from reprobox._version import __version__
 from reprobox.attest._claims import attested_claims
 from reprobox.attest._code import attested_tree
+from reprobox.attest._public import Machine, public_predicate
 from reprobox.compare import IDENTICAL, compare_runs
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import file_sha256
@@ -86,6 +87,8 @@ def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:
     claims = attested_claims(records)
     if claims is not None:
         predicate["claims"] = claims
+    machine = Machine.here(code_dir=code_dir, runs_dir=first.run_dir.parent.parent)
+    predicate = public_predicate(predicate, machine, code_dir)
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": c["path"], "digest": {"sha256": c["file_sha256"]}} for c in checkpoints],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,12 +22,16 @@ examples:
   reprobox attest runs/tiny-mlp/RUN_A runs/tiny-mlp/RUN_B      attest two bit-identical runs
   reprobox attest runs/tiny-mlp/RUN_A --sign ~/.config/reprobox/signing.key
   reprobox attest runs/tiny-mlp/RUN_A -o paper/reprobox.attestation.json
+  reprobox attest runs/tiny-mlp/RUN_A RUN_B --show | less       exactly what would be published
 
 Writes reprobox.attestation.json next to the job file (or -o PATH): an in-toto Statement whose
 subject is the checkpoints and whose predicate holds what a reviewer needs to rerun the job (job
 file, code digests, image, seed, thread counts, fingerprint, checkpoint hashes). Commit it with the
 code. `reprobox verify` writes it too when its runs are bit-identical.
 With --sign the file is a DSSE envelope signed with Ed25519; publish the key's .pub next to it.
+It is safe to publish: paths are relative to the code folder, and the host name, user name, home
+folder, runs folder and interpreter path are withheld (the fingerprint keeps every stack fact that
+decides the numerics). --show prints the statement and writes nothing.
 """
 
 REPRODUCE_EPILOG = """\
@@ -88,6 +93,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     att.add_argument(
         "--sign", type=Path, metavar="KEY", help="sign with this Ed25519 private key (reprobox keygen)"
+    )
+    att.add_argument(
+        "--show",
+        action="store_true",
+        help="print the statement exactly as it would be published, and write nothing",
     )
     add_output_flags(att)
     att.set_defaults(handler=attest_command)
@@ -176,6 +186,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def attest_command(args: argparse.Namespace, out: Output) -> int:
     records = [read_record(path) for path in args.runs]
     statement = attest.build_attestation(records)
+    if args.show:
+        attest.check_statement(statement)
+        out.result(statement, json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False))
+        return EXIT_OK
     job_file = records[0].job_file or Path("job.yaml")
     target = args.output or attest.attestation_path_for(job_file)
     attest.write_attestation(target, statement, key=args.sign.expanduser() if args.sign else None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from reprobox import bundle, stackdiff
+from reprobox import attest, bundle, stackdiff
 from reprobox.compare import BIT_IDENTICAL as GRADE_BIT_IDENTICAL
 from reprobox.compare import CLAIMS, DIFFERENT, IDENTICAL, Comparison, compare_runs, differing_tensor_names
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
@@ -67,7 +67,10 @@ def _classify_bits(ctx: Context, records: list[RunRecord], result: ReproduceResu
         )
         return
     diffs = _without_replay_pins(
-        ctx, stackdiff.diff_fingerprints(published.fingerprint, differing.fingerprint)
+        ctx,
+        stackdiff.diff_fingerprints(
+            attest.public_fingerprint(published.fingerprint), attest.public_fingerprint(differing.fingerprint)
+        ),
     )
     ctx.stack_differences = diffs
     notes, varied = variation_notes(ctx.attestation, diffs)

@@ -97,6 +97,12 @@ def _replayed_env(current: dict[str, str], author: dict[str, Any], notes: list[s
                     f"env {key} is a secret: its value comes from your environment, not the author's"
                 )
             continue
+        if isinstance(value, str) and attest.names_the_machine(value):
+            notes.append(
+                f"env {key} named a folder of the author's machine ({value!r} as published): "
+                f"its value here is the job file's, {current.get(key)!r}"
+            )
+            continue
         if env.get(key) != str(value):
             notes.append(f"env {key} is the author's {value!r}, not {env.get(key)!r} as expanded here")
         env[key] = str(value)

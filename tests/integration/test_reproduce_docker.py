@@ -3,12 +3,16 @@ the bundle, the image coming back from the bundle with `docker load` (no registr
 
 from __future__ import annotations
 
+import getpass
 import json
 import shutil
+import socket
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from publishing import machine_strings_in
 
 from reprobox import attest, bundle
 from reprobox.engine import Engine
@@ -84,6 +88,11 @@ def test_claims_hold_in_the_image_on_another_thread_count(
     assert [c["name"] for c in records[0].claims] == ["val_acc", "val_loss", "logged_acc"]
     attestation = attest.write_attestation(
         attest.attestation_path_for(spec.job_file), attest.build_attestation(records)
+    )
+    statement = json.loads(attestation.read_text())  # safe to publish: nothing names this machine
+    folders = [code, tmp_path / "author-runs", Path(sys.prefix), Path.home()]
+    assert (
+        machine_strings_in(statement, folders=folders, names=[socket.gethostname(), getpass.getuser()]) == []
     )
     used = records[0].fingerprint["software"]["threads"]["torch_intra_op"]
     result = reproduce(
