@@ -27,7 +27,9 @@ from reprobox.records.attestation import PREDICATE_SCHEMA, PREDICATE_TYPE, STATE
 from reprobox.records.manifest import RunRecord
 
 
-def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:
+def build_attestation(
+    records: Sequence[RunRecord], *, seeds: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The in-toto Statement for runs that finished with bit-identical checkpoints.
 
     Raises UsageError when the runs cannot be attested: none given, one failed or was only a prefix
@@ -87,6 +89,8 @@ def build_attestation(records: Sequence[RunRecord]) -> dict[str, Any]:
     claims = attested_claims(records)
     if claims is not None:
         predicate["claims"] = claims
+    if seeds is not None:  # `verify --seeds`: the spread of every claim over the verified seeds
+        predicate["seeds"] = dict(seeds)
     machine = Machine.here(code_dir=code_dir, runs_dir=first.run_dir.parent.parent)
     predicate = public_predicate(predicate, machine, code_dir)
     return {

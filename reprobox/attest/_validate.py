@@ -12,6 +12,7 @@ from typing import Any
 from reprobox import codetree
 from reprobox.attest._claims import check_claims
 from reprobox.attest._execution import check_execution, declared_env
+from reprobox.attest._seeds import check_seeds
 from reprobox.errors import Problem
 from reprobox.records.attestation import FieldChecker, version_problem
 
@@ -28,6 +29,7 @@ def validate_statement(statement: Any, path: Path) -> list[Problem]:
         lambda c, execution: check_execution(c, execution, declared_env(predicate.get("job"), path)),
     )
     check_claims(checker, predicate.get("claims"))
+    check_seeds(checker, predicate.get("seeds"))
     if not checker.problems:
         _check_consistency(checker, statement, predicate)
     return checker.problems

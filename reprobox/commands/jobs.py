@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprobox import claims, compare, runner, runtimes, verify
+from reprobox import claims, compare, runner, runtimes, seeds, verify
 from reprobox.commands import vary
 from reprobox.commands.common import (
     add_command,
@@ -23,6 +23,7 @@ from reprobox.render import terminal
 
 if TYPE_CHECKING:
     from reprobox.cli import Output
+    from reprobox.jobfile import JobSpec
 
 RUN_EPILOG = """\
 examples:
@@ -39,6 +40,7 @@ examples:
   reprobox verify examples/tiny-mlp/job.yaml              two runs, compared bit for bit
   reprobox verify job.yaml --runs 5 --keep-going          all five runs even after a difference
   reprobox verify job.yaml --json > verdict.json
+  reprobox verify job.yaml --seeds 3           three seeds: each bit-reproducible, claims as mean ± std
   reprobox verify job.yaml --vary threads,tz   which of these factors changes the result
   reprobox verify job.yaml --vary all --parallel 2
   reprobox verify job.yaml --vary all --html vary.html   the matrix as a table too
@@ -120,6 +122,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="K",
         help="run up to K runs side by side (on a cluster runtime, on different nodes; default: 1)",
     )
+    ver.add_argument(
+        "--seeds",
+        type=int,
+        metavar="N",
+        help="verify with N seeds (the job's seed, +1, ...), each --runs times, and record every claim's "
+        "mean and standard deviation over them (for papers that report mean ± std)",
+    )
     ver.add_argument("--vary", metavar="FACTOR[,FACTOR...]", help=vary.help_text())
     ver.add_argument(
         "--html",
@@ -168,6 +177,8 @@ def run_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def verify_command(args: argparse.Namespace, out: Output) -> int:
+    if args.seeds is not None and args.vary is not None:
+        raise UsageError("--seeds and --vary are separate checks; run one, then the other")
     if args.vary is not None:
         return vary.vary_command(args, out)
     if args.html is not None or args.markdown is not None:
@@ -186,7 +197,11 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     spec = load_job_with_flags(args)
     check_runs_dir(args.runs_dir)
     check_attestation_target(args, spec.job_file)
+    if args.seeds is not None:
+        seeds.seed_list(spec.seed, args.seeds)  # a bad count is refused before anything runs
     runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
+    if args.seeds is not None:
+        return _verify_seeds(args, out, spec, runtime, settings)
     comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings)
     data = comparison.to_json()
     judged = claims.judge_recorded(spec.claims, records[0].claims if records else [])
@@ -200,6 +215,31 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target}")
     out.result(data, "\n".join([terminal.comparison_text(comparison), *terminal.claim_lines(judged)]))
     return exit_code(comparison.verdict)
+
+
+def _verify_seeds(
+    args: argparse.Namespace,
+    out: Output,
+    spec: JobSpec,
+    runtime: runtimes.Runtime,
+    settings: verify.VerifyOptions,
+) -> int:
+    result = seeds.verify_seeds(spec, runtime, _run_options(args, out), settings, args.seeds)
+    data = result.to_json()
+    lines = [f"seed {seed}: {c.sentence}" for seed, c in zip(result.seeds, result.comparisons, strict=False)]
+    lines += [f"  claim {name} = {spread.text()}" for name, spread in result.spread.items()]
+    if not spec.claims:
+        lines.append("  the job file claims no numbers: each seed was checked for bit-reproducibility only")
+    if result.verdict == compare.IDENTICAL and args.max_steps is None and not args.no_attestation:
+        from reprobox import attest
+
+        target = args.attestation or attest.attestation_path_for(spec.job_file)
+        statement = attest.build_attestation(result.records[0], seeds=result.attestation_entry())
+        attest.write_attestation(target, statement, key=args.sign)
+        data["attestation"] = str(target)
+        out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target} --seeds {args.seeds}")
+    out.result(data, "\n".join(lines))
+    return exit_code(result.verdict)
 
 
 def compare_command(args: argparse.Namespace, out: Output) -> int:

@@ -43,6 +43,7 @@ examples:
   reprobox reproduce ATT --published ckpts/ --tolerance 1e-5    accept a small difference on another stack
   reprobox reproduce ATT --threads 1                            see whether the thread count matters
   reprobox reproduce ATT --accept claims                        pass when the paper's numbers hold
+  reprobox reproduce ATT --seeds 3                              the mean ± std over the first 3 seeds too
 
 The code folder defaults to the folder around the attestation when the job file sits next to it
 (where reprobox puts it), else the current directory. Nothing runs until the code (file by file) and
@@ -135,6 +136,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--threads", type=int, metavar="N", help="run with N threads instead of the author's count"
     )
     rep.add_argument(
+        "--seeds",
+        type=int,
+        metavar="N",
+        help="also rerun the first N seeds the author verified (verify --seeds) and compare each claim's "
+        "spread: each mean must lie within the other's mean ± 2 std, widened by the claim's tolerance",
+    )
+    rep.add_argument(
         "--accept",
         choices=("bits", "claims"),
         help="what passes on a different stack: the bits (default, or the job file's `accept:`), or "
@@ -222,6 +230,7 @@ def reproduce_command(args: argparse.Namespace, out: Output) -> int:
         tolerance=args.tolerance,
         threads=args.threads,
         accept=args.accept,
+        seeds=args.seeds,
         verify_signature=args.verify_signature,
         bundle_sha256=args.bundle_sha256,
         report_dir=args.report_dir,
@@ -248,6 +257,13 @@ def _reproduce_text(result: reproduce.ReproduceResult) -> str:
         lines.append(
             f"  claim {claim['name']}: published {claim['published']}, here {claim['reproduced']} "
             f"(allowed {claim['allowed']}): {verdict}"
+        )
+    for name, spread in result.seed_spread.items():
+        author, here = spread["published"], spread["reproduced"]
+        lines.append(
+            f"  spread {name}: published {author['mean']:.6g} ± {author['std']:.3g} "
+            f"({len(author['values'])} seeds), here {here['mean']:.6g} ± {here['std']:.3g} "
+            f"({len(here['values'])} seeds): {'holds' if spread['holds'] else 'does not hold'}"
         )
     lines += [f"  report: {path}" for path in result.reports if path.suffix != ".json"]
     lines += [f"  note: {note}" for note in result.notes]

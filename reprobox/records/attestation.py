@@ -111,6 +111,12 @@ class Attestation:
         found = self.predicate.get("claims")
         return [dict(c) for c in found if isinstance(c, dict)] if isinstance(found, list) else []
 
+    @property
+    def seeds(self) -> dict[str, Any] | None:
+        """The seed spread `verify --seeds` recorded: {seeds, runs_per_seed, claims, checkpoints}."""
+        seeds = self.predicate.get("seeds")
+        return dict(seeds) if isinstance(seeds, dict) else None
+
     def factors_with_status(self, status: str) -> list[str]:
         """The factors the author's matrix gave this status, in the matrix's order."""
         rows = (self.variation or {}).get("factors") or []

@@ -15,6 +15,7 @@ from reprobox.reproduce._classify import classify
 from reprobox.reproduce._image import runtime_for
 from reprobox.reproduce._model import (
     CODE_MISMATCH,
+    FAILED,
     IMAGE_MISMATCH,
     Context,
     ReproduceOptions,
@@ -22,6 +23,7 @@ from reprobox.reproduce._model import (
 )
 from reprobox.reproduce._replay import replay_job
 from reprobox.reproduce._report import write_reports
+from reprobox.reproduce._seeds import check_seed_count, reproduce_seeds
 from reprobox.runner import RunOptions, execute, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
@@ -40,6 +42,7 @@ def reproduce(source: Path, options: ReproduceOptions) -> ReproduceResult:
         attestation_path = opened.attestation
         progress.say(f"bundle {source} checked (sha256 {opened.sha256[:16]}), unpacked to {opened.root}")
     attestation = attest.read_attestation(attestation_path, verify_signature=options.verify_signature)
+    check_seed_count(attestation, options.seeds)
     ctx = Context(attestation, options, notes=[], bundle=opened)
     result = ReproduceResult(
         verdict="", sentence="", exit_code=EXIT_OK, attestation=attestation_path, notes=ctx.notes
@@ -82,6 +85,8 @@ def reproduce(source: Path, options: ReproduceOptions) -> ReproduceResult:
     records = _run(spec, runtime, options, extra_env)
     result.runs = [r.run_dir for r in records]
     classify(ctx, records, result)
+    if options.seeds is not None and result.verdict != FAILED:
+        reproduce_seeds(ctx, spec, runtime, records, result, extra_env=extra_env)
     result.reports = write_reports(ctx, records, result)
     return result
 

@@ -37,6 +37,7 @@ class ReproduceOptions:
     runs_dir: Path = Path("runs")
     published: Path | None = None  # the author's checkpoints (a run dir or outputs/) for tensor numbers
     tolerance: float | None = None  # max abs difference accepted when the stack differs
+    seeds: int | None = None  # rerun the first N published seeds and compare each claim's spread
     accept: str | None = None  # "claims": every claim holding exits 0 on a different stack; None: job file's
     threads: int | None = None  # run with this many threads instead of the author's
     verify_signature: Path | None = None  # the author's public key
@@ -66,6 +67,8 @@ class ReproduceResult:
     grade: str = ""  # the highest rung that holds (reprobox.reproduce._grade.GRADES)
     grades: dict[str, bool | None] = field(default_factory=dict)  # each rung: holds, fails, or not judged
     claims: list[dict[str, Any]] = field(default_factory=list)  # each claim: published, reproduced, holds
+    seed_spread: dict[str, Any] = field(default_factory=dict)  # --seeds: each claim's two spreads
+    seed_runs: list[dict[str, Any]] = field(default_factory=list)  # --seeds: each seed's run here
     runs: list[Path] = field(default_factory=list)
     reports: list[Path] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +84,8 @@ class ReproduceResult:
             "sentence": self.sentence,
             "grades": self.grades,
             "claims": self.claims,
+            "seed_spread": self.seed_spread,
+            "seed_runs": self.seed_runs,
             "exit_code": self.exit_code,
             "attestation": str(self.attestation),
             "code_dir": str(self.code_dir) if self.code_dir else None,

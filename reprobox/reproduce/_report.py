@@ -90,7 +90,38 @@ def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[document.Bloc
     ]
     if result.claims:
         blocks += _claims_blocks(result)
+    if result.seed_spread:
+        blocks += _spread_blocks(result)
     return blocks
+
+
+def _spread_blocks(result: ReproduceResult) -> list[document.Block]:
+    """Each claim's mean ± std over seeds, the author's and here, and whether each mean lies in the
+    other's interval."""
+    rows = []
+    for name, spread in result.seed_spread.items():
+        author, here = spread["published"], spread["reproduced"]
+        rows.append(
+            (
+                name,
+                f"{author['mean']:.6g} ± {author['std']:.3g} ({len(author['values'])})",
+                f"{here['mean']:.6g} ± {here['std']:.3g} ({len(here['values'])})",
+                "yes" if spread["published_in_reproduced"] else "no",
+                "yes" if spread["reproduced_in_published"] else "no",
+            )
+        )
+    failing = frozenset(name for name, spread in result.seed_spread.items() if not spread["holds"])
+    headers = (
+        "claim",
+        "published (seeds)",
+        "here (seeds)",
+        "published mean in here's",
+        "here's in published",
+    )
+    return [
+        document.Block("heading", "Seed spread"),
+        document.Block("table", headers=headers, rows=tuple(rows), highlight=failing),
+    ]
 
 
 def _claims_blocks(result: ReproduceResult) -> list[document.Block]:
