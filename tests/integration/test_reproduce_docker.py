@@ -110,3 +110,28 @@ def test_claims_hold_in_the_image_on_another_thread_count(
     )
     assert [c["holds"] for c in result.claims] == [True, True, True]
     assert result.sentence.startswith("every claim holds (val_acc, ")
+
+
+def test_seed_spread_in_the_image(engine: Engine, built_image, created, tmp_path: Path) -> None:
+    """verify --seeds 2 then reproduce --seeds 2, both in the real image."""
+    from reprobox import seeds
+
+    code = tmp_path / "paper"
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "paper-claims", code)
+    spec = load_job(code / "job.yaml")
+    runtime = DockerRuntime(built_image.info, engine=engine)
+    result = seeds.verify_seeds(
+        spec, runtime, RunOptions(runs_dir=tmp_path / "author-runs"), VerifyOptions(), 2
+    )
+    assert result.verdict == "identical"
+    assert result.spread["val_loss"].seeds == (0, 1) and result.spread["val_loss"].std > 0
+    attestation = attest.write_attestation(
+        attest.attestation_path_for(spec.job_file),
+        attest.build_attestation(result.records[0], seeds=result.attestation_entry()),
+    )
+    reproduced = reproduce(
+        attestation, ReproduceOptions(runtime="docker", runs_dir=tmp_path / "review", engine=engine, seeds=2)
+    )
+    assert (reproduced.grade, reproduced.exit_code) == ("bit-identical", 0), reproduced.sentence
+    assert all(spread["holds"] for spread in reproduced.seed_spread.values())
+    assert [run["identical_to_published"] for run in reproduced.seed_runs] == [True, True]
