@@ -10,9 +10,10 @@ is built:
 - the fingerprint withholds the host name (``WITHHELD_FIELDS``) and keeps only the file name of any
   absolute path (the interpreter, loaded libraries): their versions stay, where they were installed
   goes;
-- every other string of the predicate has the known machine folders replaced by placeholders (the
+- the settings' strings (job spec, execution, image, runs, variation) have the known machine folders replaced by placeholders (the
   code folder by ``.``, the runs folder by ``<runs>``, the interpreter's prefix by ``<python>``, the
-  home folder by ``~``) and a value that is exactly the host or user name withheld.
+  home folder by ``~``) and an `env` value that is exactly the host or user name withheld; what the job
+  produced (checkpoint and tensor names, claims) is left as it is.
 
 The job file's own text and the code's relative file names are published as written. The stack
 digest covers only numerics fields, which these rules leave alone, so it stays as recorded.
@@ -34,6 +35,7 @@ OUTSIDE_CODE = "<outside the code folder>"
 WITHHELD_FIELDS = ("hardware.hostname",)  # names the machine; no numerics depend on it
 SPEC_PATHS = ("job_file", "code")
 UNTOUCHED = ("text", "files")  # the job file as written, the code's relative file names
+PRODUCED = ("job", "code", "checkpoints", "claims", "seeds")  # job: handled on its own
 
 
 @dataclass(frozen=True)
@@ -57,17 +59,25 @@ class Machine:
 
 
 def public_predicate(predicate: dict[str, Any], machine: Machine, code_dir: Path) -> dict[str, Any]:
-    """The predicate as it may be published (a new object; the given one is not changed)."""
+    """The predicate as it may be published (a new object; the given one is not changed).
+
+    What the job produced (checkpoint and tensor names, claims, the seed spread) and the code's file
+    names are left as they are: a tensor may well be called what a user is called. The settings (job
+    spec, execution, image, runs, variation) have machine folders replaced, and an `env` value that is
+    exactly the host or user name withheld.
+    """
     result = dict(predicate)
     job = dict(result["job"])
     job["spec"] = public_spec(job.get("spec") or {}, code_dir)
-    result["job"] = job
     result["fingerprint"] = public_fingerprint(result.get("fingerprint") or {})
-    scrubbed: dict[str, Any] = {}
     for key, value in result.items():
-        scrubbed[key] = value if key == "code" else _scrub(value, machine)
-    scrubbed["job"] = {k: (v if k in UNTOUCHED else _scrub(v, machine)) for k, v in job.items()}
-    return scrubbed
+        if key not in PRODUCED:
+            result[key] = _scrub(value, machine)
+    result["job"] = {k: (v if k in UNTOUCHED else _scrub(v, machine)) for k, v in job.items()}
+    for section in (result["job"].get("spec"), result.get("execution")):
+        if isinstance(section, dict) and isinstance(section.get("env"), dict):
+            section["env"] = {k: _withhold_names(v, machine) for k, v in section["env"].items()}
+    return result
 
 
 def public_spec(spec: Mapping[str, Any], code_dir: Path) -> dict[str, Any]:
@@ -130,11 +140,13 @@ def _scrub(value: Any, machine: Machine) -> Any:
         return [_scrub(v, machine) for v in value]
     if not isinstance(value, str):
         return value
-    if value and value in (machine.host, machine.user):
-        return WITHHELD
     for folder, placeholder in machine.folders:
         value = _replace_folder(value, folder, placeholder)
     return value
+
+
+def _withhold_names(value: Any, machine: Machine) -> Any:
+    return WITHHELD if isinstance(value, str) and value and value in (machine.host, machine.user) else value
 
 
 def _replace_folder(text: str, folder: str, placeholder: str) -> str:

@@ -28,11 +28,12 @@ from reprobox.records.manifest import RunRecord
 
 
 def build_attestation(
-    records: Sequence[RunRecord], *, seeds: Mapping[str, Any] | None = None
+    records: Sequence[RunRecord], *, extra: Mapping[str, Mapping[str, Any]] | None = None
 ) -> dict[str, Any]:
     """The in-toto Statement for runs that finished with bit-identical checkpoints.
 
-    Raises UsageError when the runs cannot be attested: none given, one failed or was only a prefix
+    `extra` adds predicate fields (the variation matrix, the seed spread), made safe to publish with the
+    rest. Raises UsageError when the runs cannot be attested: none given, one failed or was only a prefix
     check, they ran different jobs, code or images, their checkpoints differ, or the job file changed.
     """
     if not records:
@@ -89,8 +90,8 @@ def build_attestation(
     claims = attested_claims(records)
     if claims is not None:
         predicate["claims"] = claims
-    if seeds is not None:  # `verify --seeds`: the spread of every claim over the verified seeds
-        predicate["seeds"] = dict(seeds)
+    for field, value in (extra or {}).items():  # `variation` (verify --vary), `seeds` (verify --seeds)
+        predicate[field] = dict(value)  # before the machine is withheld: these are published too
     machine = Machine.here(code_dir=code_dir, runs_dir=first.run_dir.parent.parent)
     predicate = public_predicate(predicate, machine, code_dir)
     return {

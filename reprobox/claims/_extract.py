@@ -78,11 +78,7 @@ def extract_claim(claim: Claim, output_dir: Path, log: Path) -> ClaimValue:
         found = _find(claim, text)
     except _NotFound as exc:
         return _failed(claim, f"{where} {exc}", digest)
-    number = _number(found)
-    evidence = str(found)[:MAX_EVIDENCE_CHARS]
-    if number is None or not math.isfinite(number):
-        return _failed(claim, f"{where} holds {evidence!r} at {claim.key!r}, not a finite number", digest)
-    return ClaimValue(claim.name, claim.file, claim.key, number, digest, evidence)
+    return _valued(claim, where, found, digest)
 
 
 def _from_checkpoint(claim: Claim, output_dir: Path) -> ClaimValue:
@@ -104,19 +100,23 @@ def _from_checkpoint(claim: Claim, output_dir: Path) -> ClaimValue:
         digest = file_sha256(path)
         tensors, values = load_tensors(path)
     except Exception as exc:  # noqa: BLE001 - any refusal of the safe readers is the claim's error
-        return _failed(
-            claim, f"{relative} cannot be read safely ({str(exc).splitlines()[0] if str(exc) else exc})"
-        )
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return _failed(claim, f"{relative} cannot be read safely ({reason})")
     if claim.key in values:
         found: Any = values[claim.key]
     elif claim.key in tensors and tensors[claim.key].numel() == 1:
         found = tensors[claim.key].reshape(()).item()
     else:
         return _failed(claim, f"{relative} holds no value named {claim.key!r}", digest)
+    return _valued(claim, relative, found, digest)
+
+
+def _valued(claim: Claim, where: str, found: Any, digest: str) -> ClaimValue:
+    """The claim with the number found at its key, or its error when that is no finite number."""
     number = _number(found)
     evidence = str(found)[:MAX_EVIDENCE_CHARS]
     if number is None or not math.isfinite(number):
-        return _failed(claim, f"{relative} holds {evidence!r} at {claim.key!r}, not a finite number", digest)
+        return _failed(claim, f"{where} holds {evidence!r} at {claim.key!r}, not a finite number", digest)
     return ClaimValue(claim.name, claim.file, claim.key, number, digest, evidence)
 
 

@@ -234,7 +234,7 @@ def _verify_seeds(
         from reprobox import attest
 
         target = args.attestation or attest.attestation_path_for(spec.job_file)
-        statement = attest.build_attestation(result.records[0], seeds=result.attestation_entry())
+        statement = attest.build_attestation(result.records[0], extra={"seeds": result.attestation_entry()})
         attest.write_attestation(target, statement, key=args.sign)
         data["attestation"] = str(target)
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target} --seeds {args.seeds}")

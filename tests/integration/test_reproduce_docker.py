@@ -127,7 +127,7 @@ def test_seed_spread_in_the_image(engine: Engine, built_image, created, tmp_path
     assert result.spread["val_loss"].seeds == (0, 1) and result.spread["val_loss"].std > 0
     attestation = attest.write_attestation(
         attest.attestation_path_for(spec.job_file),
-        attest.build_attestation(result.records[0], seeds=result.attestation_entry()),
+        attest.build_attestation(result.records[0], extra={"seeds": result.attestation_entry()}),
     )
     reproduced = reproduce(
         attestation, ReproduceOptions(runtime="docker", runs_dir=tmp_path / "review", engine=engine, seeds=2)

@@ -14,6 +14,7 @@ import pytest
 from publishing import EXAMPLES, JOBS, edit_attestation, fresh_copy, machine_strings_in
 
 from reprobox import attest, cli
+from reprobox.attest._public import Machine, public_predicate
 from reprobox.guest.fingerprint import stack_digest
 from reprobox.jobfile import load_job
 from reprobox.reproduce import ReproduceOptions, reproduce
@@ -109,3 +110,22 @@ def test_show_prints_what_would_be_published_and_writes_nothing(
     assert cli.main(["attest", str(record.run_dir), "-q"]) == 0
     capsys.readouterr()
     assert json.loads((code / attest.ATTESTATION_NAME).read_text()) == shown
+
+
+def test_what_the_job_produced_is_never_rewritten() -> None:
+    """A tensor, checkpoint or claim may be called what the user or host is called; settings may not."""
+    machine = Machine(host="w", user="alice", folders=(("/home/alice", "~"),))
+    predicate = {
+        "job": {"text": "env: {WHO: alice}", "spec": {"env": {"WHO": "alice", "CACHE": "/home/alice/c"}}},
+        "execution": {"env": {"WHO": "alice"}, "seed": 0},
+        "fingerprint": {"hardware": {"hostname": "w"}},
+        "checkpoints": [{"path": "w", "tensors": [{"name": "w"}, {"name": "alice"}]}],
+        "claims": [{"name": "alice", "file": "/home/alice/x"}],
+    }
+    public = public_predicate(predicate, machine, Path("/home/alice/paper"))
+    assert public["checkpoints"] == predicate["checkpoints"]
+    assert public["claims"] == predicate["claims"]
+    assert public["job"]["text"] == "env: {WHO: alice}"  # published as written
+    assert public["job"]["spec"]["env"] == {"WHO": "<withheld>", "CACHE": "~/c"}
+    assert public["execution"]["env"] == {"WHO": "<withheld>"}
+    assert public["fingerprint"] == {"hardware": {}}

@@ -35,9 +35,8 @@ def variation_statement(result: VariationResult) -> dict[str, Any]:
             f"the baseline is not reproducible by itself ({result.baseline.sentence}); "
             "only bit-identical runs can be attested"
         )
-    statement = build_attestation([read_record(Path(run)) for run in result.baseline_runs])
-    statement["predicate"]["variation"] = variation_entry(result)
-    return statement
+    records = [read_record(Path(run)) for run in result.baseline_runs]
+    return build_attestation(records, extra={"variation": variation_entry(result)})
 
 
 def variation_entry(result: VariationResult) -> dict[str, Any]:
