@@ -10,10 +10,10 @@ is built:
 - the fingerprint withholds the host name (``WITHHELD_FIELDS``) and keeps only the file name of any
   absolute path (the interpreter, loaded libraries): their versions stay, where they were installed
   goes;
-- the settings' strings (job spec, execution, image, runs, variation) have the known machine folders replaced by placeholders (the
-  code folder by ``.``, the runs folder by ``<runs>``, the interpreter's prefix by ``<python>``, the
-  home folder by ``~``) and an `env` value that is exactly the host or user name withheld; what the job
-  produced (checkpoint and tensor names, claims) is left as it is.
+- the settings' strings (job spec, execution, image, runs, variation) have the known machine folders
+  replaced by placeholders (the code folder by ``.``, the runs folder by ``<runs>``, the interpreter's
+  prefix by ``<python>``, the home folder by ``~``) and an `env` value that is exactly the host or user
+  name withheld; what the job produced (checkpoint and tensor names, claims) is left as it is.
 
 The job file's own text and the code's relative file names are published as written. The stack
 digest covers only numerics fields, which these rules leave alone, so it stays as recorded.
