@@ -8,17 +8,17 @@ seeds and compares the two spreads (`compare_spreads`).
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from reprobox import progress
+from reprobox.claims import recorded_value
 from reprobox.compare import DIFFERENT, FAILED, IDENTICAL, Comparison
 from reprobox.errors import UsageError
 from reprobox.jobfile import Claim, JobSpec
 from reprobox.records.manifest import RunRecord
-from reprobox.runner import RunOptions
+from reprobox.runner import RunOptions, prepare_inputs
 from reprobox.runtimes.base import Runtime
 from reprobox.verify import VerifyOptions, verify
 
@@ -110,9 +110,12 @@ def verify_seeds(
 ) -> SeedsResult:
     """Verify the job with each seed in turn; stop at the first seed whose runs fail."""
     result = SeedsResult(seeds=seed_list(job.seed, count))
+    inputs = prepare_inputs(job, run_options)  # one code snapshot and one data hash for every seed
     for index, seed in enumerate(result.seeds):
         progress.say(f"seed {seed} ({index + 1}/{count})")
-        comparison, records = verify(job.with_overrides(seed=seed), runtime, run_options, options)
+        comparison, records = verify(
+            job.with_overrides(seed=seed), runtime, run_options, options, inputs=inputs
+        )
         result.comparisons.append(comparison)
         result.records.append(records)
         progress.say(f"seed {seed}: {comparison.sentence or comparison.verdict}")
@@ -128,7 +131,7 @@ def spread_of(claims: tuple[Claim, ...], runs: list[tuple[int, RunRecord]]) -> d
     """Each claim's values over the given (seed, run) pairs, leaving out runs that did not produce it."""
     found: dict[str, Spread] = {}
     for claim in claims:
-        pairs = [(seed, _value(record, claim.name)) for seed, record in runs]
+        pairs = [(seed, recorded_value(record, claim.name)) for seed, record in runs]
         kept = [(seed, value) for seed, value in pairs if value is not None]
         if kept:
             found[claim.name] = Spread(tuple(v for _, v in kept), tuple(s for s, _ in kept))
@@ -183,10 +186,3 @@ def compare_spreads(
             )
         )
     return checks
-
-
-def _value(record: RunRecord, name: str) -> float | None:
-    value = (record.claim(name) or {}).get("value")
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None

@@ -51,10 +51,15 @@ def verify(
     runtime: Runtime,
     run_options: RunOptions,
     options: VerifyOptions,
+    *,
+    inputs: RunInputs | None = None,
 ) -> tuple[Comparison, list[RunRecord]]:
-    """Run the job `options.runs` times (reporting each run to the current progress reporter) and compare."""
+    """Run the job `options.runs` times (reporting each run to the current progress reporter) and compare.
+
+    `inputs` (a code snapshot and data digests made once) lets several verifies of one job share them.
+    """
     check_counts(options)
-    inputs = prepare_inputs(job, run_options)
+    inputs = inputs or prepare_inputs(job, run_options)
     progress.say(_inputs_text(inputs))
     if options.stop_on_divergence or options.parallel > 1:
         return _verify_together(job, runtime, run_options, options, inputs=inputs)

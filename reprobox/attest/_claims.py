@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from reprobox.claims import as_number
 from reprobox.errors import UsageError
 from reprobox.records.attestation import FieldChecker
 from reprobox.records.manifest import RunRecord
@@ -54,17 +54,9 @@ def check_claims(checker: FieldChecker, claims: Any) -> None:
         if digest is not None and not (isinstance(digest, str) and _HEX64.match(digest)):
             checker.fail(f"{field}.sha256", "must be a sha256 digest (64 lowercase hex digits) or null")
         evidence = claim.get("evidence")
-        if value is not None and isinstance(evidence, str) and _number(evidence) != float(value):
+        if value is not None and isinstance(evidence, str) and as_number(evidence) != float(value):
             checker.fail(
                 f"{field}.value",
                 f"is {value}, but the text it was read from says {evidence!r}; the claim was edited "
                 "after the attestation was made: get it again from the author",
             )
-
-
-def _number(text: str) -> float | None:
-    try:
-        number = float(text.strip().rstrip("%"))
-    except ValueError:
-        return None
-    return number if math.isfinite(number) else None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reprobox.jobfile import Claim
+from reprobox.records.run import RunRecord
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,26 @@ def _bounds_broken(claim: Claim, value: float) -> str | None:
     if claim.at_most is not None and not value <= claim.at_most:
         return f"above at_most {show(claim.at_most)}"
     return None
+
+
+def as_number(value: Any) -> float | None:
+    """A claimed value as a finite number: a number, or text such as "0.975" or "97.5%"; else None."""
+    if isinstance(value, bool):
+        return None
+    number: float | None = None
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip().rstrip("%"))
+        except ValueError:
+            return None
+    return number if number is not None and math.isfinite(number) else None
+
+
+def recorded_value(record: RunRecord, name: str) -> float | None:
+    """The value a run recorded for a claim, or None when it produced none."""
+    return as_number((record.claim(name) or {}).get("value"))
 
 
 def show(value: float | None) -> str:

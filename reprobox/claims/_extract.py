@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
+from reprobox.claims._check import as_number
 from reprobox.errors import SpecError
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import Claim
@@ -88,7 +89,7 @@ def _from_checkpoint(claim: Claim, output_dir: Path) -> ClaimValue:
     from reprobox.outputvalues import output_file
 
     try:
-        relative = _one_match(claim.file, output_dir) if _GLOB.search(claim.file) else claim.file
+        relative = _resolve(claim.file, output_dir)
     except (FileNotFoundError, _Ambiguous) as exc:
         return _failed(claim, _unreadable(claim, exc))
     path = output_file(output_dir, relative)
@@ -113,9 +114,9 @@ def _from_checkpoint(claim: Claim, output_dir: Path) -> ClaimValue:
 
 def _valued(claim: Claim, where: str, found: Any, digest: str) -> ClaimValue:
     """The claim with the number found at its key, or its error when that is no finite number."""
-    number = _number(found)
+    number = as_number(found)
     evidence = str(found)[:MAX_EVIDENCE_CHARS]
-    if number is None or not math.isfinite(number):
+    if number is None:
         return _failed(claim, f"{where} holds {evidence!r} at {claim.key!r}, not a finite number", digest)
     return ClaimValue(claim.name, claim.file, claim.key, number, digest, evidence)
 
@@ -131,9 +132,14 @@ class _Ambiguous(Exception):
 def _read_source(claim: Claim, output_dir: Path, log: Path) -> tuple[bytes, str]:
     if claim.file == STDOUT:
         return saferead.read_tail(log, MAX_LOG_TAIL_BYTES, root=log.parent), "the job's log"
-    relative = _one_match(claim.file, output_dir) if _GLOB.search(claim.file) else claim.file
+    relative = _resolve(claim.file, output_dir)
     path = output_dir.joinpath(*Path(relative).parts)
     return saferead.read_bytes(path, MAX_CLAIM_FILE_BYTES, root=output_dir), relative
+
+
+def _resolve(file: str, output_dir: Path) -> str:
+    """The claim's file below the outputs: as written, or the one file its pattern names."""
+    return _one_match(file, output_dir) if _GLOB.search(file) else file
 
 
 def _one_match(pattern: str, output_dir: Path) -> str:
@@ -224,19 +230,6 @@ def _last_row_value(column: str, text: str, delimiter: str) -> str:
     if value is None:
         raise _NotFound(f"has no row with a value in column {column!r}")
     return value
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip().rstrip("%"))
-        except ValueError:
-            return None
-    return None
 
 
 def _failed(claim: Claim, error: str, digest: str | None = None) -> ClaimValue:

@@ -24,7 +24,7 @@ from reprobox.reproduce._model import (
 from reprobox.reproduce._replay import replay_job
 from reprobox.reproduce._report import write_reports
 from reprobox.reproduce._seeds import check_seed_count, reproduce_seeds
-from reprobox.runner import RunOptions, execute, prepare_inputs
+from reprobox.runner import RunInputs, RunOptions, execute, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
 
@@ -82,11 +82,13 @@ def reproduce(source: Path, options: ReproduceOptions) -> ReproduceResult:
         result.sentence = f"the image differs from the attested image ({shown})"
         return result
 
-    records = _run(spec, runtime, options, extra_env)
+    run_options = RunOptions(runs_dir=options.runs_dir, echo=options.echo, extra_env=extra_env)
+    inputs = prepare_inputs(spec, run_options)  # one code snapshot and one data hash for all runs
+    records = _run(spec, runtime, options.runs, run_options, inputs)
     result.runs = [r.run_dir for r in records]
     classify(ctx, records, result)
     if options.seeds is not None and result.verdict != FAILED:
-        reproduce_seeds(ctx, spec, runtime, records, result, extra_env=extra_env)
+        reproduce_seeds(ctx, spec, runtime, records, result, run_options=run_options, inputs=inputs)
     result.reports = write_reports(ctx, records, result)
     return result
 
@@ -142,13 +144,11 @@ def _find_published(ctx: Context) -> None:
 
 
 def _run(
-    spec: JobSpec, runtime: Runtime, options: ReproduceOptions, extra_env: dict[str, str]
+    spec: JobSpec, runtime: Runtime, runs: int, run_options: RunOptions, inputs: RunInputs
 ) -> list[RunRecord]:
-    run_options = RunOptions(runs_dir=options.runs_dir, echo=options.echo, extra_env=extra_env)
-    inputs = prepare_inputs(spec, run_options)  # one code snapshot and one data hash for all runs
     records: list[RunRecord] = []
-    for index in range(options.runs):
-        progress.say(f"run {index + 1}/{options.runs} of {spec.name} ({runtime.name})")
+    for index in range(runs):
+        progress.say(f"run {index + 1}/{runs} of {spec.name} ({runtime.name})")
         record = execute(spec, runtime, run_options, inputs=inputs)
         records.append(record)
         if not record.succeeded:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reprobox.claims import ClaimCheck, check_claim
+from reprobox.claims import ClaimCheck, as_number, check_claim, recorded_value
 from reprobox.errors import EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.jobfile import Claim
 from reprobox.records.manifest import RunRecord
@@ -118,11 +118,8 @@ def _claim_checks(
         author = published.get(claim.name)
         if author is None:
             continue
-        author_value = _number(author.get("value"))
-        judged = [
-            check_claim(claim, author_value, _number((r.claim(claim.name) or {}).get("value")))
-            for r in records
-        ]
+        author_value = as_number(author.get("value"))
+        judged = [check_claim(claim, author_value, recorded_value(r, claim.name)) for r in records]
         checks.append(next((c for c in judged if not c.holds), judged[0]))
         altered = altered or _altered(claim, author, records)
     return checks, altered
@@ -151,11 +148,3 @@ def _listing(checks: Sequence[ClaimCheck]) -> str:
     shown = "; ".join(c.sentence() for c in checks[:LISTED_CLAIMS])
     more = len(checks) - LISTED_CLAIMS
     return shown + (f"; and {more} more claims (--json lists every one)" if more > 0 else "")
-
-
-def _value_in(record: RunRecord, name: str) -> float | None:
-    return _number((record.claim(name) or {}).get("value"))
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

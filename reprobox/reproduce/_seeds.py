@@ -12,7 +12,7 @@ from reprobox.records.attestation import Attestation
 from reprobox.records.manifest import RunRecord
 from reprobox.reproduce._grade import GRADE_NOT_REPRODUCED
 from reprobox.reproduce._model import FAILED, Context, ReproduceResult
-from reprobox.runner import RunOptions, execute, prepare_inputs
+from reprobox.runner import RunInputs, RunOptions, execute
 from reprobox.runtimes.base import Runtime
 
 
@@ -23,7 +23,8 @@ def check_seed_count(attestation: Attestation, count: int | None) -> list[int]:
     published = attestation.seeds
     if published is None:
         raise UsageError(
-            "--seeds needs an attestation made by `reprobox verify --seeds N`; this one records one seed"
+            f"--seeds needs an attestation made by `reprobox verify --seeds N`, but {attestation.path} "
+            "records one seed; reproduce it without --seeds"
         )
     listed = [int(s) for s in published.get("seeds") or []]
     if not 2 <= count <= len(listed):
@@ -41,14 +42,13 @@ def reproduce_seeds(
     records: list[RunRecord],
     result: ReproduceResult,
     *,
-    extra_env: dict[str, str],
+    run_options: RunOptions,
+    inputs: RunInputs,
 ) -> None:
     """Run the other seeds once each, then judge every claim's spread; the first seed is the run
     the reproduction already made."""
     chosen = check_seed_count(ctx.attestation, ctx.options.seeds)
     published = ctx.attestation.seeds or {}
-    run_options = RunOptions(runs_dir=ctx.options.runs_dir, echo=ctx.options.echo, extra_env=extra_env)
-    inputs = prepare_inputs(spec, run_options)
     runs: list[tuple[int, RunRecord]] = [(chosen[0], records[0])]
     for index, seed in enumerate(chosen[1:], start=2):
         progress.say(f"seed {seed} ({index}/{len(chosen)}) of {spec.name}")

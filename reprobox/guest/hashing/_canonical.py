@@ -218,7 +218,7 @@ def flatten(obj: object) -> tuple[list[tuple[str, Any]], list[tuple[str, object]
     """Split a loaded checkpoint into (name, tensor) and (name, plain value) pairs, in saved order.
 
     Objects the safe pickle reader (``_pickle``) recorded instead of building arrive here as mappings
-    (``{"__class__": "argparse.Namespace", "output": ...}``), so their fields are named like any other
+    (``{"__class__": "train.Config", "output": ...}``), so their fields are named like any other
     mapping's; files ``torch.load(weights_only=True)`` reads never contain them.
     """
     flattener = _Flattener(_array_types())

@@ -1,7 +1,7 @@
 """A structural reader for pickled checkpoints that imports and runs nothing named in the file.
 
 ``torch.load(weights_only=True)`` refuses whole files for one foreign global: ``torch.save(model)``,
-timm's ``.pth.tar`` (an ``argparse.Namespace``), Hugging Face's ``training_args.bin`` and
+timm's ``.pth.tar`` (its parsed command-line ``Namespace``), Hugging Face's ``training_args.bin`` and
 ``rng_state.pth``, Lightning's ``.ckpt`` (``AttributeDict``), plain ``.pkl`` files. This reader still
 yields their tensors and plain values. It is a ``pickle.Unpickler`` whose ``find_class`` never imports:
 a small table of known globals (torch tensors and storages, NumPy arrays, dtypes and scalars,
@@ -19,7 +19,7 @@ protocol 0 to 5. Torch's pre-1.0 tar format is refused.
 
 A stand-in becomes a mapping, so its fields get dotted names like any other mapping's:
 
-- ``__class__``: the ``module.Name`` the pickle named (``args.__class__ = "argparse.Namespace"``);
+- ``__class__``: the ``module.Name`` the pickle named (``args.__class__ = "train.Config"``);
 - its state's keys, merged in (``args.output``, ``_modules.fc._parameters.weight``), then the items
   set on it (``AttributeDict`` keys, ``hyper_parameters.lr``);
 - ``__args__`` and ``__kwargs__``: what the class was called with (``SchedulerType("linear")``),
