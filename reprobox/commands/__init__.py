@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from reprobox.commands import audit, clean, images, inspect, jobs, publish, slurm_node
+from reprobox.commands import audit, clean, explain, images, inspect, jobs, publish, slurm_node
 
 REGISTRY = [
     jobs.register,
+    explain.register,
     images.register,
     audit.register,
     inspect.register,

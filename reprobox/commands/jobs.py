@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import claims, compare, runner, runtimes, seeds, verify
-from reprobox.commands import vary
+from reprobox.commands import explain, vary
 from reprobox.commands.common import (
     add_command,
     add_output_flags,
@@ -114,6 +114,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="where to write the attestation on success (default: next to the job file)",
     )
     ver.add_argument("--no-attestation", action="store_true", help="do not write an attestation")
+    ver.add_argument(
+        "--no-drill-down",
+        action="store_true",
+        help="when runs differ, do not replay them to find the first diverging operation (by default, "
+        "a job with a trail is replayed to that step with every operation recorded; see reprobox explain)",
+    )
     ver.add_argument("--sign", type=Path, metavar="KEY", help="sign the attestation with this Ed25519 key")
     ver.add_argument(
         "--parallel",
@@ -202,7 +208,14 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
     if args.seeds is not None:
         return _verify_seeds(args, out, spec, runtime, settings)
-    comparison, records = verify.verify(spec, runtime, _run_options(args, out), settings)
+    run_options = _run_options(args, out)
+    inputs = runner.prepare_inputs(spec, run_options)
+    comparison, records = verify.verify(spec, runtime, run_options, settings, inputs=inputs)
+    if comparison.verdict == compare.DIFFERENT and comparison.first_divergence and not args.no_drill_down:
+        from reprobox.forensics import drilldown
+
+        found = drilldown.drill_down(spec, runtime, run_options, comparison.first_divergence, inputs=inputs)
+        explain.attach(comparison, found)
     data = comparison.to_json()
     judged = claims.judge_recorded(spec.claims, records[0].claims if records else [])
     data["claims"] = judged

@@ -22,6 +22,7 @@ TRAIL_EVERY = "REPROBOX_TRAIL_EVERY"
 MAX_STEPS = "REPROBOX_MAX_STEPS"
 AUDIT = "REPROBOX_AUDIT"  # "1": record nondeterministic-op warnings to AUDIT_FILE in the guest state folder
 REFERENCE_TRAIL = "REPROBOX_REFERENCE_TRAIL"  # a reference trail.jsonl to stop at the first divergence
+OPLOG_STEPS = "REPROBOX_OPLOG_STEPS"  # "6,7": record every operation of these optimizer steps (a replay)
 HOOK_ACTIVE = "REPROBOX_HOOK"  # set by the entrypoint; the startup hook does nothing without it
 
 GUEST_STATE = ".reprobox"  # hidden folder in the run dir for the guest's own files

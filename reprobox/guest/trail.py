@@ -50,6 +50,8 @@ from reprobox.records.trail import (
 if TYPE_CHECKING:
     import torch
 
+    from reprobox.guest.oplog import OpRecorder
+
 REFERENCE_WAIT_SECONDS = 600.0
 REFERENCE_CHUNK_CHARS = 1 << 20  # read a growing reference trail a bounded piece at a time
 REFERENCE_LINE_LIMIT = 64 << 20
@@ -82,6 +84,17 @@ class _StepRecorder:
         return step % self.every == 0 or (self.max_steps is not None and step >= self.max_steps)
 
     def after_step(self, optimizer: Any) -> None:
+        recorder = _OPLOG
+        if recorder is None:
+            self.count_step(optimizer, None)
+            return
+        recorder.paused += 1  # the trail's own digests are no operations of the job
+        try:
+            self.count_step(optimizer, recorder)
+        finally:
+            recorder.paused -= 1
+
+    def count_step(self, optimizer: Any, recorder: OpRecorder | None) -> None:
         with self.lock:
             self.step += 1
             step = self.step
@@ -90,9 +103,13 @@ class _StepRecorder:
                 self.optimizer_ids.add(id(optimizer))
                 self.optimizers.append(weakref.ref(optimizer))
             if not self.records(step):
+                if recorder is not None:
+                    recorder.end(step)
                 return
             record = self.record(step, _optimizer_params(ref() for ref in self.optimizers))
             self.write(record)
+        if recorder is not None:
+            recorder.end(step)
         diverged = self.reference.differs(record)
         if diverged:
             self.stop(StoppedEarly(STOP_DIVERGED, step, diverged))
@@ -183,11 +200,12 @@ class _Reference:
 
 
 _TRAIL: _StepRecorder | None = None
+_OPLOG: OpRecorder | None = None  # a drill-down replay's per-operation recorder
 
 
 def install_step_hook(torch_module: ModuleType) -> None:
     """Register the global step hook (once per process) when the job asked for a trail or a step limit."""
-    global _TRAIL  # noqa: PLW0603 - one trail per process, reached from torch's global hook
+    global _TRAIL, _OPLOG  # noqa: PLW0603 - one of each per process, reached from torch's global hook
     run_dir = os.environ.get(settings.RUN_DIR)
     if _TRAIL is not None or not run_dir or not _is_main_process():
         return
@@ -198,6 +216,10 @@ def install_step_hook(torch_module: ModuleType) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     trail = _TRAIL
+    if os.environ.get(settings.OPLOG_STEPS):
+        from reprobox.guest import oplog
+
+        _OPLOG = oplog.install(torch_module, Path(run_dir))
     register_optimizer_step_post_hook(lambda optimizer, _args, _kwargs: trail.after_step(optimizer))
     _watch_backward(torch_module)
 
@@ -221,7 +243,11 @@ def _watch_backward(torch_module: ModuleType) -> None:
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         trail = _TRAIL
         if trail is not None and trail.records(trail.step + 1) and self.numel() == 1:
-            trail.last_loss = self.detach()  # only before a recorded step: a detach per step costs
+            if _OPLOG is not None:
+                with _OPLOG.pause():
+                    trail.last_loss = self.detach()
+            else:
+                trail.last_loss = self.detach()  # only before a recorded step: a detach per step costs
         return original(self, *args, **kwargs)
 
     torch_module.Tensor.backward = backward

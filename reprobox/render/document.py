@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from reprobox import stackdiff, trails
 from reprobox.compare import Comparison, compare_runs
@@ -50,6 +51,12 @@ class Block:
 
 def gather(records: Sequence[RunRecord], comparison: Comparison | None = None) -> ReportData:
     comparison = comparison or compare_runs(records)
+    if len(records) == 2 and comparison.first_divergence and "operation" not in comparison.first_divergence:
+        from reprobox.forensics.drilldown import analyze  # runs that hold op logs: drill-down replays
+
+        operation, _ranks = analyze(records[0].run_dir, records[1].run_dir)
+        if operation is not None:
+            comparison.first_divergence["operation"] = operation
     reference, other = records[0], records[-1]
     diffs = stackdiff.diff_fingerprints(reference.fingerprint, other.fingerprint) if len(records) > 1 else []
     sentence = (comparison.explanation or {}).get("sentence") if comparison.verdict == "different" else None
@@ -83,6 +90,7 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
         names = ", ".join(fd["parameters"][:SHOWN_PARAMETERS])
         text = f"First divergence {divergence_text(fd)} in: {names}."
         doc.append(Block("para", text, ident="first-divergence"))
+        doc += operation_blocks(fd)
     doc += [Block("heading", "Runs"), _table(("run", "status", "started", "stack digest"), _run_rows(data))]
     if data.stack_differences:
         rows = [
@@ -141,6 +149,50 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
 
 
 # -- tables -------------------------------------------------------------------------------------------
+
+
+OPERATION_HEADERS = ("op # (A/B)", "operation", "module", "phase", "source", "inputs", "outputs", "A vs B")
+
+
+def operation_blocks(first: dict[str, Any]) -> list[Block]:
+    """The drill-down: its sentence and the aligned operations around the first diverging one."""
+    drill = first.get("drill_down") or {}
+    operation = first.get("operation") or {}
+    sentence = operation.get("sentence") or drill.get("sentence")
+    if not sentence:
+        return []
+    doc = [Block("para", str(sentence), label="First diverging operation:", ident="first-operation")]
+    context = operation.get("context") or []
+    if context:
+        rows = []
+        marked = ""
+        for row in context:
+            cell = f"{_index(row.get('a'))}/{_index(row.get('b'))}"
+            if row.get("diverges"):
+                marked = cell
+            rows.append(
+                (
+                    cell,
+                    str(row.get("op")),
+                    str(row.get("module")),
+                    str(row.get("phase")),
+                    str(row.get("source")),
+                    str(row.get("inputs")),
+                    str(row.get("outputs")),
+                    str(row.get("status")),
+                )
+            )
+        step, rank = operation.get("step"), operation.get("rank", 0)
+        heading = f"Operations around the divergence (step {step}, rank {rank})"
+        doc += [
+            Block("heading", heading),
+            _table(OPERATION_HEADERS, rows, highlight=frozenset({marked}), ident="operations"),
+        ]
+    return doc
+
+
+def _index(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
 def _table(

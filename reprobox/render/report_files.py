@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reprobox.compare import Comparison
 from reprobox.records.files import write_bytes_atomic, write_text_atomic
 from reprobox.records.manifest import RunRecord
 from reprobox.render.document import ReportData, gather
@@ -18,12 +19,16 @@ if TYPE_CHECKING:
 
 
 def write_report(
-    records: Sequence[RunRecord], *, html_path: Path | None, markdown_path: Path | None
+    records: Sequence[RunRecord],
+    *,
+    html_path: Path | None,
+    markdown_path: Path | None,
+    comparison: Comparison | None = None,
 ) -> ReportData:
     """Write the requested documents atomically; returns what went into them."""
     from reprobox.render.plots import divergence_figure  # matplotlib: loaded only when a report is written
 
-    data = gather(records)
+    data = gather(records, comparison)
     want_plot = bool(data.drift or any(series for _, series in data.losses))
     first = data.comparison.first_divergence["step"] if data.comparison.first_divergence else None
     if html_path is not None:

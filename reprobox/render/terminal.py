@@ -78,8 +78,29 @@ def comparison_text(comparison: Comparison) -> str:
         first = comparison.first_divergence
         params = ", ".join(first.get("parameters", [])[:8])
         lines.append(f"  first divergence {divergence_text(first)}: {params}")
+        lines.extend(operation_lines(first))
     lines.extend(f"  note: {note}" for note in comparison.notes)
     return "\n".join(lines)
+
+
+def operation_lines(first: dict[str, Any]) -> list[str]:
+    """The drill-down's sentence, then the aligned operations around the first diverging one."""
+    operation = first.get("operation") or {}
+    drill = first.get("drill_down") or {}
+    sentence = operation.get("sentence") or drill.get("sentence")
+    if not sentence:
+        return []
+    lines = [f"  first diverging operation: {sentence}"]
+    for row in operation.get("context") or []:
+        mark = ">>" if row.get("diverges") else "  "
+        index = f"{'-' if row.get('a') is None else row['a']}/{'-' if row.get('b') is None else row['b']}"
+        lines.append(
+            f"    {mark} {index:>11} {row.get('phase', ''):<9} {row.get('op', ''):<32} "
+            f"{row.get('module', ''):<24} {row.get('source', ''):<20} {row.get('status', '')}"
+        )
+    if drill.get("replays"):
+        lines.append(f"    replays (with their op logs): {' '.join(drill['replays'])}")
+    return lines
 
 
 def divergence_text(first: dict[str, Any]) -> str:

@@ -63,6 +63,11 @@ def test_verify_reports_the_first_divergence(tmp_path: Path, capsys) -> None:
     assert code == 1 and data["verdict"] == "different"
     assert data["first_divergence"]["step"] == 20  # a multiple of 5: the first recorded step that differs
     assert data["first_divergence"]["parameters"] == ["head.weight"]
+    # the drill-down replays to step 20 and names the line that nudged the gradient
+    op = data["first_divergence"]["operation"]
+    assert (op["step"], op["cause"], op["phase"], op["source"]) == (20, "input", "backward", "train.py:31")
+    assert op["name"].startswith("aten::add_") and op["input"]["tag"] is None
+    assert "a Python value computed outside torch" in op["explanation"]
 
 
 def test_stop_on_divergence_stops_at_that_step(tmp_path: Path, capsys) -> None:
@@ -73,6 +78,7 @@ def test_stop_on_divergence_stops_at_that_step(tmp_path: Path, capsys) -> None:
         "--runtime",
         "local",
         "--stop-on-divergence",
+        "--no-drill-down",
         "--runs-dir",
         str(tmp_path),
     )
@@ -102,7 +108,9 @@ def test_max_steps_is_a_prefix_check(tmp_path: Path, capsys) -> None:
 
 def test_max_steps_past_the_divergence_is_different(tmp_path: Path, capsys) -> None:
     code, data = run_json(
-        capsys, "verify", str(DIVERGE), "--runtime", "local", "--max-steps", "25", "--runs-dir", str(tmp_path)
+        capsys,
+        *("verify", str(DIVERGE), "--runtime", "local", "--max-steps", "25", "--no-drill-down"),
+        *("--runs-dir", str(tmp_path)),
     )
     assert code == 1 and data["first_divergence"]["step"] == 20, data["first_divergence"]
 

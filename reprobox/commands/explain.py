@@ -1,0 +1,164 @@
+"""`explain`: the first diverging operation of two existing runs, and the drill-down shared with verify."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reprobox import compare, runner, runtimes
+from reprobox.commands.common import (
+    add_command,
+    add_image_flags,
+    add_output_flags,
+    check_output_file,
+    check_runs_dir,
+    runtime_options,
+)
+from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
+from reprobox.records.manifest import RunRecord, read_record
+from reprobox.render import terminal
+
+if TYPE_CHECKING:
+    from reprobox.cli import Output
+    from reprobox.forensics.drilldown import DrillDown
+    from reprobox.jobfile import JobSpec
+
+EXPLAIN_EPILOG = """\
+examples:
+  reprobox explain runs/mlp/20261124T101500Z-1a2b3c runs/mlp/20261124T102000Z-4d5e6f
+  reprobox explain A B --json | jq .first_divergence.operation
+  reprobox explain A B --html divergence.html          the aligned operations as a table
+
+Two runs of one job that differ: reprobox replays the job twice to the first step where they differ
+(every step when their trail was sparse or absent), records every operation of that step and the one
+before (forward, backward, optimizer, data loading) with a digest of each tensor read and written,
+aligns the two logs and names the first operation whose inputs are equal and whose outputs differ
+(cause: operation), or the first value that entered from outside: the batch (data), a random draw
+(rng), a parameter or a Python value (input). The job file and code must be those the runs ran.
+Replays go to runs/<job>/.drill-down/. Two runs that already hold operation logs (replays) are
+explained at once, without running anything.
+
+exit: 0 the runs are identical, 1 they differ (explained or not), 3 a run failed
+"""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    explain = add_command(
+        commands,
+        "explain",
+        "find the first operation where two runs diverge: which op, module, source line and cause",
+        EXPLAIN_EPILOG,
+        description="Find the first operation where two runs of a job diverge, by replaying the job.",
+    )
+    explain.add_argument("run_a", metavar="RUN_A", help="a run directory or its manifest.json")
+    explain.add_argument("run_b", metavar="RUN_B", help="another run of the same job")
+    explain.add_argument(
+        "--runtime",
+        choices=runtimes.names(),
+        help="where to replay (default: the runtime the runs ran on)",
+    )
+    explain.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=runner.runs_dir_default(),
+        help="where replays go, under <job>/.drill-down/ (default: ./runs, or $REPROBOX_RUNS_DIR)",
+    )
+    add_image_flags(explain)
+    explain.add_argument("--html", type=Path, metavar="FILE", help="also write the report as HTML")
+    explain.add_argument("--markdown", type=Path, metavar="FILE", help="also write the report as Markdown")
+    add_output_flags(explain)
+    explain.set_defaults(handler=explain_command)
+
+
+def explain_command(args: argparse.Namespace, out: Output) -> int:
+    from reprobox.forensics import drilldown
+
+    for path, flag in ((args.html, "--html"), (args.markdown, "--markdown")):
+        if path is not None:
+            check_output_file(path, flag)
+    records = [read_record(args.run_a), read_record(args.run_b)]
+    comparison = compare.compare_runs(records)
+    found: DrillDown | None = None
+    if comparison.verdict == compare.DIFFERENT:
+        operation, ranks = drilldown.analyze(records[0].run_dir, records[1].run_dir)
+        if operation is not None:  # two replays: their logs say it all
+            found = drilldown.DrillDown(
+                operation["sentence"], step=operation["step"], operation=operation, ranks=ranks
+            )
+        else:
+            check_runs_dir(args.runs_dir)
+            job = job_of(records)
+            runtime_name = args.runtime or records[0].runtime_name
+            runtime = runtimes.open_runtime(runtime_name, runtime_options(args, job))
+            options = runner.RunOptions(runs_dir=args.runs_dir)
+            inputs = runner.prepare_inputs(job, options)
+            check_same_code(records[0], inputs)
+            found = drilldown.drill_down(job, runtime, options, comparison.first_divergence, inputs=inputs)
+        attach(comparison, found)
+    if args.html is not None or args.markdown is not None:
+        from reprobox.render.report_files import write_report
+
+        write_report(records, html_path=args.html, markdown_path=args.markdown, comparison=comparison)
+    data = comparison.to_json()
+    lines = [terminal.comparison_text(comparison)]
+    if comparison.verdict == compare.IDENTICAL:
+        lines.append("  nothing to explain: the runs are identical")
+    out.result(data, "\n".join(lines))
+    return {compare.IDENTICAL: EXIT_OK, compare.DIFFERENT: EXIT_NOT_REPRODUCIBLE}.get(
+        comparison.verdict, EXIT_JOB_FAILED
+    )
+
+
+def attach(comparison: compare.Comparison, found: DrillDown) -> None:
+    """The drill-down goes into the comparison's first divergence (what --json and reports show)."""
+    first: dict[str, Any] = comparison.first_divergence or {}
+    if found.step is not None and "step" not in first:
+        first["step"] = found.step
+    if found.operation is not None:
+        first["operation"] = found.operation
+    first["drill_down"] = found.to_json()
+    comparison.first_divergence = first
+
+
+def job_of(records: list[RunRecord]) -> JobSpec:
+    """The job the runs ran, from its job file as it is now, refused when the file has changed."""
+    from reprobox import jobfile
+    from reprobox.guest.filehash import file_sha256
+
+    a, b = records
+    if a.job_name != b.job_name:
+        raise UsageError(
+            f"{a.run_dir} and {b.run_dir} are runs of different jobs ({a.job_name}, {b.job_name}); "
+            "explain two runs of one job"
+        )
+    if a.seed != b.seed:
+        raise UsageError(
+            f"the runs used different seeds ({a.seed} and {b.seed}): that explains their difference; "
+            "explain two runs of one seed"
+        )
+    job_file = a.job_file
+    if job_file is None or not job_file.is_file():
+        raise UsageError(
+            f"{a.run_dir}: its job file {job_file or '(not recorded)'} is gone; replaying needs it, "
+            "restore it where it was"
+        )
+    if a.job_file_sha256 and file_sha256(job_file) != a.job_file_sha256:
+        raise UsageError(
+            f"{job_file} has changed since {a.run_dir} ran; restore the version it ran (its sha256 is "
+            f"{a.job_file_sha256[:16]}...) to replay it"
+        )
+    job = jobfile.load_job(job_file)
+    if a.seed is not None:
+        job = job.with_overrides(seed=a.seed)
+    return job
+
+
+def check_same_code(record: RunRecord, inputs: runner.RunInputs) -> None:
+    recorded = record.code_sha256
+    if recorded and inputs.code.tree.digest != recorded:
+        raise UsageError(
+            f"the code in {record.job_spec.get('code') or 'the job folder'} has changed since "
+            f"{record.run_dir} ran (code digest {recorded[:12]}, now {inputs.code.tree.digest[:12]}); "
+            "check out what the runs ran to replay them"
+        )
