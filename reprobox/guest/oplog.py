@@ -20,7 +20,6 @@ import hashlib
 import os
 import re
 import sys
-import sysconfig
 import time
 import weakref
 from pathlib import Path
@@ -40,6 +39,27 @@ UNINITIALISED = frozenset(
     ("empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted")
 )
 UNINITIALISED_DIGEST = "uninitialised"
+# `set_` points a tensor at a storage whose bytes may be fresh memory (deepcopy makes one, then copies).
+UNINITIALISED_AFTER = UNINITIALISED | {"set_"}
+# In-place operations that overwrite their first argument without reading it: its old bytes (often
+# uninitialised memory) are no input. An `out=` argument is the same.
+OVERWRITES = frozenset(
+    (
+        "copy_",
+        "fill_",
+        "zero_",
+        "set_",
+        "random_",
+        "uniform_",
+        "normal_",
+        "bernoulli_",
+        "exponential_",
+        "geometric_",
+        "cauchy_",
+        "log_normal_",
+    )
+)
+OVERWRITTEN = "<overwritten>"
 
 
 def steps_from_env(env: dict[str, str] | os._Environ[str]) -> set[int]:
@@ -73,9 +93,11 @@ class OpRecorder:
         self.mode: Any = None
         self.handles: list[Any] = []
         self.original_next: Any = None
-        stdlib = {Path(sysconfig.get_paths()[name]) for name in ("stdlib", "platstdlib")}
-        roots = {Path(str(torch.__file__)).parent, Path(__file__).parents[1], *stdlib}
+        self.original_iter: Any = None
+        roots = {Path(str(torch.__file__)).parent, Path(__file__).parents[1]}
         self.library_roots = tuple(f"{root}{os.sep}" for root in roots)
+        # The standard library (not its site-packages: a framework there is code the user runs).
+        self.stdlib = f"{Path(os.__file__).parent}{os.sep}"
         self.code_dir = (os.environ.get(settings.CODE_DIR) or "").rstrip(os.sep) + os.sep
 
     # -- the step boundaries, called by the trail ------------------------------------------------------
@@ -119,15 +141,22 @@ class OpRecorder:
         if self.paused or func.namespace == "profiler":  # record_function markers are no computation
             return func(*args, **kwargs)
         torch = self.torch
+        name = _base_name(func)
         flat_inputs = torch.utils._pytree.tree_flatten((args, kwargs))[0]
-        inputs = [self.describe(x) for x in flat_inputs]
+        read_args = (OVERWRITTEN, *args[1:]) if name in OVERWRITES and args else args
+        read_kwargs = {k: OVERWRITTEN if k == "out" else v for k, v in kwargs.items()}
+        flat_read = torch.utils._pytree.tree_flatten((read_args, read_kwargs))[0]
+        inputs = [self.describe(x) for x in flat_read]
         rng = self._generator_digest(func, kwargs, flat_inputs)
         started = time.monotonic_ns()
         result = func(*args, **kwargs)
         flat_outputs = torch.utils._pytree.tree_flatten(result)[0]
-        if _base_name(func) in UNINITIALISED:
+        if name in UNINITIALISED_AFTER:
             for tensor in flat_outputs:
                 self.remember(tensor, UNINITIALISED_DIGEST)
+        elif _is_view(func):  # its bytes are its input's: a digest derived from theirs, no hashing
+            for position, tensor in enumerate(flat_outputs):
+                self.remember(tensor, _view_digest(name, inputs, position, tensor))
         outputs = [self.describe(x, save=True) for x in flat_outputs]
         phase, module, module_class, source = self._where(torch)
         line: dict[str, Any] = {
@@ -233,7 +262,7 @@ class OpRecorder:
         torch = self.torch
         if self.values is None or tensor.layout != torch.strided or tensor.device.type == "meta":
             return None
-        if self.cache.get(id(tensor), (None, None, ""))[2] == UNINITIALISED_DIGEST:
+        if self.cache.get(id(tensor), (None, None, ""))[2].startswith((UNINITIALISED_DIGEST, "view:")):
             return None
         size = tensor.numel() * tensor.element_size()
         if size == 0 or size > SAVE_LIMIT or self.saved + size > SAVE_BUDGET:
@@ -302,10 +331,16 @@ class OpRecorder:
             filename = frame.f_code.co_filename
             if inside_engine and frame.f_code.co_name in ENGINE_FRAMES:
                 return ""
-            if not filename.startswith(self.library_roots) and not filename.startswith("<"):
+            if not self._library(filename):
                 return f"{self._path(filename)}:{frame.f_lineno}"
             frame = frame.f_back
         return ""
+
+    def _library(self, filename: str) -> bool:
+        """torch, reprobox, the standard library and frozen modules: never the user's line."""
+        if filename.startswith((*self.library_roots, "<")):
+            return True
+        return filename.startswith(self.stdlib) and "-packages" + os.sep not in filename
 
     def _path(self, filename: str) -> str:
         if self.code_dir != os.sep and filename.startswith(self.code_dir):
@@ -377,7 +412,22 @@ class OpRecorder:
                 recorder._write({"step": recorder.step, "batch": index, "in": described})
             return batch
 
+        self.original_iter = dataloader.DataLoader.__iter__
+        original_iter = self.original_iter
+
+        def start_epoch(loader: Any) -> Any:
+            # With workers, creating (or resetting) the iterator hands indices to them as they come.
+            workers = int(getattr(loader, "num_workers", 0) or 0)
+            recorder.in_data += 1
+            recorder.paused += 1 if workers else 0
+            try:
+                return original_iter(loader)
+            finally:
+                recorder.in_data -= 1
+                recorder.paused -= 1 if workers else 0
+
         dataloader._BaseDataLoaderIter.__next__ = next_batch  # type: ignore[method-assign,assignment]
+        dataloader.DataLoader.__iter__ = start_epoch  # type: ignore[method-assign]
         self.mode = _Mode()  # type: ignore[no-untyped-call]
         self.mode.__enter__()
 
@@ -391,6 +441,7 @@ class OpRecorder:
         self.handles = []
         if self.original_next is not None:
             dataloader._BaseDataLoaderIter.__next__ = self.original_next  # type: ignore[method-assign]
+            dataloader.DataLoader.__iter__ = self.original_iter  # type: ignore[method-assign]
         self.module_stack.clear()
 
     def _enter_module(self, module: Any, args: tuple[Any, ...]) -> None:
@@ -443,6 +494,27 @@ class _Paused:
 
     def __exit__(self, *exc: object) -> None:
         self.recorder.paused -= 1
+
+
+def _is_view(func: Any) -> bool:
+    """Whether every result of the op is a view of an input that the op does not write (view, t,
+    expand, detach, select...): equal inputs give equal views."""
+    schema = getattr(func, "_schema", None)
+    returns = getattr(schema, "returns", None)
+    if not returns:
+        return False
+    infos = [getattr(r, "alias_info", None) for r in returns]
+    return all(info is not None and not info.is_write for info in infos)
+
+
+def _view_digest(name: str, inputs: list[dict[str, Any]], position: int, tensor: Any) -> str:
+    if not hasattr(tensor, "stride"):
+        return UNINITIALISED_DIGEST
+    layout = (
+        f"{name}|{position}|{list(tensor.shape)}|{tensor.stride()}|{tensor.storage_offset()}|{tensor.dtype}"
+    )
+    text = layout + "|" + "|".join(str(arg.get("d") or arg.get("v")) for arg in inputs)
+    return "view:" + hashlib.sha256(text.encode()).hexdigest()[: DIGEST_CHARS - 5]
 
 
 def _base_name(func: Any) -> str:

@@ -96,7 +96,7 @@ def test_a_container_that_fails_to_start_is_removed(
     podman: Engine, offline_base: str, tmp_path: Path
 ) -> None:
     """Podman keeps a container whose start failed ("Created"); the runtime removes it all the same."""
-    image = find_image(podman, offline_base) or from_docker(podman, offline_base, lambda _line: None)
+    image = find_image(podman, offline_base) or from_docker(podman, offline_base)
     assert image is not None
     runtime = PodmanRuntime(image, engine=podman)
     runtime.ulimits = [{"name": "nofile", "soft": 1 << 30, "hard": 1 << 30}]  # beyond any hard limit
