@@ -364,6 +364,7 @@ class OpRecorder:
         header = {
             "schema": OPLOG_SCHEMA,
             "rank": self.rank,
+            "world": int(os.environ.get("WORLD_SIZE", "1") or 1),
             "pid": os.getpid(),
             "steps": sorted(self.steps),
             "threads": torch.get_num_threads(),

@@ -150,3 +150,19 @@ def test_explain_two_existing_runs_then_their_replays(tmp_path: Path, capsys) ->
     err = capsys.readouterr().err
     assert "has changed since" in err and "Traceback" not in err
     assert sorted(runs.glob("drill-down/.drill-down/drill-down/2*")) == replays
+
+
+def test_torchrun_names_the_rank_that_diverged_first(tmp_path: Path, capsys) -> None:
+    """Rank 1 adds entropy to its predictions; rank 0 differs only once the gradients are all-reduced."""
+    job = tmp_path / "ddp"
+    shutil.copytree(JOB.parent / "vary-world-size", job)
+    text = (job / "job.yaml").read_text()
+    (job / "job.yaml").write_text(text + "env: {PLANT_RANK: '1'}\ntrail: {every: 1}\n")
+    _, data = verify(capsys, job, tmp_path / "runs", "--no-attestation")
+    op = operation(data)
+    assert (op["rank"], op["step"], op["phase"], op["cause"]) == (1, 1, "forward", "input")
+    source = (job / "train.py").read_text().splitlines()
+    assert op["source"] == f"train.py:{next(i for i, s in enumerate(source, 1) if 'prediction + int' in s)}"
+    assert op["sentence"].startswith("rank 1 diverged first:")
+    ranks = data["first_divergence"]["drill_down"]["ranks"]
+    assert set(ranks) == {"0", "1"} and "sent by another rank" in ranks["0"]

@@ -175,11 +175,13 @@ def _outside_input_cause(
     if x.tag and x.tag.startswith("optim:"):
         name = x.tag.removeprefix("optim:")
         return INPUT, f"optimizer state {name} already differs when step {step} starts", detail
+    world = int(log_a.header.get("world") or 1)
+    sent = ", or sent by another rank through a collective" if world > 1 else ""
     return (
         INPUT,
         (
             "a tensor made outside the recorded operations (from Python or NumPy values, or written through "
-            ".numpy()) differs"
+            f".numpy(){sent}) differs"
         ),
         detail,
     )

@@ -9,7 +9,8 @@ computes the gradients of chunks r, r + world, ...; an all_gather (copies, no ar
 chunk's gradient to every rank, and each rank sums them in chunk order. The weights are the same bits
 at any world size that divides the chunks.
 
-`--require-world N` refuses to train at any other world size. Rank 0 saves the model.
+`--require-world N` refuses to train at any other world size. Rank 0 saves the model. PLANT_RANK=R
+makes rank R add entropy to its predictions (`shard`), a nondeterminism on one rank only.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ def shard(model: nn.Linear, x: torch.Tensor, y: torch.Tensor, out: Path) -> None
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     for xb, yb in DataLoader(data, batch_size=8, sampler=sampler):
         opt.zero_grad()
-        nn.functional.mse_loss(ddp(xb), yb).backward()
+        prediction = ddp(xb)
+        if str(rank) == os.environ.get("PLANT_RANK"):  # the drill-down's test: one rank adds entropy
+            prediction = prediction + int.from_bytes(os.urandom(2), "little") * 1e-6
+        nn.functional.mse_loss(prediction, yb).backward()
         opt.step()
     (out / f"rank-{rank}.json").write_text(json.dumps({"rank": rank, "samples": list(sampler)}))
     finished = dist.barrier(async_op=True)  # see examples/ddp: free the group before the reducer
