@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_trail import reprobox  # noqa: E402 - one way to time a reprobox command
+
 DIVERGE = ROOT / "tests" / "jobs" / "diverge-at-step"
 RECORDING_TARGET = 5.0
 DRILL_DOWN_TARGET = 2.5
@@ -67,19 +70,6 @@ def bench_recording(repeats: int) -> dict[str, float]:
             results[f"{name}_plain_s"] = statistics.median(times[False])
             results[f"{name}_recorded_s"] = statistics.median(times[True])
     return results
-
-
-def reprobox(*args: str) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "reprobox", *args, "--runtime", "local", "-q"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-    )
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"reprobox {' '.join(args)} failed with exit {done.returncode}")
-    return time.perf_counter() - started
 
 
 def bench_drill_down(repeats: int) -> dict[str, float]:

@@ -16,12 +16,14 @@ this recorder uses real digests and leaves alignment to the controller.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import sys
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -133,6 +135,20 @@ class OpRecorder:
 
     def pause(self) -> _Paused:
         return _Paused(self)
+
+    @contextlib.contextmanager
+    def loading(self, workers: int) -> Iterator[None]:
+        """A DataLoader at work: its operations are in the data phase. With worker processes they are
+        not recorded at all: when a batch reaches this process, and when indices are handed to the
+        workers (creating or resetting an iterator, fetching a batch), depends on timing; the batch's
+        digest is recorded instead."""
+        self.in_data += 1
+        self.paused += 1 if workers else 0
+        try:
+            yield
+        finally:
+            self.in_data -= 1
+            self.paused -= 1 if workers else 0
 
     # -- recording ---------------------------------------------------------------------------------------
 
@@ -395,16 +411,9 @@ class OpRecorder:
         original = self.original_next
 
         def next_batch(iterator: Any) -> Any:
-            # With worker processes, when a batch reaches this process depends on timing: the
-            # operations that receive it are not recorded, the batch's digest below is.
             workers = int(getattr(iterator, "_num_workers", 0) or 0)
-            recorder.in_data += 1
-            recorder.paused += 1 if workers else 0
-            try:
+            with recorder.loading(workers):
                 batch = original(iterator)
-            finally:
-                recorder.in_data -= 1
-                recorder.paused -= 1 if workers else 0
             with recorder.pause():
                 recorder.outside = "data" if recorder.outside == "setup" else recorder.outside
                 index = int(getattr(iterator, "_num_yielded", 0)) - 1
@@ -417,15 +426,8 @@ class OpRecorder:
         original_iter = self.original_iter
 
         def start_epoch(loader: Any) -> Any:
-            # With workers, creating (or resetting) the iterator hands indices to them as they come.
-            workers = int(getattr(loader, "num_workers", 0) or 0)
-            recorder.in_data += 1
-            recorder.paused += 1 if workers else 0
-            try:
+            with recorder.loading(int(getattr(loader, "num_workers", 0) or 0)):
                 return original_iter(loader)
-            finally:
-                recorder.in_data -= 1
-                recorder.paused -= 1 if workers else 0
 
         dataloader._BaseDataLoaderIter.__next__ = next_batch  # type: ignore[method-assign,assignment]
         dataloader.DataLoader.__iter__ = start_epoch  # type: ignore[method-assign]
