@@ -92,8 +92,8 @@ def explain_command(args: argparse.Namespace, out: Output) -> int:
             runtime_name = args.runtime or records[0].runtime_name
             runtime = runtimes.open_runtime(runtime_name, runtime_options(args, job))
             options = runner.RunOptions(runs_dir=args.runs_dir)
+            check_same_code(records[0], job, args.runs_dir)  # before the code is copied for the replays
             inputs = runner.prepare_inputs(job, options)
-            check_same_code(records[0], inputs)
             found = drilldown.drill_down(job, runtime, options, comparison.first_divergence, inputs=inputs)
         attach(comparison, found)
     if args.html is not None or args.markdown is not None:
@@ -154,11 +154,16 @@ def job_of(records: list[RunRecord]) -> JobSpec:
     return job
 
 
-def check_same_code(record: RunRecord, inputs: runner.RunInputs) -> None:
+def check_same_code(record: RunRecord, job: JobSpec, runs_dir: Path) -> None:
+    """The code folder must hold what the runs ran: replaying other code would explain nothing."""
+    from reprobox import codetree
+
     recorded = record.code_sha256
-    if recorded and inputs.code.tree.digest != recorded:
+    if not recorded:
+        return
+    now = codetree.digest_tree(job.code, exclude=(runs_dir,)).digest
+    if now != recorded:
         raise UsageError(
-            f"the code in {record.job_spec.get('code') or 'the job folder'} has changed since "
-            f"{record.run_dir} ran (code digest {recorded[:12]}, now {inputs.code.tree.digest[:12]}); "
-            "check out what the runs ran to replay them"
+            f"the code in {job.code} has changed since {record.run_dir} ran (code digest {recorded[:12]}, "
+            f"now {now[:12]}); check out what the runs ran to replay them"
         )

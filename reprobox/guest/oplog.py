@@ -101,6 +101,8 @@ class OpRecorder:
         # The standard library (not its site-packages: a framework there is code the user runs).
         self.stdlib = f"{Path(os.__file__).parent}{os.sep}"
         self.code_dir = (os.environ.get(settings.CODE_DIR) or "").rstrip(os.sep) + os.sep
+        self.library_files: dict[str, bool] = {}  # per frame file: skipped when looking for the user's line
+        self.facts: dict[Any, _OpFacts] = {}  # per operator: what recording needs to know of it
 
     # -- the step boundaries, called by the trail ------------------------------------------------------
 
@@ -157,28 +159,34 @@ class OpRecorder:
         if self.paused or func.namespace == "profiler":  # record_function markers are no computation
             return func(*args, **kwargs)
         torch = self.torch
-        name = _base_name(func)
-        flat_inputs = torch.utils._pytree.tree_flatten((args, kwargs))[0]
-        read_args = (OVERWRITTEN, *args[1:]) if name in OVERWRITES and args else args
-        read_kwargs = {k: OVERWRITTEN if k == "out" else v for k, v in kwargs.items()}
-        flat_read = torch.utils._pytree.tree_flatten((read_args, read_kwargs))[0]
+        facts = self.facts.get(func)
+        if facts is None:
+            facts = self.facts[func] = _OpFacts(torch, func)
+        flatten = torch.utils._pytree.tree_flatten
+        flat_inputs = flatten((args, kwargs))[0]
+        flat_read = flat_inputs
+        if (facts.overwrites and args) or "out" in kwargs:  # what the op writes over is not read
+            read_args = (OVERWRITTEN, *args[1:]) if facts.overwrites and args else args
+            flat_read = flatten(
+                (read_args, {k: OVERWRITTEN if k == "out" else v for k, v in kwargs.items()})
+            )[0]
         inputs = [self.describe(x) for x in flat_read]
-        rng = self._generator_digest(func, kwargs, flat_inputs)
+        rng = self._generator_digest(kwargs, flat_inputs) if facts.seeded else None
         started = time.monotonic_ns()
         result = func(*args, **kwargs)
-        flat_outputs = torch.utils._pytree.tree_flatten(result)[0]
-        if name in UNINITIALISED_AFTER:
+        flat_outputs = flatten(result)[0]
+        if facts.base in UNINITIALISED_AFTER:
             for tensor in flat_outputs:
                 self.remember(tensor, UNINITIALISED_DIGEST)
-        elif _is_view(func):  # its bytes are its input's: a digest derived from theirs, no hashing
+        elif facts.view:  # its bytes are its input's: a digest derived from theirs, no hashing
             for position, tensor in enumerate(flat_outputs):
-                self.remember(tensor, _view_digest(name, inputs, position, tensor))
+                self.remember(tensor, _view_digest(facts.base, inputs, position, tensor))
         outputs = [self.describe(x, save=True) for x in flat_outputs]
         phase, module, module_class, source = self._where(torch)
         line: dict[str, Any] = {
             "step": self.step,
             "i": self.index,
-            "op": _op_name(func),
+            "op": facts.name,
             "phase": phase,
             "module": module,
             "class": module_class,
@@ -189,7 +197,7 @@ class OpRecorder:
         }
         if rng is not None:
             line["rng"] = rng
-        if torch.Tag.nondeterministic_bitwise in getattr(func, "tags", ()):
+        if facts.bitwise:
             line["bitwise"] = True
         self.index += 1
         self._write(line)
@@ -289,11 +297,9 @@ class OpRecorder:
         self.saved += size
         return [offset, len(raw)]
 
-    def _generator_digest(self, func: Any, kwargs: dict[str, Any], inputs: list[Any]) -> str | None:
+    def _generator_digest(self, kwargs: dict[str, Any], inputs: list[Any]) -> str:
         """For a random draw, the digest of the generator's state before it: equal states, equal draws."""
         torch = self.torch
-        if torch.Tag.nondeterministic_seeded not in getattr(func, "tags", ()):
-            return None
         generator = kwargs.get("generator")
         if generator is None:
             device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), None)
@@ -321,19 +327,14 @@ class OpRecorder:
         if self.module_stack:
             module, module_class = self.module_stack[-1]
             phase = "forward"
-            sequence = torch._C._autograd._get_sequence_nr()
-            if sequence != self.last_sequence:
-                for created in range(max(self.last_sequence, sequence - 64), sequence):
-                    self.nodes[created] = (module, module_class, source)
-                self.last_sequence = sequence
-        else:
+        else:  # e.g. the loss, computed outside any module
             module, module_class = "", ""
             phase = "optimizer" if self.in_optimizer else "data" if self.in_data else self.outside
-            sequence = torch._C._autograd._get_sequence_nr()
-            if sequence != self.last_sequence:  # e.g. the loss, computed outside any module
-                for created in range(max(self.last_sequence, sequence - 64), sequence):
-                    self.nodes[created] = ("", "", source)
-                self.last_sequence = sequence
+        sequence = torch._C._autograd._get_sequence_nr()
+        if sequence != self.last_sequence:  # this op made autograd nodes: its backward ops are named so
+            for created in range(max(self.last_sequence, sequence - 64), sequence):
+                self.nodes[created] = (module, module_class, source)
+            self.last_sequence = sequence
         return phase, module, module_class, source
 
     def _source(self, *, inside_engine: bool) -> str:
@@ -354,9 +355,13 @@ class OpRecorder:
 
     def _library(self, filename: str) -> bool:
         """torch, reprobox, the standard library and frozen modules: never the user's line."""
-        if filename.startswith((*self.library_roots, "<")):
-            return True
-        return filename.startswith(self.stdlib) and "-packages" + os.sep not in filename
+        known = self.library_files.get(filename)
+        if known is None:
+            known = filename.startswith((*self.library_roots, "<")) or (
+                filename.startswith(self.stdlib) and "-packages" + os.sep not in filename
+            )
+            self.library_files[filename] = known
+        return known
 
     def _path(self, filename: str) -> str:
         if self.code_dir != os.sep and filename.startswith(self.code_dir):
@@ -499,15 +504,25 @@ class _Paused:
         self.recorder.paused -= 1
 
 
-def _is_view(func: Any) -> bool:
-    """Whether every result of the op is a view of an input that the op does not write (view, t,
-    expand, detach, select...): equal inputs give equal views."""
-    schema = getattr(func, "_schema", None)
-    returns = getattr(schema, "returns", None)
-    if not returns:
-        return False
-    infos = [getattr(r, "alias_info", None) for r in returns]
-    return all(info is not None and not info.is_write for info in infos)
+class _OpFacts:
+    """What recording needs to know of an operator, worked out once per operator."""
+
+    __slots__ = ("base", "bitwise", "name", "overwrites", "seeded", "view")
+
+    def __init__(self, torch: ModuleType, func: Any) -> None:
+        schema = getattr(func, "_schema", None)
+        overload = getattr(func, "_overloadname", "")
+        qualified = str(schema.name) if schema is not None else str(func)
+        self.name = qualified + (f".{overload}" if overload and overload != "default" else "")
+        self.base = qualified.partition("::")[2]
+        self.overwrites = self.base in OVERWRITES
+        tags = getattr(func, "tags", ())
+        self.seeded = torch.Tag.nondeterministic_seeded in tags
+        self.bitwise = torch.Tag.nondeterministic_bitwise in tags
+        # A view: every result aliases an input the op does not write (view, t, expand, detach...),
+        # so equal inputs give equal views.
+        infos = [getattr(r, "alias_info", None) for r in getattr(schema, "returns", None) or ()]
+        self.view = bool(infos) and all(info is not None and not info.is_write for info in infos)
 
 
 def _view_digest(name: str, inputs: list[dict[str, Any]], position: int, tensor: Any) -> str:
@@ -518,19 +533,6 @@ def _view_digest(name: str, inputs: list[dict[str, Any]], position: int, tensor:
     )
     text = layout + "|" + "|".join(str(arg.get("d") or arg.get("v")) for arg in inputs)
     return "view:" + hashlib.sha256(text.encode()).hexdigest()[: DIGEST_CHARS - 5]
-
-
-def _base_name(func: Any) -> str:
-    schema = getattr(func, "_schema", None)
-    return str(schema.name).partition("::")[2] if schema is not None else ""
-
-
-def _op_name(func: Any) -> str:
-    schema = getattr(func, "_schema", None)
-    if schema is None:
-        return str(func)
-    overload = getattr(func, "_overloadname", "")
-    return str(schema.name) + (f".{overload}" if overload and overload != "default" else "")
 
 
 def _as_bytes(torch: ModuleType, flat: Any) -> Any:

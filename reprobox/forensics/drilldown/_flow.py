@@ -123,7 +123,7 @@ def drill_down(
         if int(diverged["step"]) < recorded[0]:  # this pair of replays parted earlier: record there
             step = int(diverged["step"])
             continue
-        return _explained(records, step, recorded, replays, comparison)
+        return _explained(records, step, recorded, replays)
     return DrillDown(
         f"the replays diverged at a different step each time (last at step {step}): the nondeterminism "
         "does not recur at one place",
@@ -151,9 +151,7 @@ def analyze(run_a: Path, run_b: Path) -> tuple[dict[str, Any] | None, dict[str, 
     return first, ranks
 
 
-def _explained(
-    records: list[RunRecord], step: int, recorded: list[int], replays: list[str], comparison: Comparison
-) -> DrillDown:
+def _explained(records: list[RunRecord], step: int, recorded: list[int], replays: list[str]) -> DrillDown:
     operation, ranks = analyze(records[0].run_dir, records[1].run_dir)
     if operation is None:
         return DrillDown(
