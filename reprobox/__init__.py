@@ -7,7 +7,8 @@ The Python API, for job code and for tools that drive reprobox (the CLI is a thi
 - Driving runs: `load_job(path)` → `JobSpec`; `open_runtime(name, RuntimeOptions(job=spec))`;
   `run_job(spec, runtime, RunOptions(...))` → `RunRecord` (one run); `verify_job(spec, runtime,
   RunOptions(...), VerifyOptions(...))` → (`Comparison`, records); `read_record(run_dir)`;
-  `compare_runs([record, ...])` → `Comparison` (the graded verdict: `.grade`, `.sentence`).
+  `compare_runs([record, ...])` → `Comparison` (the graded verdict: `.grade`, `.sentence`);
+  `verify_resume(spec, runtime, RunOptions(...), K)` → `ResumeCheck` (is resuming at step K exact).
 
 Imports are lazy so that `import reprobox` (which every job process does at start-up) costs nothing.
 """
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from reprobox.guest.seeding import seed_worker as seed_worker
     from reprobox.jobfile import load_job as load_job
     from reprobox.records.manifest import read_record as read_record
+    from reprobox.resume.exact import verify_resume as verify_resume
     from reprobox.runner import RunOptions as RunOptions
     from reprobox.runner import execute as run_job
     from reprobox.runtimes import open_runtime as open_runtime
@@ -48,6 +50,7 @@ _WHERE = {
     "VerifyOptions": ("reprobox.verify", "VerifyOptions"),
     "read_record": ("reprobox.records.manifest", "read_record"),
     "compare_runs": ("reprobox.compare", "compare_runs"),
+    "verify_resume": ("reprobox.resume.exact", "verify_resume"),
 }
 
 __all__ = [
@@ -65,6 +68,7 @@ __all__ = [
     "seed_worker",
     "trail",
     "verify_job",
+    "verify_resume",
 ]
 
 

@@ -60,6 +60,7 @@ def build_manifest(
     guest: GuestRecord | None,
     max_steps: int | None,
     problems: list[str] | None = None,
+    resume: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The manifest's fields; the guest's own account of the exit wins over what the runtime saw.
 
@@ -70,7 +71,8 @@ def build_manifest(
     exit_code, signal_number = outcome.exit_code, outcome.signal
     if guest is not None and not (outcome.timed_out or outcome.interrupted or outcome.oom_killed):
         exit_code, signal_number = guest.exit_code, guest.signal
-    claims = _claims(prepared, outcome, guest, exit_code)
+    stopped_by_job = (resume or {}).get("stop_at") is not None  # stopped after a step: no final numbers
+    claims = [] if stopped_by_job else _claims(prepared, outcome, guest, exit_code)
     problems = [*(problems or []), *(c.error for c in claims if c.error)]
     failure = _failure(
         prepared, outcome, guest, exit_code=exit_code, signal_number=signal_number, problems=problems
@@ -114,6 +116,8 @@ def build_manifest(
         else {"max_steps": max_steps, "reached": stopped is not None and stopped.reason == STOP_MAX_STEPS},
         "stopped_early": stopped.to_json() if stopped is not None else None,
         "reference_run": str(plan.reference_run) if plan.reference_run else None,
+        # set when the run started from a resumable checkpoint or was stopped after a step (long runs)
+        "resume": resume,
         "notes": notes,
     }
     redacted: dict[str, Any] = redact_values(manifest, job.secrets)  # the command, paths, notes: anywhere

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from reprobox import codetree, controller
 from reprobox.errors import Interrupted
@@ -34,6 +34,13 @@ from reprobox.records.manifest import (
     rewrite_record,
     write_record,
 )
+from reprobox.resume.start import (
+    ResumeFrom,
+    checkpoint_globs,
+    place,
+    resume_arguments,
+    resume_environment,
+)
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation
 from reprobox.runtimes.launcher import launch_command
 from reprobox.timestamps import utc_now
@@ -50,6 +57,8 @@ class RunOptions:
     audit: bool = False  # record nondeterministic-op warnings (reprobox audit)
     extra_env: dict[str, str] = field(default_factory=dict)
     variation: Variation = field(default_factory=Variation)  # verify --vary: what this run changes
+    resume_from: ResumeFrom | None = None  # start from this checkpoint (a resumed run, a segment replay)
+    stop_at: int | None = None  # stop after this optimizer step through the job's own `resume.stop`
 
 
 class _TeeSink:
@@ -129,7 +138,7 @@ def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
             settings.SEED: str(job.seed),
             settings.RUN_ID: run_id,
             settings.DETERMINISM: json.dumps(asdict(job.determinism), sort_keys=True),
-            settings.CHECKPOINTS: json.dumps(list(job.checkpoints)),
+            settings.CHECKPOINTS: json.dumps(list(checkpoint_globs(job))),
             settings.ENV_ORDER: json.dumps(list(job.env)),
         }
     )
@@ -139,6 +148,7 @@ def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
         env[settings.MAX_STEPS] = str(options.max_steps)
     if options.audit:
         env[settings.AUDIT] = "1"
+    env.update(resume_environment(job, options.resume_from, options.stop_at))
     env.update(options.extra_env)
     return env
 
@@ -189,6 +199,8 @@ def prepare(job: JobSpec, options: RunOptions, inputs: RunInputs | None = None) 
     run_id, run_dir = make_run_dir(options.runs_dir, job.name)
     try:
         plan = _plan(job, options, inputs, run_id, run_dir)
+        if options.resume_from is not None:
+            place(options.resume_from, run_dir / OUTPUTS_SUBDIR)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -201,7 +213,11 @@ def _plan(job: JobSpec, options: RunOptions, inputs: RunInputs, run_id: str, run
         run_id=run_id,
         run_dir=run_dir,
         guest_env=guest_env(job, run_id, options),
-        command=launch_command(job),
+        command=launch_command(
+            job.with_overrides(
+                command=job.command + resume_arguments(job, options.resume_from, options.stop_at)
+            )
+        ),
         timeout=job.timeout,
         reference_run=options.reference_run,
         variation=options.variation,
@@ -250,8 +266,19 @@ def _record(
         guest=guest.record,
         max_steps=options.max_steps,
         problems=problems,
+        resume=_resume_facts(options),
     )
     return write_record(plan.run_dir, data)
+
+
+def _resume_facts(options: RunOptions) -> dict[str, Any] | None:
+    """What the manifest says of a resumed or stopped run: where it started from, where it stopped."""
+    if options.resume_from is None and options.stop_at is None:
+        return None
+    return {
+        "from": options.resume_from.to_json() if options.resume_from else None,
+        "stop_at": options.stop_at,
+    }
 
 
 def mark_interrupted(record: RunRecord) -> RunRecord:

@@ -43,6 +43,31 @@ def first_divergence(a: HashTrail, b: HashTrail) -> dict[str, Any] | None:
     return None
 
 
+def state_differences(reference: HashTrail, other: HashTrail, after: int) -> tuple[int, list[str]] | None:
+    """The first step after `after` both trails digested state at where some state differs, and which
+    (RNG streams, optimizers, schedulers; a key only one run has differs too); None when none does."""
+    for step in sorted(set(reference.steps) & set(other.steps)):
+        a, b = reference.steps[step].state, other.steps[step].state
+        if step <= after or not a or not b:
+            continue
+        differing = sorted((k for k in set(a) | set(b) if a.get(k) != b.get(k)), key=_state_order)
+        if differing:
+            return step, differing
+    return None
+
+
+# A scheduler left unrestored also leaves the optimizer's learning rate wrong, not the other way round:
+# the likelier cause comes first.
+_STATE_PRIORITY = ("rng.", "scheduler.", "optimizer.")
+
+
+def _state_order(key: str) -> tuple[int, str]:
+    rank = next(
+        (i for i, prefix in enumerate(_STATE_PRIORITY) if key.startswith(prefix)), len(_STATE_PRIORITY)
+    )
+    return rank, key
+
+
 def common_prefix_identical(a: HashTrail, b: HashTrail) -> tuple[bool, int]:
     """Whether every step both trails recorded is identical, and the last such step."""
     common = sorted(set(a.steps) & set(b.steps))

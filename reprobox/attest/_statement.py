@@ -25,6 +25,8 @@ from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import redact_env
 from reprobox.records.attestation import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_TYPE
 from reprobox.records.manifest import RunRecord
+from reprobox.records.spotcheck import read_spot_check
+from reprobox.resume.checkpoints import recorded_checkpoints
 
 
 def build_attestation(
@@ -90,6 +92,7 @@ def build_attestation(
     claims = attested_claims(records)
     if claims is not None:
         predicate["claims"] = claims
+    predicate.update(long_run_entries(first))
     for field, value in (extra or {}).items():  # `variation` (verify --vary), `seeds` (verify --seeds)
         predicate[field] = dict(value)  # before the machine is withheld: these are published too
     machine = Machine.here(code_dir=code_dir, runs_dir=first.run_dir.parent.parent)
@@ -221,6 +224,31 @@ def _checkpoint_entry(entry: Mapping[str, Any], records: Sequence[RunRecord]) ->
     runs = [(r.checkpoint(str(entry["path"])) or {}).get("file_sha256") for r in records]
     result["file_sha256_runs"] = sorted({str(h) for h in runs if h})
     return result
+
+
+def long_run_entries(record: RunRecord) -> dict[str, Any]:
+    """The resumable checkpoints (step, path, content digest: what segment replays start from and end
+    at) and the run's last spot-check (which segments were replayed and how each came out)."""
+    saved = recorded_checkpoints(record)
+    if not saved:
+        return {}
+    entries: dict[str, Any] = {"resumable": [c.to_json() for c in saved]}
+    checked = read_spot_check(record.run_dir)
+    if checked is not None:
+        entries["spot_check"] = {
+            "verdict": checked.get("verdict"),
+            "checked_at": checked.get("checked_at"),
+            "runtime": checked.get("runtime"),
+            "seed": checked.get("seed"),
+            "seed_source": checked.get("seed_source"),
+            "segments_total": checked.get("segments_total"),
+            "replayed_share": checked.get("replayed_share"),
+            "segments": [
+                {key: s.get(key) for key in ("start", "end", "match", "outcome")}
+                for s in checked.get("segments") or []
+            ],
+        }
+    return entries
 
 
 def _trail_entry(record: RunRecord) -> dict[str, Any] | None:

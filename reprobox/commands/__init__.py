@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from reprobox.commands import audit, clean, explain, images, inspect, jobs, publish, slurm_node
+from reprobox.commands import audit, clean, explain, images, inspect, jobs, publish, slurm_node, spotcheck
 
 REGISTRY = [
     jobs.register,
     explain.register,
+    spotcheck.register,
     images.register,
     audit.register,
     inspect.register,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reprobox import compare, runner, runtimes
+from reprobox import compare, rerun, runner, runtimes
 from reprobox.commands.common import (
     add_command,
     add_image_flags,
@@ -15,14 +15,13 @@ from reprobox.commands.common import (
     check_runs_dir,
     runtime_options,
 )
-from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
-from reprobox.records.manifest import RunRecord, read_record
+from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
+from reprobox.records.manifest import read_record
 from reprobox.render import terminal
 
 if TYPE_CHECKING:
     from reprobox.cli import Output
     from reprobox.forensics.drilldown import DrillDown
-    from reprobox.jobfile import JobSpec
 
 EXPLAIN_EPILOG = """\
 examples:
@@ -88,11 +87,11 @@ def explain_command(args: argparse.Namespace, out: Output) -> int:
             )
         else:
             check_runs_dir(args.runs_dir)
-            job = job_of(records)
+            job = rerun.job_of(records)
             runtime_name = args.runtime or records[0].runtime_name
             runtime = runtimes.open_runtime(runtime_name, runtime_options(args, job))
             options = runner.RunOptions(runs_dir=args.runs_dir)
-            check_same_code(records[0], job, args.runs_dir)  # before the code is copied for the replays
+            rerun.check_same_code(records[0], job, args.runs_dir)  # before the code is copied for the replays
             inputs = runner.prepare_inputs(job, options)
             found = drilldown.drill_down(job, runtime, options, comparison.first_divergence, inputs=inputs)
         attach(comparison, found)
@@ -119,51 +118,3 @@ def attach(comparison: compare.Comparison, found: DrillDown) -> None:
         first["operation"] = found.operation
     first["drill_down"] = found.to_json()
     comparison.first_divergence = first
-
-
-def job_of(records: list[RunRecord]) -> JobSpec:
-    """The job the runs ran, from its job file as it is now, refused when the file has changed."""
-    from reprobox import jobfile
-    from reprobox.guest.filehash import file_sha256
-
-    a, b = records
-    if a.job_name != b.job_name:
-        raise UsageError(
-            f"{a.run_dir} and {b.run_dir} are runs of different jobs ({a.job_name}, {b.job_name}); "
-            "explain two runs of one job"
-        )
-    if a.seed != b.seed:
-        raise UsageError(
-            f"the runs used different seeds ({a.seed} and {b.seed}): that explains their difference; "
-            "explain two runs of one seed"
-        )
-    job_file = a.job_file
-    if job_file is None or not job_file.is_file():
-        raise UsageError(
-            f"{a.run_dir}: its job file {job_file or '(not recorded)'} is gone; replaying needs it, "
-            "restore it where it was"
-        )
-    if a.job_file_sha256 and file_sha256(job_file) != a.job_file_sha256:
-        raise UsageError(
-            f"{job_file} has changed since {a.run_dir} ran; restore the version it ran (its sha256 is "
-            f"{a.job_file_sha256[:16]}...) to replay it"
-        )
-    job = jobfile.load_job(job_file)
-    if a.seed is not None:
-        job = job.with_overrides(seed=a.seed)
-    return job
-
-
-def check_same_code(record: RunRecord, job: JobSpec, runs_dir: Path) -> None:
-    """The code folder must hold what the runs ran: replaying other code would explain nothing."""
-    from reprobox import codetree
-
-    recorded = record.code_sha256
-    if not recorded:
-        return
-    now = codetree.digest_tree(job.code, exclude=(runs_dir,)).digest
-    if now != recorded:
-        raise UsageError(
-            f"the code in {job.code} has changed since {record.run_dir} ran (code digest {recorded[:12]}, "
-            f"now {now[:12]}); check out what the runs ran to replay them"
-        )

@@ -45,6 +45,7 @@ examples:
   reprobox verify job.yaml --vary all --parallel 2
   reprobox verify job.yaml --vary all --html vary.html   the matrix as a table too
   reprobox verify --vary list                  every factor and its pair of values (no job needed)
+  reprobox verify job.yaml --resume-at 30      is resuming from the step-30 checkpoint exact?
 
 Every run runs one snapshot of the code, taken before the first run (runs/<job>/.code/): the files
 git would commit, or the folder minus .reproboxignore; edits during the runs change nothing.
@@ -60,6 +61,13 @@ attested as above (whether or not a factor is sensitive), with the matrix in the
 `variation` field; a baseline that differs from itself gets no attestation. --html FILE and
 --markdown FILE write the matrix as a report (the verdict, one table row per factor with the
 sensitive ones marked, the baseline's runs); their paths are checked before any run.
+
+With --resume-at K (a job with a resume: section), three runs: stopped after step K (the job's
+resume.stop), resumed from the checkpoint it saved there, and uninterrupted (beside the others with
+--parallel 2); every checkpoint after step K and every file both write must be equal. A resume
+that is not exact is explained by the state the checkpoint fails to restore (torch, CUDA, NumPy,
+Python and DataLoader RNGs, optimizer, scheduler: digested at every trail step). No checkpoint at
+step K: exit 2 listing the steps the job saved.
 
 exit: 0 identical, 1 different, 3 a run failed (--vary: 0 every varied factor invariant, 1 one is
 sensitive or the baseline differs from itself, 3 a run failed)
@@ -119,6 +127,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="when runs differ, do not replay them to find the first diverging operation (by default, "
         "a job with a trail is replayed to that step with every operation recorded; see reprobox explain)",
+    )
+    ver.add_argument(
+        "--resume-at",
+        type=int,
+        metavar="K",
+        help="check that resuming is exact: run the job stopped after step K, resumed from its step-K "
+        "checkpoint, and uninterrupted, and compare what both leave after K (needs a resume: section)",
     )
     ver.add_argument("--sign", type=Path, metavar="KEY", help="sign the attestation with this Ed25519 key")
     ver.add_argument(
@@ -193,6 +208,8 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
             hint="for its runs, run: reprobox report RUN_DIR... --html FILE",
         )
     vary.require_job(args)
+    if args.resume_at is not None:
+        return _verify_resume(args, out)
     settings = verify.VerifyOptions(
         runs=args.runs,
         keep_going=args.keep_going,
@@ -228,6 +245,32 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target}")
     out.result(data, "\n".join([terminal.comparison_text(comparison), *terminal.claim_lines(judged)]))
     return exit_code(comparison.verdict)
+
+
+def _verify_resume(args: argparse.Namespace, out: Output) -> int:
+    from reprobox.resume import exact
+
+    for flag, given in (
+        ("--seeds", args.seeds is not None),
+        ("--max-steps", args.max_steps is not None),
+        ("--stop-on-divergence", args.stop_on_divergence),
+        ("--keep-going", args.keep_going),
+        ("--runs", args.runs != 2),  # the default
+    ):
+        if given:
+            raise UsageError(f"--resume-at runs its own three runs; it does not take {flag}")
+    spec = load_job_with_flags(args)
+    exact.require_resume(spec)
+    check_runs_dir(args.runs_dir)
+    runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
+    check = exact.verify_resume(
+        spec, runtime, _run_options(args, out), args.resume_at, parallel=args.parallel
+    )
+    data = check.comparison.to_json()
+    data["resume"] = check.to_json()
+    runs = f"  stopped run {check.stopped.run_dir} (its step-{args.resume_at} checkpoint resumed)"
+    out.result(data, "\n".join([terminal.comparison_text(check.comparison), runs]))
+    return exit_code(check.comparison.verdict)
 
 
 def _verify_seeds(

@@ -12,6 +12,7 @@ from reprobox.commands.common import add_command, add_output_flags
 from reprobox.errors import EXIT_OK, UsageError
 from reprobox.records.manifest import read_record
 from reprobox.render.values import show_value
+from reprobox.resume import spot
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ examples:
   reprobox reproduce ATT --threads 1                            see whether the thread count matters
   reprobox reproduce ATT --accept claims                        pass when the paper's numbers hold
   reprobox reproduce ATT --seeds 3                              the mean ± std over the first 3 seeds too
+  reprobox reproduce ATT --published ckpts/ --segments 3        replay 3 segments of a long run, not all
 
 The code folder defaults to the folder around the attestation when the job file sits next to it
 (where reprobox puts it), else the current directory. Nothing runs until the code (file by file) and
@@ -58,6 +60,12 @@ highest grade that holds (bit-identical, tensors-equal, within-tolerance, claims
   the code differs / the image differs                      exit 2 / exit 4
 Claims are the numbers the job file lists under `claims:` (the paper's table); each is compared with
 the value the attestation records, within its tolerance.
+With --segments M (a job with a resume: section, and the author's checkpoints from --published or
+the bundle), M segments between the published resumable checkpoints are drawn (seeded by their
+hashes, or --segments-seed), each replayed from its published start checkpoint (checked against the
+attestation) and judged against the published checkpoint at its end: exit 0 when every one matches,
+1 when one differs, 3 when a replay fails. One fabricated segment among n is caught with probability
+M/n.
 A Markdown and an HTML report go to runs/reproductions/<job>-<time>/ (or --report-dir); when the
 author ran `verify --vary`, they show the author's matrix as a table, with whether each factor
 differs here.
@@ -151,6 +159,21 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rep.add_argument(
         "--verify-signature", type=Path, metavar="PUBKEY", help="require the author's signature (their .pub)"
     )
+    rep.add_argument(
+        "--segments",
+        metavar="M|all",
+        help="replay M segments of the run between its published resumable checkpoints (or all), "
+        "instead of the whole run",
+    )
+    rep.add_argument(
+        "--segments-seed",
+        type=int,
+        metavar="S",
+        help="draw the segments with this seed (default: from the published checkpoints' hashes)",
+    )
+    rep.add_argument(
+        "--parallel", type=int, default=1, metavar="K", help="with --segments: K replays side by side"
+    )
     rep.add_argument("--bundle-sha256", metavar="HEX", help="the bundle digest the author published")
     rep.add_argument("--report-dir", type=Path, metavar="DIR", help="where the reports go")
     rep.add_argument("--base-image", help="base image for a rebuild (default: the attested one)")
@@ -237,6 +260,9 @@ def reproduce_command(args: argparse.Namespace, out: Output) -> int:
         base_image=args.base_image,
         wheelhouse=args.wheelhouse,
         echo=out.job_output(),
+        segments=spot.parse_count(args.segments) if args.segments is not None else None,
+        segments_seed=args.segments_seed,
+        parallel=args.parallel,
     )
     result = reproduce.reproduce(args.source, options)
     out.result(result.to_json(), _reproduce_text(result))
@@ -264,6 +290,10 @@ def _reproduce_text(result: reproduce.ReproduceResult) -> str:
             f"  spread {name}: published {author['mean']:.6g} ± {author['std']:.3g} "
             f"({len(author['values'])} seeds), here {here['mean']:.6g} ± {here['std']:.3g} "
             f"({len(here['values'])} seeds): {'holds' if spread['holds'] else 'does not hold'}"
+        )
+    for segment in (result.segments or {}).get("segments") or []:
+        lines.append(
+            f"  steps {segment['start']}-{segment['end']}: {segment['outcome']}: {segment['sentence']}"
         )
     lines += [f"  report: {path}" for path in result.reports if path.suffix != ".json"]
     lines += [f"  note: {note}" for note in result.notes]

@@ -15,6 +15,7 @@ unpickled) say whether it is run-specific and what it was. The JSON ``verdict`` 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,10 +121,12 @@ def _compare_claims(a: RunRecord, b: RunRecord, out: Comparison) -> None:
 
 def closeness(comparison: Comparison) -> str | None:
     """ "max abs difference X over Y tensors", from the tensor statistics, for the stack sentence."""
-    values = [d["max_abs"] for d in comparison.differences if d.get("max_abs") is not None]
+    # JSON spells NaN and the infinities as text ("nan", "inf"): float() reads both spellings
+    values = [float(d["max_abs"]) for d in comparison.differences if d.get("max_abs") is not None]
     if not values:
         return None
-    return f"max abs difference {show_number(max(values))} over {comparison.differing_tensor_total} tensors"
+    worst = math.nan if any(math.isnan(v) for v in values) else max(values)
+    return f"max abs difference {show_number(worst)} over {comparison.differing_tensor_total} tensors"
 
 
 def explain_difference(a: RunRecord, b: RunRecord, closeness_text: str | None) -> dict[str, Any]:

@@ -48,6 +48,9 @@ def main(argv: list[str]) -> int:
     boot_dir = _make_boot_dir()
     try:
         child_env = job_environment(env, seed, det, boot_dir)
+        resume_checkpoint = env.get(settings.RESUME_CHECKPOINT)  # where a resumed run's checkpoint lies
+        if resume_checkpoint:
+            child_env[settings.RESUME_FROM] = str(output_dir / resume_checkpoint)
         try:
             variation.apply(env, child_env)
             variation.check_clock(env, child_env)
@@ -63,6 +66,7 @@ def main(argv: list[str]) -> int:
         output_dir.mkdir(parents=True, exist_ok=True)
         started_at = utc_now()
         returncode, ended = _run(command, child_env)
+        shutil.rmtree(output_dir / settings.RESUME_INPUT, ignore_errors=True)  # an input, not an output
         checkpoints, hash_error = _hash_outputs(output_dir)
         record = dataclasses.replace(
             ended,

@@ -23,6 +23,13 @@ MAX_STEPS = "REPROBOX_MAX_STEPS"
 AUDIT = "REPROBOX_AUDIT"  # "1": record nondeterministic-op warnings to AUDIT_FILE in the guest state folder
 REFERENCE_TRAIL = "REPROBOX_REFERENCE_TRAIL"  # a reference trail.jsonl to stop at the first divergence
 OPLOG_STEPS = "REPROBOX_OPLOG_STEPS"  # "6,7": record every operation of these optimizer steps (a replay)
+TRAIL_STATE = "REPROBOX_TRAIL_STATE"  # "1": trail records also digest RNG, optimizer and scheduler state
+RESUME_STEP = "REPROBOX_RESUME_STEP"  # the optimizer step the resumed checkpoint was saved after
+RESUME_CHECKPOINT = "REPROBOX_RESUME_CHECKPOINT"  # that checkpoint, relative to the outputs folder
+RESUME_FROM = "REPROBOX_RESUME_FROM"  # the same as the job sees it (absolute); set by the entrypoint
+STOP_AT = "REPROBOX_STOP_AT"  # stop after this optimizer step, saving a checkpoint there
+RESUME_INPUT = ".reprobox-resume"  # in the outputs folder: the checkpoint a run starts from (not an output)
+RESUME_FRAMEWORK = "REPROBOX_RESUME_FRAMEWORK"  # "transformers" or "lightning": resumed and stopped by hooks
 HOOK_ACTIVE = "REPROBOX_HOOK"  # set by the entrypoint; the startup hook does nothing without it
 
 GUEST_STATE = ".reprobox"  # hidden folder in the run dir for the guest's own files

@@ -60,12 +60,23 @@ REFERENCE_LINE_LIMIT = 64 << 20
 class _StepRecorder:
     """Per-process trail state; one instance, created when the step hook is installed."""
 
-    def __init__(self, torch_module: ModuleType, run_dir: Path, every: int, max_steps: int | None) -> None:
+    def __init__(
+        self,
+        torch_module: ModuleType,
+        run_dir: Path,
+        every: int,
+        max_steps: int | None,
+        *,
+        start: int = 0,
+        with_state: bool = False,
+    ) -> None:
         self.torch = torch_module
         self.run_dir = run_dir
         self.every = every
         self.max_steps = max_steps
-        self.step = 0
+        self.step = start  # a resumed run counts on from the step its checkpoint was saved after
+        self.with_state = with_state
+        self.pending_state: dict[str, str] | None = None  # digested by the pre-step hook
         self.names: dict[int, str] = {}
         self.optimizers: list[weakref.ref[Any]] = []  # in first-step order, so fallback names are stable
         self.optimizer_ids: set[int] = set()
@@ -74,7 +85,7 @@ class _StepRecorder:
         self.lock = threading.Lock()
         self.handle = (run_dir / settings.TRAIL_FILE).open("a", encoding="utf-8", buffering=1)
         self.reference = _Reference(run_dir, os.environ.get(settings.REFERENCE_TRAIL))
-        self.write(TrailHeader(every, max_steps, os.getpid()))
+        self.write(TrailHeader(every, max_steps, os.getpid(), start))
 
     def write(self, record: TrailHeader | StepRecord | StepScalars) -> None:
         self.handle.write(encode_line(record))
@@ -99,9 +110,7 @@ class _StepRecorder:
             self.step += 1
             step = self.step
             last = self.max_steps is not None and step >= self.max_steps
-            if id(optimizer) not in self.optimizer_ids:
-                self.optimizer_ids.add(id(optimizer))
-                self.optimizers.append(weakref.ref(optimizer))
+            self.track(optimizer)
             if not self.records(step):
                 if recorder is not None:
                     recorder.end(step)
@@ -115,6 +124,19 @@ class _StepRecorder:
             self.stop(StoppedEarly(STOP_DIVERGED, step, diverged))
         if last:
             self.stop(StoppedEarly(STOP_MAX_STEPS, step))
+
+    def track(self, optimizer: Any) -> None:
+        if id(optimizer) not in self.optimizer_ids:
+            self.optimizer_ids.add(id(optimizer))
+            self.optimizers.append(weakref.ref(optimizer))
+
+    def before_step(self, optimizer: Any) -> None:
+        """The state going into a recorded step, before the optimizer changes it: after a resume, what
+        differs here is what the checkpoint did not restore, not what the first step then changed."""
+        with self.lock:
+            self.track(optimizer)
+            if self.records(self.step + 1):
+                self.pending_state = self.state()
 
     def record(self, step: int, params: list[torch.Tensor]) -> StepRecord:
         if not self.names:
@@ -130,7 +152,20 @@ class _StepRecorder:
         scalars = self.pending_scalars.pop(step, {})
         if self.last_loss is not None:
             scalars.setdefault("loss", float(self.last_loss))
-        return StepRecord(step, digests, model, scalars)
+        state, self.pending_state = self.pending_state, None
+        return StepRecord(step, digests, model, scalars, state)
+
+    def state(self) -> dict[str, str]:
+        from reprobox.guest import trail_state
+
+        with self.torch.no_grad():
+            return trail_state.state_digests(
+                self.torch,
+                (ref() for ref in self.optimizers),
+                loaders=trail_state.live_loaders(),
+                schedulers=trail_state.live_schedulers(),
+                tensor_digest=lambda tensor: str(_digest(self.torch, tensor)[0]),
+            )
 
     def stop(self, stopped: StoppedEarly) -> None:
         """End the job at once, cleanly (finally blocks run), saying why for the guest to record."""
@@ -211,8 +246,16 @@ def install_step_hook(torch_module: ModuleType) -> None:
         return
     every = int(os.environ.get(settings.TRAIL_EVERY) or 0)
     max_steps = int(os.environ[settings.MAX_STEPS]) if os.environ.get(settings.MAX_STEPS) else None
+    start = int(os.environ.get(settings.RESUME_STEP) or 0)
+    with_state = os.environ.get(settings.TRAIL_STATE) == "1"
+    if with_state:
+        from reprobox.guest import trail_state
+
+        trail_state.watch_constructors(torch_module)
     # A prefix check without an explicit trail records every step, so a divergence is located exactly.
-    _TRAIL = _StepRecorder(torch_module, Path(run_dir), every or 1, max_steps)
+    _TRAIL = _StepRecorder(
+        torch_module, Path(run_dir), every or 1, max_steps, start=start, with_state=with_state
+    )
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     trail = _TRAIL
@@ -221,6 +264,10 @@ def install_step_hook(torch_module: ModuleType) -> None:
 
         _OPLOG = oplog.install(torch_module, Path(run_dir))
     register_optimizer_step_post_hook(lambda optimizer, _args, _kwargs: trail.after_step(optimizer))
+    if with_state:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        register_optimizer_step_pre_hook(lambda optimizer, _args, _kwargs: trail.before_step(optimizer))
     _watch_backward(torch_module)
 
 

@@ -30,6 +30,7 @@ from reprobox.jobfile._program import (
     check_timeout,
     check_version,
 )
+from reprobox.jobfile._resume import check_resume
 from reprobox.jobfile.schema import TOP_LEVEL_KEYS, JobSpec
 from reprobox.yamlsource import load_yaml
 
@@ -111,6 +112,7 @@ def _validate(c: Checker) -> JobSpec:
         compare=check_compare(c, raw.get("compare")),
         claims=check_claims(c, raw.get("claims")),
         accept=check_accept(c, raw.get("accept")),
+        resume=check_resume(c, raw.get("resume")),
         secrets=tuple(sorted(set(c.secrets))),
     )
     if c.problems:

@@ -46,6 +46,7 @@ TOP_LEVEL_KEYS = (
     "compare",
     "claims",
     "accept",
+    "resume",
 )
 ACCEPT_LEVELS = ("bits", "claims")  # what `reproduce` exits 0 for on a different stack
 
@@ -83,6 +84,25 @@ class Resources:
 @dataclass(frozen=True)
 class Trail:
     every: int = 1
+
+
+RESUME_FRAMEWORKS = ("transformers", "lightning")
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where the job writes resumable checkpoints, and how it is resumed from one and stopped after a step.
+
+    `checkpoint` is a pattern relative to the outputs folder with `{step}` (the optimizer step it was
+    saved after) and optionally `*` / `**` globs; it names a file or a folder. `resume_args` (with
+    `{checkpoint}`) and `stop_args` (with `{stop}`) are appended to the command. A `framework` job is
+    resumed and stopped through its Trainer instead, with no arguments.
+    """
+
+    checkpoint: str
+    resume_args: tuple[str, ...] = ()
+    stop_args: tuple[str, ...] = ()
+    framework: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +173,7 @@ class JobSpec:
     compare: CompareSpec = field(default_factory=CompareSpec)
     claims: tuple[Claim, ...] = ()
     accept: str = "bits"  # "claims": reproduce exits 0 when every claim holds on a different stack
+    resume: Resume | None = None  # resumable checkpoints: verify --resume-at, spot-check
     # Values that must never be written anywhere: host variables with secret-looking names expanded into
     # `env`, and the values of secret-looking `env` keys. Kept out of to_json and repr.
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)

@@ -117,6 +117,12 @@ class Attestation:
         seeds = self.predicate.get("seeds")
         return dict(seeds) if isinstance(seeds, dict) else None
 
+    @property
+    def resumable(self) -> list[dict[str, Any]]:
+        """The author's resumable checkpoints: {step, path, content_sha256, files}; empty without any."""
+        found = self.predicate.get("resumable")
+        return [dict(c) for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
     def factors_with_status(self, status: str) -> list[str]:
         """The factors the author's matrix gave this status, in the matrix's order."""
         rows = (self.variation or {}).get("factors") or []

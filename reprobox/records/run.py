@@ -6,6 +6,7 @@ The file itself (schema, field checks, reading and writing) is `reprobox.records
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,31 @@ class RunRecord:
     def stopped_short(self) -> bool:
         """A prefix check, or a stop at a divergence: no final checkpoints, the trail is the evidence."""
         return bool(self.data.get("prefix_check") or self.data.get("stopped_early"))
+
+    @property
+    def resume(self) -> dict[str, Any]:
+        """Set for a resumed or stopped run: {from: {step, checkpoint, from_run, files}, stop_at}."""
+        return dict(self.data.get("resume") or {})
+
+    @property
+    def resumed_at(self) -> int | None:
+        """The step of the checkpoint the run started from; None for a run from the start."""
+        step = (self.resume.get("from") or {}).get("step")
+        return step if is_int(step) else None
+
+    @property
+    def resume_pattern(self) -> str | None:
+        """The job's resumable checkpoint pattern (`resume.checkpoint`), as it ran."""
+        pattern = (self.job_spec.get("resume") or {}).get("checkpoint")
+        return str(pattern) if pattern else None
+
+    def restricted(self, paths: Collection[str], *, claims: bool = True) -> RunRecord:
+        """The same run with only these checkpoint files (and its claims or none) recorded: what a
+        comparison of part of a run reads (a segment that stops early makes no claim of the run's)."""
+        kept = [c for c in self.checkpoints if c.get("path") in paths]
+        return RunRecord(
+            self.run_dir, {**self.data, "checkpoints": kept, "claims": self.claims if claims else []}
+        )
 
     def checkpoint(self, path: str) -> dict[str, Any] | None:
         return next((c for c in self.checkpoints if c.get("path") == path), None)

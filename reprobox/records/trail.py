@@ -8,6 +8,10 @@ The guest's step hook (`reprobox.guest.trail`) appends one JSON object a line; t
      "scalars": {"loss": 0.71}}                                                      optimizer step 20
     {"step_scalars": 12, "scalars": {"accuracy": 0.5}}                 values logged for a past step
 
+A job that declares `resume:` also digests, at each step, what the next step depends on besides the
+parameters: `"state": {"rng.torch": "<sha256>", "optimizer.0": "<sha256>", ...}`; a resumed run's header
+says after which step it started (`"start": 30`), its first step being 31.
+
 A line that is none of these (torn when a run was killed mid-write, or anything the job wrote there)
 is skipped and counted; a header of a trail version this reprobox does not read is refused.
 
@@ -38,8 +42,9 @@ STOP_DIVERGED = "diverged"  # the rerun's digests differ from its reference's at
 STOP_MAX_STEPS = "max_steps"  # --max-steps was reached (a prefix check)
 
 # field names of the three kinds of line
-SCHEMA, EVERY, MAX_STEPS, PID = "schema", "every", "max_steps", "pid"
+SCHEMA, EVERY, MAX_STEPS, PID, START = "schema", "every", "max_steps", "pid", "start"
 STEP, MODEL, PARAMS, SCALARS, STEP_SCALARS = "step", "model", "params", "scalars", "step_scalars"
+STATE = "state"
 
 
 class TrailVersionError(ValueError):
@@ -66,21 +71,27 @@ class _Record:
 class TrailHeader(_Record):
     """One process's first line: how often it records, and where it stops."""
 
-    __slots__ = ("every", "max_steps", "pid")
+    __slots__ = ("every", "max_steps", "pid", "start")
 
-    def __init__(self, every: int | None, max_steps: int | None = None, pid: int | None = None) -> None:
+    def __init__(
+        self, every: int | None, max_steps: int | None = None, pid: int | None = None, start: int = 0
+    ) -> None:
         self.every = every
         self.max_steps = max_steps
         self.pid = pid
+        self.start = start  # a resumed run: the step its checkpoint was saved after
 
     def to_json(self) -> dict[str, Any]:
-        return {SCHEMA: TRAIL_SCHEMA, EVERY: self.every, MAX_STEPS: self.max_steps, PID: self.pid}
+        record = {SCHEMA: TRAIL_SCHEMA, EVERY: self.every, MAX_STEPS: self.max_steps, PID: self.pid}
+        if self.start:
+            record[START] = self.start
+        return record
 
 
 class StepRecord(_Record):
     """One recorded optimizer step: per parameter [digest, sum, L2 norm], the model digest, scalars."""
 
-    __slots__ = ("model", "params", "scalars", "step")
+    __slots__ = ("model", "params", "scalars", "state", "step")
 
     def __init__(
         self,
@@ -88,11 +99,13 @@ class StepRecord(_Record):
         params: dict[str, list[Any]],
         model: str | None = None,
         scalars: dict[str, float] | None = None,
+        state: dict[str, str] | None = None,
     ) -> None:
         self.step = step
         self.params = params
         self.model = model
         self.scalars = scalars or {}
+        self.state = state or {}  # RNG, optimizer and scheduler digests (jobs that declare `resume:`)
 
     def digests(self) -> dict[str, str]:
         """Parameter name -> digest: what decides whether two steps are identical."""
@@ -102,6 +115,8 @@ class StepRecord(_Record):
         record: dict[str, Any] = {STEP: self.step, MODEL: self.model, PARAMS: self.params}
         if self.scalars:
             record[SCALARS] = self.scalars
+        if self.state:
+            record[STATE] = self.state
         return record
 
 
@@ -142,10 +157,12 @@ def _step(item: Mapping[str, Any]) -> StepRecord | StepScalars | None:
     if not _scalars_ok(scalars):
         return None
     if PARAMS in item:
-        step, params, model = item.get(STEP), item[PARAMS], item.get(MODEL)
+        step, params, model, state = item.get(STEP), item[PARAMS], item.get(MODEL), item.get(STATE) or {}
         if not (_is_step(step) and _params_ok(params) and (model is None or isinstance(model, str))):
             return None
-        return StepRecord(step, params, model, scalars)
+        if not (isinstance(state, dict) and all(isinstance(v, str) for v in state.values())):
+            return None
+        return StepRecord(step, params, model, scalars, state)
     step = item.get(STEP_SCALARS)
     return StepScalars(step, scalars) if _is_step(step) else None
 
@@ -158,8 +175,8 @@ def _header(item: Mapping[str, Any]) -> TrailHeader | None:
         return None
     if not all(value is None or (is_int(value) and value > 0) for value in (every, max_steps)):
         return None
-    pid = item.get(PID)
-    return TrailHeader(every, max_steps, pid if is_int(pid) else None)
+    pid, start = item.get(PID), item.get(START, 0)
+    return TrailHeader(every, max_steps, pid if is_int(pid) else None, start if _is_step(start) else 0)
 
 
 def _is_step(value: Any) -> TypeGuard[int]:

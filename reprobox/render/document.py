@@ -92,6 +92,9 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
         doc.append(Block("para", text, ident="first-divergence"))
         doc += operation_blocks(fd)
     doc += [Block("heading", "Runs"), _table(("run", "status", "started", "stack digest"), _run_rows(data))]
+    from reprobox.render.long_runs import long_run_blocks  # it builds on this module's Block
+
+    doc += long_run_blocks(data.records)
     if data.stack_differences:
         rows = [
             (d.label, d.field, _cell(d.a), _cell(d.b), "yes" if d.affects_numerics else "no")

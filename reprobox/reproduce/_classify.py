@@ -4,6 +4,7 @@ bit-identical, a real nondeterminism on the same stack, or a different stack (wi
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 from reprobox import attest, bundle, stackdiff
@@ -48,7 +49,7 @@ def _classify_bits(ctx: Context, records: list[RunRecord], result: ReproduceResu
         )
         return
     ctx.report_dir = report_dir_for(ctx)
-    published = ctx.published_record = _published_record(ctx, ctx.report_dir)
+    published = ctx.published_record = published_record(ctx, ctx.report_dir)
     comparison = compare_runs([published, *records])
     result.comparison = comparison
     if comparison.verdict == IDENTICAL:
@@ -192,7 +193,7 @@ def _amount(ctx: Context, count: int, worst: float | None) -> str:
     return f"{count} tensors differ"
 
 
-def _published_record(ctx: Context, report_dir: Path) -> RunRecord:
+def published_record(ctx: Context, report_dir: Path) -> RunRecord:
     """The author's result as a run record (so compare and the report treat it as run A)."""
     attestation = ctx.attestation
     where = (report_dir / "published").absolute()
@@ -202,7 +203,7 @@ def _published_record(ctx: Context, report_dir: Path) -> RunRecord:
     trail = None
     if ctx.published_trail is not None:
         trail = bundle.TRAIL_NAME
-        (where / trail).symlink_to(ctx.published_trail.absolute())
+        shutil.copyfile(ctx.published_trail, where / trail)  # a copy: a run's trail is read as its own file
     return write_record(
         where,
         {

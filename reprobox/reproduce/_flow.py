@@ -24,6 +24,7 @@ from reprobox.reproduce._model import (
 from reprobox.reproduce._replay import replay_job
 from reprobox.reproduce._report import write_reports
 from reprobox.reproduce._seeds import check_seed_count, reproduce_seeds
+from reprobox.reproduce._segments import check_segment_options, reproduce_segments
 from reprobox.runner import RunInputs, RunOptions, execute, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
@@ -65,6 +66,8 @@ def reproduce(source: Path, options: ReproduceOptions) -> ReproduceResult:
         result.sentence = f"the code differs from the attested code ({bundle.describe_changes(changes)})"
         return result
     _find_published(ctx)
+    if options.segments is not None:
+        check_segment_options(ctx)
     if options.tolerance is not None and ctx.published is None:
         raise UsageError(
             "--tolerance needs the author's checkpoint files to measure the difference: pass --published DIR "
@@ -84,6 +87,9 @@ def reproduce(source: Path, options: ReproduceOptions) -> ReproduceResult:
 
     run_options = RunOptions(runs_dir=options.runs_dir, echo=options.echo, extra_env=extra_env)
     inputs = prepare_inputs(spec, run_options)  # one code snapshot and one data hash for all runs
+    if options.segments is not None:
+        reproduce_segments(ctx, spec, runtime, result, run_options=run_options, inputs=inputs)
+        return result
     records = _run(spec, runtime, options.runs, run_options, inputs)
     result.runs = [r.run_dir for r in records]
     classify(ctx, records, result)
@@ -102,6 +108,8 @@ def _check_options(options: ReproduceOptions) -> None:
         raise UsageError(f"--tolerance must be a non-negative number such as 1e-5, not {options.tolerance}")
     if options.accept not in (None, "bits", "claims"):
         raise UsageError(f"--accept must be bits or claims, not {options.accept!r}")
+    if options.parallel < 1:
+        raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
     if options.runtime not in (None, "docker", "local"):
         raise UsageError(f"--runtime must be docker or local, not {options.runtime!r}")
 

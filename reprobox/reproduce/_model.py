@@ -46,6 +46,9 @@ class ReproduceOptions:
     base_image: str | None = None  # for a rebuild only; must give the attested build digest
     wheelhouse: Path | None = None
     echo: Callable[[bytes], None] | None = None
+    segments: str | int | None = None  # replay this many segments (or "all") instead of whole runs
+    segments_seed: int | None = None  # draw them with this seed instead of the published checkpoints' hashes
+    parallel: int = 1  # segments side by side
     engine: Any = None  # a connected reprobox.engine.Engine; connected on demand when None
 
 
@@ -76,6 +79,7 @@ class ReproduceResult:
     bundle: dict[str, Any] | None = None
     signature: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    segments: dict[str, Any] | None = None  # --segments: the spot-check of the published run
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +106,7 @@ class ReproduceResult:
             "bundle": self.bundle,
             "signature": self.signature,
             "notes": self.notes,
+            "segments": self.segments,
         }
 
 

@@ -140,3 +140,30 @@ def test_each_factor_reaches_the_job_under_podman_alone(offline_env: None, podma
     code, data = vary_job(JOB, "all", "--no-attestation", runtime="podman")
     assert code == 1, data["sentence"]
     assert_each_factor_changes_only_its_own_file(data, "podman", set())
+
+
+def test_a_segment_of_a_long_run_replays_under_podman(
+    offline_env: None, podman: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spot-check replays a local run's segment in a Podman container, from the run's checkpoint."""
+    job = tmp_path / "job"
+    shutil.copytree(Path(__file__).parents[1] / "jobs" / "resume", job)
+    runs = tmp_path / "runs"
+    assert cli.main(["run", str(job), "--runtime", "local", "--runs-dir", str(runs), "-q"]) == 0
+    run = (runs / "resume" / "latest").resolve()
+    args = [
+        "spot-check",
+        str(run),
+        "--segments",
+        "1",
+        "--seed",
+        "0",
+        "--runtime",
+        "podman",
+        "--runs-dir",
+        str(runs),
+    ]
+    capsys.readouterr()
+    assert cli.main([*args, "--json", "-q"]) == 0
+    (segment,) = json.loads(capsys.readouterr().out)["segments"]
+    assert segment["match"] and read_record(segment["run_dir"]).runtime_name == "podman"

@@ -1,0 +1,119 @@
+"""Starting a run from a resumable checkpoint: the files put in its outputs folder (each checked against
+the hash its run recorded), and the arguments and variables that make the job resume and stop."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reprobox.errors import EXIT_NOT_REPRODUCIBLE, ReproboxError
+from reprobox.guest import settings
+from reprobox.guest.filehash import file_sha256
+from reprobox.jobfile import JobSpec
+from reprobox.resume.pattern import CHECKPOINT, STOP, fill, hash_globs
+
+
+class CheckpointAltered(ReproboxError):
+    """A checkpoint's bytes are not those its run recorded: it is evidence of nothing, so never replayed."""
+
+    exit_code = EXIT_NOT_REPRODUCIBLE
+
+    def __init__(self, message: str, *, files: list[str]) -> None:
+        super().__init__(message)
+        self.files = files
+
+
+@dataclass(frozen=True)
+class ResumeFrom:
+    """The checkpoint a run starts from: saved after `step`, at `checkpoint` in the outputs folder of
+    the run it comes from (`source`). Its files (`files`, relative to `source`) are copied into the new
+    run's outputs under `.reprobox-resume/` (an input the guest removes before hashing, kept apart so
+    that a framework's own folders, a logger's version count, are as in a run from the start), and
+    each must still have the sha256 recorded for it.
+    """
+
+    step: int
+    checkpoint: str
+    source: Path
+    files: Mapping[str, str] = field(default_factory=dict)  # relative path -> recorded file sha256
+    source_run: Path | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "step": self.step,
+            "checkpoint": self.checkpoint,
+            "from_run": str(self.source_run) if self.source_run else None,
+            "files": dict(sorted(self.files.items())),
+        }
+
+
+def place(start: ResumeFrom, outputs: Path) -> None:
+    """Copy the checkpoint's files into a new run's outputs folder, then check each copy's sha256.
+
+    The copy is what the job reads, so it is the copy that is checked: a file changed after the check
+    cannot slip in. Raises CheckpointAltered naming every file whose bytes differ or that is missing.
+    """
+    altered = []
+    for relative, recorded in sorted(start.files.items()):
+        source, target = start.source / relative, outputs / settings.RESUME_INPUT / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if source.is_symlink() or not source.is_file():
+                raise FileNotFoundError(relative)
+            shutil.copyfile(source, target)
+        except OSError:
+            altered.append(f"{relative} (missing)")
+            continue
+        if file_sha256(target) != recorded:
+            altered.append(relative)
+    if altered:
+        shown = ", ".join(altered[:5]) + (f" and {len(altered) - 5} more" if len(altered) > 5 else "")
+        raise CheckpointAltered(
+            f"the checkpoint of step {start.step} ({start.checkpoint}) is not what its run recorded: {shown} "
+            "differ from the recorded sha256; it was not replayed",
+            files=altered,
+        )
+
+
+def placed(start: ResumeFrom) -> str:
+    """Where the checkpoint lies in the new run's outputs folder."""
+    return f"{settings.RESUME_INPUT}/{start.checkpoint}"
+
+
+def resume_arguments(job: JobSpec, start: ResumeFrom | None, stop_at: int | None) -> tuple[str, ...]:
+    """What is appended to the command (nothing for a framework job, which its Trainer's hooks resume)."""
+    resume = job.resume
+    if resume is None or resume.framework is not None:
+        return ()
+    extra: tuple[str, ...] = ()
+    if start is not None:
+        where = "${" + settings.OUTPUT_DIR + "}/" + placed(start).replace("$", "$$")
+        extra += fill(resume.resume_args, CHECKPOINT, where)
+    if stop_at is not None:
+        extra += fill(resume.stop_args, STOP, str(stop_at))
+    return extra
+
+
+def resume_environment(job: JobSpec, start: ResumeFrom | None, stop_at: int | None) -> dict[str, str]:
+    """The variables the guest (and scripts that read the environment) resume and stop by."""
+    resume = job.resume
+    if resume is None:
+        return {}
+    env = {settings.TRAIL_STATE: "1"} if job.trail is not None else {}
+    if start is not None:
+        env[settings.RESUME_STEP] = str(start.step)
+        env[settings.RESUME_CHECKPOINT] = placed(start)
+    if stop_at is not None:
+        env[settings.STOP_AT] = str(stop_at)
+    if resume.framework is not None and (start is not None or stop_at is not None):
+        env[settings.RESUME_FRAMEWORK] = resume.framework
+    return env
+
+
+def checkpoint_globs(job: JobSpec) -> tuple[str, ...]:
+    """The job's `checkpoints:` globs, widened to every resumable checkpoint's files (for spot-checks)."""
+    if job.resume is None or not job.checkpoints:
+        return job.checkpoints  # no globs: every output file is hashed already
+    return tuple(dict.fromkeys((*job.checkpoints, *hash_globs(job.resume.checkpoint))))
