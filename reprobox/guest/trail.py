@@ -133,6 +133,14 @@ class _StepRecorder:
     def before_step(self, optimizer: Any) -> None:
         """The state going into a recorded step, before the optimizer changes it: after a resume, what
         differs here is what the checkpoint did not restore, not what the first step then changed."""
+        recorder = _OPLOG
+        if recorder is None:
+            self.take_state(optimizer)
+            return
+        with recorder.pause():  # reading state is no operation of the job
+            self.take_state(optimizer)
+
+    def take_state(self, optimizer: Any) -> None:
         with self.lock:
             self.track(optimizer)
             if self.records(self.step + 1):
@@ -161,10 +169,10 @@ class _StepRecorder:
         with self.torch.no_grad():
             return trail_state.state_digests(
                 self.torch,
-                (ref() for ref in self.optimizers),
+                [ref() for ref in self.optimizers],
                 loaders=trail_state.live_loaders(),
                 schedulers=trail_state.live_schedulers(),
-                tensor_digest=lambda tensor: str(_digest(self.torch, tensor)[0]),
+                tensor_digest=lambda tensor: _bytes_digest(self.torch, tensor),
             )
 
     def stop(self, stopped: StoppedEarly) -> None:
@@ -246,7 +254,7 @@ def install_step_hook(torch_module: ModuleType) -> None:
         return
     every = int(os.environ.get(settings.TRAIL_EVERY) or 0)
     max_steps = int(os.environ[settings.MAX_STEPS]) if os.environ.get(settings.MAX_STEPS) else None
-    start = int(os.environ.get(settings.RESUME_STEP) or 0)
+    start = max(0, int(os.environ.get(settings.RESUME_STEP) or 0))
     with_state = os.environ.get(settings.TRAIL_STATE) == "1"
     if with_state:
         from reprobox.guest import trail_state
@@ -343,16 +351,23 @@ def _digest(torch_module: ModuleType, tensor: torch.Tensor) -> list[Any]:
         values = (data if data.is_contiguous() else data.contiguous()).numpy().reshape(-1)
         digest = hashlib.sha256(values.view("uint8").data).hexdigest()
         return [digest, float(values.sum(dtype="float64")), math.sqrt(float(values.dot(values)))]
-    if data.device.type == "cpu":
-        flat = data.contiguous().reshape(-1)
-        digest = hashlib.sha256(flat.view(torch_module.uint8).numpy().data).hexdigest()
-    else:
-        digest = _device_checksum(torch_module, data)
+    digest = _bytes_digest(torch_module, data)
     if not (data.is_floating_point() or data.is_complex()):
         data = data.double()
     total = float(data.sum(dtype=torch_module.float64).real)
     norm = float(torch_module.linalg.vector_norm(data, dtype=torch_module.float64))
     return [digest, total, norm]
+
+
+def _bytes_digest(torch_module: ModuleType, tensor: torch.Tensor) -> str:
+    """A tensor's digest alone: sha256 of its bytes on CPU, the on-device checksum elsewhere."""
+    data = tensor.detach()
+    if data.device.type != "cpu":
+        return _device_checksum(torch_module, data)
+    if data.is_contiguous() and str(data.dtype).removeprefix("torch.") in NUMPY_FLOATS:
+        return hashlib.sha256(data.numpy().data).hexdigest()  # the same bytes, fewer torch calls
+    flat = data.contiguous().reshape(-1)
+    return hashlib.sha256(flat.view(torch_module.uint8).numpy().data).hexdigest()
 
 
 def _device_checksum(torch_module: ModuleType, data: torch.Tensor) -> str:

@@ -157,10 +157,10 @@ def _step(item: Mapping[str, Any]) -> StepRecord | StepScalars | None:
     if not _scalars_ok(scalars):
         return None
     if PARAMS in item:
-        step, params, model, state = item.get(STEP), item[PARAMS], item.get(MODEL), item.get(STATE) or {}
+        step, params, model, state = item.get(STEP), item[PARAMS], item.get(MODEL), item.get(STATE, {})
         if not (_is_step(step) and _params_ok(params) and (model is None or isinstance(model, str))):
             return None
-        if not (isinstance(state, dict) and all(isinstance(v, str) for v in state.values())):
+        if not _state_ok(state):
             return None
         return StepRecord(step, params, model, scalars, state)
     step = item.get(STEP_SCALARS)
@@ -192,6 +192,13 @@ def _params_ok(params: Any) -> bool:
         and is_number(value[1])
         and is_number(value[2])
         for value in params.values()
+    )
+
+
+def _state_ok(state: Any) -> bool:
+    """{key: digest}, both strings; a step recorded without state has none (`[]` or null is malformed)."""
+    return isinstance(state, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in state.items()
     )
 
 
