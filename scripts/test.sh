@@ -2,6 +2,7 @@
 # The test command: lint, types, then every test, integration tests included when an engine answers.
 #
 # Usage: scripts/test.sh [pytest arguments...]     (after scripts/setup.sh)
+#        REPROBOX_TEST_WORKERS=N scripts/test.sh   (N test processes; default 2, 0 for none)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [[ -x .venv/bin/python ]] || { echo "test.sh: no .venv; run scripts/setup.sh first" >&2; exit 2; }
@@ -17,4 +18,6 @@ if docker info >/dev/null 2>&1; then
 else
     echo "test.sh: no Docker engine answers; integration tests will be skipped (scripts/start-docker.sh)" >&2
 fi
-python -m pytest "${integration[@]}" "$@"
+# Two workers (pytest-xdist): the tests against the engines run in order in one of them, the rest go
+# out file by file (tests/conftest.py says how); REPROBOX_TEST_WORKERS=0 runs everything in this process.
+python -m pytest -n "${REPROBOX_TEST_WORKERS:-2}" "${integration[@]}" "$@"

@@ -32,6 +32,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With pytest-xdist (`scripts/test.sh` runs two workers): every test against the engines (one Docker
+    image cache, one Slurm node, one Podman store, and tests that count the containers left) in one
+    worker, in order; the other tests go out file by file, so a module's fixture runs once."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EnginesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "engines" if path.startswith("tests/integration/") else path
+
+    return EnginesTogether(config, log)
+
+
 VerifyExample = Callable[[str, str], tuple[int, dict[str, Any]]]
 
 

@@ -46,6 +46,23 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_replay_flags(parser: argparse.ArgumentParser, *, runs: str, folder: str) -> None:
+    """Where a command that replays recorded runs replays them: their own runtime unless told otherwise,
+    in a hidden folder of the job's runs so replays never mix with the runs they check."""
+    parser.add_argument(
+        "--runtime",
+        choices=runtimes.names(),
+        help=f"where to replay (default: the runtime {runs} ran on)",
+    )
+    parser.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=runs_dir_default(),
+        help=f"where replays go, under <job>/{folder}/ (default: ./runs, or $REPROBOX_RUNS_DIR)",
+    )
+    add_image_flags(parser)
+
+
 def runtime_options(args: argparse.Namespace, job: jobfile.JobSpec | None = None) -> RuntimeOptions:
     """The runtime flags as the library takes them, made once per command (absent flags: the defaults)."""
     return RuntimeOptions(

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from reprobox import compare, rerun, runner, runtimes
 from reprobox.commands.common import (
     add_command,
-    add_image_flags,
     add_output_flags,
+    add_replay_flags,
     check_output_file,
     check_runs_dir,
     runtime_options,
@@ -52,18 +52,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     explain.add_argument("run_a", metavar="RUN_A", help="a run directory or its manifest.json")
     explain.add_argument("run_b", metavar="RUN_B", help="another run of the same job")
-    explain.add_argument(
-        "--runtime",
-        choices=runtimes.names(),
-        help="where to replay (default: the runtime the runs ran on)",
-    )
-    explain.add_argument(
-        "--runs-dir",
-        type=Path,
-        default=runner.runs_dir_default(),
-        help="where replays go, under <job>/.drill-down/ (default: ./runs, or $REPROBOX_RUNS_DIR)",
-    )
-    add_image_flags(explain)
+    add_replay_flags(explain, runs="the runs", folder=".drill-down")
     explain.add_argument("--html", type=Path, metavar="FILE", help="also write the report as HTML")
     explain.add_argument("--markdown", type=Path, metavar="FILE", help="also write the report as Markdown")
     add_output_flags(explain)

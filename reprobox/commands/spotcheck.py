@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import rerun, runner, runtimes
 from reprobox.commands.common import (
     add_command,
-    add_image_flags,
     add_output_flags,
+    add_replay_flags,
     check_runs_dir,
     runtime_options,
 )
@@ -30,13 +29,13 @@ examples:
   reprobox spot-check RUN --segments 3 --json | jq '.segments[] | {start, end, match}'
 
 The run's resumable checkpoints (the job file's resume.checkpoint) cut it into segments: from the
-start to the first checkpoint, from each checkpoint to the next, and from the last one to the end
-when the run left final outputs. Each drawn segment is replayed from the checkpoint the run recorded
-at its start (its bytes checked against the run's record first: an altered checkpoint is reported,
-never replayed), stopped after its last step through the job's resume.stop, and its checkpoint must
-equal the one the run recorded there. The draw is seeded by the run's own checkpoint hashes (or
---seed), so whoever made the run cannot choose which segments get checked: a single fabricated
-segment among n is caught with probability M/n by a check of M. Replays go to
+start to the first checkpoint and from each checkpoint to the next (what the run wrote after its last
+checkpoint ends no segment: verify checks that). Each drawn segment is replayed from the checkpoint
+the run recorded at its start (its bytes checked against the run's record first: an altered
+checkpoint is reported, never replayed), stopped after its last step through the job's resume.stop,
+and its checkpoint must equal the one the run recorded there. The draw is seeded by the run's own
+checkpoint hashes (or --seed), so whoever made the run cannot choose which segments get checked: a
+single fabricated segment among n is caught with probability M/n by a check of M. Replays go to
 runs/<job>/.spot-check/; the result is kept in the run's spot-check.json and shown by its report.
 The job file and code must be those the run ran.
 
@@ -70,18 +69,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="K",
         help="replay up to K segments side by side (default: 1)",
     )
-    parser.add_argument(
-        "--runtime",
-        choices=runtimes.names(),
-        help="where to replay (default: the runtime the run ran on)",
-    )
-    parser.add_argument(
-        "--runs-dir",
-        type=Path,
-        default=runner.runs_dir_default(),
-        help="where replays go, under <job>/.spot-check/ (default: ./runs, or $REPROBOX_RUNS_DIR)",
-    )
-    add_image_flags(parser)
+    add_replay_flags(parser, runs="the run", folder=".spot-check")
     add_output_flags(parser)
     parser.set_defaults(handler=spot_check_command)
 

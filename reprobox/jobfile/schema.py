@@ -93,10 +93,10 @@ RESUME_FRAMEWORKS = ("transformers", "lightning")
 class Resume:
     """Where the job writes resumable checkpoints, and how it is resumed from one and stopped after a step.
 
-    `checkpoint` is a pattern relative to the outputs folder with `{step}` (the optimizer step it was
-    saved after) and optionally `*` / `**` globs; it names a file or a folder. `resume_args` (with
-    `{checkpoint}`) and `stop_args` (with `{stop}`) are appended to the command. A `framework` job is
-    resumed and stopped through its Trainer instead, with no arguments.
+    `checkpoint` is a pattern relative to the outputs folder with `{step}` (the step it was saved after,
+    as the job counts steps) and optionally `*` / `**` globs; it names a file or a folder.
+    `resume_args` (with `{checkpoint}`) and `stop_args` (with `{stop}`) are appended to the command. A
+    `framework` job is resumed and stopped through its Trainer instead, with no arguments.
     """
 
     checkpoint: str

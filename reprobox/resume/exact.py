@@ -39,7 +39,8 @@ class ResumeCheck:
     stopped: RunRecord
     resumed: RunRecord | None = None
     uninterrupted: RunRecord | None = None
-    first_step: int | None = None  # the first recorded step after `at` whose parameters differ
+    optimizer_step: int | None = None  # optimizer steps made by step `at` (the job may count otherwise)
+    first_step: int | None = None  # the first optimizer step after the resume whose parameters differ
     state: list[str] = field(default_factory=list)  # state keys that differ after the resume
     state_step: int | None = None
     sentence: str = ""
@@ -56,6 +57,7 @@ class ResumeCheck:
             "stopped_run": str(self.stopped.run_dir),
             "resumed_run": str(self.resumed.run_dir) if self.resumed else None,
             "uninterrupted_run": str(self.uninterrupted.run_dir) if self.uninterrupted else None,
+            "optimizer_step": self.optimizer_step,
             "first_differing_step": self.first_step,
             "state_differs": [{"key": key, **describe_state(key)} for key in self.state],
             "state_step": self.state_step,
@@ -139,11 +141,12 @@ def _start_of(stopped: RunRecord, at: int) -> ResumeFrom:
     """The stopped run's checkpoint of step `at`, the one the resumed run starts from."""
     saved = recorded_checkpoints(stopped)
     found = next((c for c in saved if c.step == at), None)
-    last = _last_step(stopped)
-    if last is not None and last > at:
+    later = [c.step for c in saved if c.step > at]
+    if later:
         raise UsageError(
-            f"{stopped.job_file}: resume.stop did not stop the job after step {at} (its trail reached step "
-            f"{last}, run {stopped.run_dir}); make those arguments end training after step {{stop}}"
+            f"{stopped.job_file}: resume.stop did not stop the job after step {at} (it went on to save the "
+            f"checkpoint of step {later[0]}, run {stopped.run_dir}); make those arguments end training "
+            "after step {stop}"
         )
     if found is None:
         steps = ", ".join(str(c.step) for c in saved) or "none"
@@ -151,12 +154,30 @@ def _start_of(stopped: RunRecord, at: int) -> ResumeFrom:
             f"the job saved no resumable checkpoint at step {at} (pattern {stopped.resume_pattern}); it "
             f"saved at steps {steps} up to there; pass one of those to --resume-at (run {stopped.run_dir})"
         )
-    return ResumeFrom(at, found.path, stopped.output_dir, found.file_sha256, source_run=stopped.run_dir)
+    return ResumeFrom(
+        at,
+        found.path,
+        stopped.output_dir,
+        found.file_sha256,
+        source_run=stopped.run_dir,
+        optimizer_step=optimizer_steps(stopped, at),
+    )
 
 
-def _last_step(record: RunRecord) -> int | None:
+def optimizer_steps(record: RunRecord, counted: int) -> int | None:
+    """The optimizer steps a run had made when it stopped after what its job counts as step `counted`.
+
+    Most jobs number checkpoints by optimizer step, but some by epoch or by micro-batch (gradient
+    accumulation); the trail counts optimizer steps, so it tells. None when it cannot: no trail, or one
+    too sparse to say.
+    """
     trail = trails.trail_of(record)
-    return max(trail.steps) if trail is not None and trail.steps else None
+    if trail is None or not trail.steps:
+        return None
+    last, every = max(trail.steps), trail.every or 1
+    if every == 1:
+        return last
+    return counted if counted - every < last <= counted else None
 
 
 def _failed(at: int, stopped: RunRecord, sentence: str, runs: list[RunRecord] | None = None) -> ResumeCheck:
@@ -185,17 +206,19 @@ def judge(at: int, stopped: RunRecord, resumed: RunRecord, whole: RunRecord) -> 
             f"written by one run only, not compared: {', '.join(left_out[:5])}"
             + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
         )
-    check = ResumeCheck(at, comparison, stopped, resumed, whole)
-    check.first_step, check.state_step, check.state = diagnose(whole, resumed, at)
+    check = ResumeCheck(at, comparison, stopped, resumed, whole, optimizer_step=optimizer_steps(stopped, at))
+    if check.optimizer_step is not None:  # else the trails cannot be lined up step by step
+        check.first_step, check.state_step, check.state = diagnose(whole, resumed, check.optimizer_step)
     check.sentence = _sentence(check)
     comparison.sentence = check.sentence
     return check
 
 
 def diagnose(reference: RunRecord, resumed: RunRecord, at: int) -> tuple[int | None, int | None, list[str]]:
-    """From the two runs' trails: the first step after `at` whose parameters differ, and the first step
-    whose state going in differs with the state keys that do (none when that state only differs once
-    the parameters have: then it is a consequence, not the cause)."""
+    """From the two runs' trails: the first optimizer step after `at` (an optimizer step too) whose
+    parameters differ, and the first step whose state going in differs with the state keys that do
+    (none when that state only differs once the parameters have: then it is a consequence, not the
+    cause)."""
     trail_a, trail_b = trails.trail_of(reference), trails.trail_of(resumed)
     if trail_a is None or trail_b is None:
         return None, None, []
@@ -234,7 +257,8 @@ def _sentence(check: ResumeCheck) -> str:
         )
     if comparison.verdict != DIFFERENT:
         return comparison.sentence
-    where = f" from step {check.first_step}" if check.first_step is not None else ""
+    unit = "step" if check.optimizer_step == at else "optimizer step"
+    where = f" from {unit} {check.first_step}" if check.first_step is not None else ""
     what = comparison.sentence.removeprefix("not reproducible: ")
     if check.state:
         found = state_sentence(at, check.state, "the uninterrupted run")

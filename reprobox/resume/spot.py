@@ -29,7 +29,7 @@ from reprobox.errors import UsageError
 from reprobox.jobfile import JobSpec
 from reprobox.records.manifest import RunRecord, write_record
 from reprobox.resume.checkpoints import RecordedCheckpoint, recorded_checkpoints
-from reprobox.resume.exact import diagnose, state_sentence
+from reprobox.resume.exact import diagnose, optimizer_steps, state_sentence
 from reprobox.resume.start import CheckpointAltered, ResumeFrom
 from reprobox.runner import RunInputs, RunOptions, execute
 from reprobox.runtimes.base import Runtime
@@ -61,6 +61,9 @@ class SegmentResult:
     sentence: str
     run_dir: Path | None = None
     differences: list[dict[str, Any]] = field(default_factory=list)
+    # whether the replay's trail counted as many optimizer steps as the job counts steps (False for a
+    # job that numbers checkpoints by epoch or micro-batch): only then do trails line up step by step
+    lined_up: bool = True
 
     @property
     def match(self) -> bool:
@@ -101,11 +104,13 @@ class SpotCheck:
 
     @property
     def replayed_share(self) -> float | None:
-        """The share of the run's optimizer steps that was replayed."""
-        if not self.total_steps:
+        """The share of the run's steps that was replayed; counted in the job's own steps up to its last
+        checkpoint when those are not optimizer steps (epochs, micro-batches)."""
+        total = self.total_steps if all(r.lined_up for r in self.results) else self.segments[-1].end
+        if not total:
             return None
         steps = sum(r.segment.end - r.segment.start for r in self.results)
-        return steps / self.total_steps
+        return steps / total
 
     def sentence(self) -> str:
         n, m = len(self.segments), len(self.results)
@@ -271,19 +276,22 @@ def judge_segment(record: RunRecord, replayed: RunRecord, segment: Segment) -> S
     """The replay's checkpoint at the segment's end against the run's: every tensor and value equal."""
     ends = {c.step: c for c in recorded_checkpoints(replayed)}
     theirs = ends.get(segment.end)
+    lined_up = optimizer_steps(replayed, segment.end) == segment.end
     what = segment.end_checkpoint.path
     if theirs is None:
         sentence = f"the replay saved no checkpoint at step {segment.end} (the run saved {what})"
-        return SegmentResult(segment, DIFFERS, sentence, replayed.run_dir)
+        return SegmentResult(segment, DIFFERS, sentence, replayed.run_dir, lined_up=lined_up)
     mine = record.restricted(set(segment.end_checkpoint.file_sha256), claims=False)
     comparison = compare_runs([mine, _at_run_paths(replayed, theirs, what)])
     if comparison.verdict == IDENTICAL:
         sentence = f"{what} equal to the recorded one ({comparison.grade})"
-        return SegmentResult(segment, MATCH, sentence, replayed.run_dir)
+        return SegmentResult(segment, MATCH, sentence, replayed.run_dir, lined_up=lined_up)
     sentence = comparison.sentence.removeprefix("not reproducible: ")
     if comparison.verdict != "different":
-        return SegmentResult(segment, FAILED, sentence, replayed.run_dir)
-    _first, _state_step, state = diagnose(record, replayed, segment.start)
+        return SegmentResult(segment, FAILED, sentence, replayed.run_dir, lined_up=lined_up)
+    state: list[str] = []
+    if lined_up:  # else the replay's trail and the run's cannot be compared step by step
+        _first, _state_step, state = diagnose(record, replayed, segment.start)
     why = f"; {state_sentence(segment.start, state, 'the run')}" if state and segment.start else ""
     return SegmentResult(
         segment,
@@ -291,6 +299,7 @@ def judge_segment(record: RunRecord, replayed: RunRecord, segment: Segment) -> S
         f"{what} differs from the recorded one: {sentence}{why}",
         replayed.run_dir,
         comparison.differences[:20] + comparison.value_differences[:20],
+        lined_up=lined_up,
     )
 
 

@@ -39,6 +39,9 @@ class ResumeFrom:
     source: Path
     files: Mapping[str, str] = field(default_factory=dict)  # relative path -> recorded file sha256
     source_run: Path | None = None
+    # the optimizer steps made before it was saved, where the job numbers its checkpoints by something
+    # else (epochs, micro-batches): the resumed run's trail goes on counting from there
+    optimizer_step: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -103,7 +106,8 @@ def resume_environment(job: JobSpec, start: ResumeFrom | None, stop_at: int | No
         return {}
     env = {settings.TRAIL_STATE: "1"} if job.trail is not None else {}
     if start is not None:
-        env[settings.RESUME_STEP] = str(start.step)
+        steps = start.optimizer_step if start.optimizer_step is not None else start.step
+        env[settings.RESUME_STEP] = str(steps)
         env[settings.RESUME_CHECKPOINT] = placed(start)
     if stop_at is not None:
         env[settings.STOP_AT] = str(stop_at)

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,3 +126,29 @@ def built_image(
         )
     created.images.append(plan.tag)
     return BuiltImage(info=info, plan=plan, progress=reported.lines, seconds=time.monotonic() - started)
+
+
+@pytest.fixture
+def containers_added() -> Callable[[Engine, set[str]], list[str]]:
+    """What names reprobox's containers left since `before`, each with its name, state and labels, so a
+    failing test says which one was left and what made it."""
+    return _containers_added
+
+
+def _containers_added(engine: Engine, before: set[str]) -> list[str]:
+    from reprobox.image import MANAGED_LABEL
+
+    added = []
+    for container_id in set(engine.list_containers([MANAGED_LABEL])) - before:
+        try:
+            facts = engine.inspect_container(container_id)
+        except Exception as error:  # noqa: BLE001 - gone since it was listed: say so
+            added.append(f"{container_id[:12]} (gone: {type(error).__name__})")
+            continue
+        state = facts.get("State") or {}
+        config = facts.get("Config") or {}
+        added.append(
+            f"{container_id[:12]} {facts.get('Name')} {state.get('Status')} created {facts.get('Created')} "
+            f"cmd {config.get('Cmd')} labels {sorted((config.get('Labels') or {}).items())}"
+        )
+    return added

@@ -28,7 +28,9 @@ def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, wheelhouse: 
     monkeypatch.setenv("REPROBOX_WHEELHOUSE", str(wheelhouse))
 
 
-def test_verify_example_in_containers(offline_env: None, tmp_path: Path, capsys, engine: Engine) -> None:
+def test_verify_example_in_containers(
+    offline_env: None, tmp_path: Path, capsys, engine: Engine, containers_added
+) -> None:
     # the engine may hold containers from earlier sessions; this run must add none (probe or job)
     containers_before = set(engine.list_containers([MANAGED_LABEL]))
     code = cli.main(
@@ -58,7 +60,7 @@ def test_verify_example_in_containers(offline_env: None, tmp_path: Path, capsys,
         container = record.data["runtime"]["container"]
         assert container["network_mode"] == "none" and container["cap_drop"] == ["ALL"]
         assert container["user"] != "0" and not container["user"].startswith("0:")
-    assert set(engine.list_containers([MANAGED_LABEL])) <= containers_before
+    assert not (left := containers_added(engine, containers_before)), left
 
 
 def test_bad_job_on_docker_runtime_is_exit_2_before_any_engine_work(tmp_path: Path, capsys) -> None:

@@ -21,7 +21,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "ddp" / "job.yaml"
 
 
 def test_ddp_example_verifies_bit_identical_in_containers(
-    engine: Engine, built_image: Any, created: Any, tmp_path: Path
+    engine: Engine, built_image: Any, created: Any, tmp_path: Path, containers_added
 ) -> None:
     job = load_job(EXAMPLE)
     # the engine may hold containers from earlier sessions; this test must add none
@@ -40,4 +40,4 @@ def test_ddp_example_verifies_bit_identical_in_containers(
         assert ranks["1"]["software"]["image"]["id"] == built_image.info.id
         log = (record.run_dir / "stdout.log").read_text()
         assert "world size 2" in log
-    assert set(engine.list_containers([MANAGED_LABEL])) <= containers_before
+    assert not (left := containers_added(engine, containers_before)), left

@@ -1,5 +1,5 @@
-"""The Hugging Face Trainer and Lightning examples: their images build offline from the base plus each
-example's extra lock, and `verify --runs 2` reproduces them in containers."""
+"""The Hugging Face Trainer and Lightning examples: `verify --runs 2` builds their images offline from the
+base plus each example's extra lock, and reproduces them in containers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,7 @@ from reprobox import image
 from reprobox.engine import Engine
 from reprobox.errors import EnvironmentProblem
 from reprobox.jobfile import ImageSpec
-from reprobox.runtimes.docker import ensure_image
+from reprobox.records.manifest import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -92,36 +91,6 @@ def in_image(tag: str, code: str) -> str:
     return done.stdout.strip()
 
 
-@pytest.mark.parametrize("example", sorted(EXAMPLES))
-def test_example_image_builds_offline_with_its_extra_lock(
-    example: str,
-    engine: Engine,
-    offline_base: str,
-    framework_wheelhouse: Path,
-    project: image.ProjectFiles,
-    created: Any,
-) -> None:
-    spec = ImageSpec(requirements=extra_lock(example))
-    options = {"base_image": offline_base, "wheelhouse": framework_wheelhouse, "lock": "cpu"}
-    plan = image.plan_build(spec, project=project, environ={}, **options)  # type: ignore[arg-type]
-    info = ensure_image(spec, engine=engine, network=False, project=project, **options)  # type: ignore[arg-type]
-    created.images.append(plan.tag)
-    assert plan.tag in info.tags
-    assert info.labels["io.reprobox.offline"] == "true"
-    assert (
-        info.labels["io.reprobox.extra-requirements-digest"]
-        == plan.labels["io.reprobox.extra-requirements-digest"]
-    )
-    package, _ = EXAMPLES[example]
-    versions = json.loads(
-        in_image(
-            plan.tag,
-            f"import json, torch, {package}; print(json.dumps([torch.__version__, {package}.__version__]))",
-        )
-    )
-    assert versions == ["2.13.0+cpu", image.locked_pins(extra_lock(example))[package]]
-
-
 def test_a_jobs_own_wheelhouse_adds_to_the_shared_one(
     tmp_path: Path, offline_base: str, framework_wheelhouse: Path, project: image.ProjectFiles
 ) -> None:
@@ -156,9 +125,34 @@ def test_a_jobs_own_wheelhouse_adds_to_the_shared_one(
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
-def test_example_verifies_in_containers(example: str, offline_env: None, verify_example) -> None:
+def test_example_image_builds_offline_and_verifies_in_containers(
+    example: str,
+    offline_env: None,
+    verify_example,
+    engine: Engine,
+    offline_base: str,
+    framework_wheelhouse: Path,
+) -> None:
+    """`verify` builds the example's image from the offline base and its extra lock, no network in any
+    build step (from scratch on a fresh machine, as in CI), then reproduces the example in it."""
     code, data = verify_example(example, "docker")
     assert (code, data["verdict"]) == (0, "identical"), data.get("notes")
+    image_id = read_record(data["runs"][0]).image_id
+    assert image_id is not None
+    labels = engine.inspect_image(image_id).labels
+    spec = ImageSpec(requirements=extra_lock(example))
+    plan = image.plan_build(spec, base_image=offline_base, wheelhouse=framework_wheelhouse, environ={})
+    assert labels["io.reprobox.offline"] == "true"
+    digest = "io.reprobox.extra-requirements-digest"
+    assert labels[digest] == plan.labels[digest]
+    package, _ = EXAMPLES[example]
+    versions = json.loads(
+        in_image(
+            image_id,
+            f"import json, torch, {package}; print(json.dumps([torch.__version__, {package}.__version__]))",
+        )
+    )
+    assert versions == ["2.13.0+cpu", image.locked_pins(extra_lock(example))[package]]
     _, outputs = EXAMPLES[example]
     assert set(outputs) <= {checkpoint["path"] for checkpoint in data["checkpoints"]}
     claims = data.get("claims") or []  # the examples claim one number each, read after the run

@@ -60,7 +60,11 @@ def offline_env(monkeypatch: pytest.MonkeyPatch, offline_base: str, wheelhouse: 
 
 @pytest.mark.slow
 def test_verify_example_under_podman_and_reproduce_it(
-    offline_env: None, podman: Engine, verify_example, capsys: pytest.CaptureFixture[str]
+    offline_env: None,
+    podman: Engine,
+    verify_example,
+    capsys: pytest.CaptureFixture[str],
+    containers_added,
 ) -> None:
     before = set(podman.list_containers([MANAGED_LABEL]))
     code, data = verify_example("tiny-mlp", "podman")
@@ -79,7 +83,7 @@ def test_verify_example_under_podman_and_reproduce_it(
         assert container["user"] == "10001:10001" or container["user"] == f"{os.getuid()}:{os.getgid()}"
         code_mount = next(m for m in container["mounts"] if m["target"] == "/reprobox/code")
         assert code_mount["mode"] == "ro"
-    assert set(podman.list_containers([MANAGED_LABEL])) <= before
+    assert not (left := containers_added(podman, before)), left
 
     # A reviewer reproduces the attestation: by default under the runtime the author used, in its image.
     attestation = Path(data["runs"][0]).parents[2] / "reprobox.attestation.json"

@@ -31,10 +31,11 @@ def command(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[s
     return code, json.loads(capsys.readouterr().out)
 
 
-def job_copy(tmp_path: Path, forget: str = "") -> Path:
+def job_copy(tmp_path: Path, forget: str = "", *, accumulate: int = 1) -> Path:
     job = tmp_path / f"job-{forget or 'exact'}"
     shutil.copytree(JOB, job)
     text = (job / "job.yaml").read_text().replace('FORGET: ""', f'FORGET: "{forget}"')
+    text = text.replace('--width, "16"]', f'--width, "16", --accumulate, "{accumulate}"]')
     (job / "job.yaml").write_text(text)
     return job / "job.yaml"
 
@@ -266,6 +267,24 @@ def test_a_checkpoint_that_forgets_the_torch_rng_is_named(tmp_path: Path, capsys
     assert data["resume"]["exact"] is False and data["resume"]["first_differing_step"] == 5
     assert [s["key"] for s in data["resume"]["state_differs"]] == ["rng.torch"]
     assert "torch RNG state differs" in data["sentence"] and "torch.get_rng_state()" in data["sentence"]
+
+
+def test_checkpoints_numbered_by_micro_batch_line_up_by_optimizer_step(tmp_path: Path, capsys) -> None:
+    """Gradient accumulation: the job counts micro-batches (checkpoint step-8.pt after 4 optimizer steps).
+    The resumed run's trail goes on from optimizer step 4, so the forgotten RNG is named alone."""
+    code, data = resume_at(capsys, job_copy(tmp_path, "torch-rng", accumulate=2), tmp_path, 8)
+    assert code == 1
+    assert data["resume"]["optimizer_step"] == 4 and data["resume"]["first_differing_step"] == 5
+    assert [s["key"] for s in data["resume"]["state_differs"]] == ["rng.torch"]
+    assert "after resuming at step 8 the torch RNG state differs" in data["sentence"]
+    assert "differ from optimizer step 5" in data["sentence"]
+
+
+def test_a_stop_argument_the_job_ignores_is_bad_input(tmp_path: Path, capsys) -> None:
+    code, data = resume_at(capsys, job_copy(tmp_path, "max-steps"), tmp_path, 4)
+    assert code == 2
+    text = " ".join(data["error"]["lines"])
+    assert "resume.stop did not stop the job after step 4" in text and "checkpoint of step 8" in text
 
 
 def test_no_checkpoint_at_the_step_lists_the_saved_ones(tmp_path: Path, capsys) -> None:

@@ -1,8 +1,10 @@
 """examples/long-run's training with knobs that plant the faults spot-checks and resume checks must catch.
 
 FORGET names state the checkpoint leaves out (torch-rng, numpy-rng, python-rng, optimizer, scheduler,
-loader, position), or stop-checkpoint: --max-steps stops without saving unless on a save step. What
-follows is the example's own description:
+loader, position), or stop-checkpoint: --max-steps stops without saving unless on a save step, or
+max-steps: --max-steps is ignored. --accumulate N makes every N micro-batches one optimizer step, with
+steps and checkpoints counted in micro-batches (as scripts with gradient accumulation often count).
+What follows is the example's own description:
 
 A long training job that can be stopped and resumed exactly, the way a preemptible job should be.
 
@@ -33,6 +35,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--width", type=int, default=64, help="hidden units (the cost of a step)")
     parser.add_argument("--resume", type=Path, help="a checkpoint to continue from")
     parser.add_argument("--max-steps", type=int, help="stop after this step (saving a checkpoint there)")
+    parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step")
     return parser.parse_args()
 
 
@@ -85,7 +88,9 @@ def main() -> None:
     out = Path(os.environ["REPROBOX_OUTPUT_DIR"])
     model = nn.Sequential(nn.Linear(32, args.width), nn.ReLU(), nn.Dropout(0.1), nn.Linear(args.width, 1))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=args.steps)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=3e-3, total_steps=args.steps // args.accumulate
+    )
     generator = torch.Generator().manual_seed(7)
     loader = DataLoader(data(), batch_size=32, shuffle=True, generator=generator)
     step, skip = 0, 0
@@ -108,19 +113,20 @@ def main() -> None:
         step, skip = state["step"], state["data"]["batches_used"]
         if "position" in FORGET:
             skip = 0
-    stop = args.max_steps or args.steps
+    stop = args.steps if "max-steps" in FORGET else (args.max_steps or args.steps)
     while step < stop:
         epoch_start = generator.get_state()
         for used, (x, y) in enumerate(loader, start=1):
             if skip:
                 skip -= 1
                 continue
-            loss = nn.functional.mse_loss(model(noisy(x)).squeeze(-1), y)
-            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(noisy(x)).squeeze(-1), y) / args.accumulate
             loss.backward()
-            optimizer.step()
-            scheduler.step()
             step += 1
+            if step % args.accumulate == 0:
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
             if step % args.save_every == 0 or (step == stop and "stop-checkpoint" not in FORGET):
                 save(
                     out / "ckpt" / f"step-{step}.pt",
