@@ -84,7 +84,7 @@ def verify_resume(
     """Stop after `at`, resume, run uninterrupted (beside the other two with parallel > 1), compare."""
     require_resume(job)
     if at < 1:
-        raise UsageError(f"--resume-at must be an optimizer step of at least 1, not {at}")
+        raise UsageError(f"--resume-at must be a step of at least 1, not {at}")
     job = job.with_overrides(trail=job.trail or Trail(every=1))  # the state digests explain a difference
     inputs = inputs or prepare_inputs(job, run_options)
     quiet = replace(run_options, echo=None) if parallel > 1 else run_options
@@ -95,8 +95,8 @@ def verify_resume(
             progress.say(f"the uninterrupted run of {job.name} starts beside the stopped and resumed runs")
             uninterrupted = _submit(pool, lambda: execute(job, runtime, quiet, inputs=inputs, stop=stop))
         try:
-            stopped, resumed = _stop_and_resume(job, runtime, quiet, at, inputs)
-            if resumed is None:
+            stopped, start, resumed = _stop_and_resume(job, runtime, quiet, at, inputs)
+            if start is None or resumed is None:
                 stop.set()
                 return _failed(at, stopped, f"the run stopped after step {at} failed: {stopped.failure}")
             if uninterrupted is None:
@@ -110,23 +110,24 @@ def verify_resume(
                 with contextlib.suppress(BaseException):
                     mark_interrupted(uninterrupted.result())
             raise
-    return judge(at, stopped, resumed, whole)
+    return judge(at, stopped, resumed, whole, optimizer_step=start.optimizer_step)
 
 
 def _stop_and_resume(
     job: JobSpec, runtime: Runtime, options: RunOptions, at: int, inputs: RunInputs
-) -> tuple[RunRecord, RunRecord | None]:
-    """The run stopped after `at`, and the run resumed from its checkpoint (None when it failed)."""
-    progress.say(f"stopping {job.name} after optimizer step {at} ({runtime.name})")
+) -> tuple[RunRecord, ResumeFrom | None, RunRecord | None]:
+    """The run stopped after `at`, its checkpoint there, and the run resumed from it (None when the
+    stopped run failed)."""
+    progress.say(f"stopping {job.name} after step {at} ({runtime.name})")
     stopped = execute(job, runtime, replace(options, stop_at=at), inputs=inputs)
     progress.say(f"stopped run: {_status(stopped)}")
     if not stopped.succeeded:
-        return stopped, None
+        return stopped, None, None
     start = _start_of(stopped, at)
     progress.say(f"resuming {job.name} from {start.checkpoint} (step {at})")
     resumed = execute(job, runtime, replace(options, resume_from=start), inputs=inputs)
     progress.say(f"resumed run: {_status(resumed)}")
-    return stopped, resumed
+    return stopped, start, resumed
 
 
 def _status(record: RunRecord) -> str:
@@ -187,8 +188,11 @@ def _failed(at: int, stopped: RunRecord, sentence: str, runs: list[RunRecord] | 
     return ResumeCheck(at, comparison, stopped, sentence=comparison.sentence)
 
 
-def judge(at: int, stopped: RunRecord, resumed: RunRecord, whole: RunRecord) -> ResumeCheck:
-    """Compare what the resumed and the uninterrupted run left after step `at`."""
+def judge(
+    at: int, stopped: RunRecord, resumed: RunRecord, whole: RunRecord, *, optimizer_step: int | None
+) -> ResumeCheck:
+    """Compare what the resumed and the uninterrupted run left after step `at`, whose checkpoint had
+    `optimizer_step` optimizer steps behind it (None: unknown, so the trails are not lined up)."""
     for record, what in ((resumed, "resumed"), (whole, "uninterrupted")):
         if not record.succeeded:
             return _failed(at, stopped, f"the {what} run failed: {record.failure}", [stopped, resumed, whole])
@@ -206,7 +210,7 @@ def judge(at: int, stopped: RunRecord, resumed: RunRecord, whole: RunRecord) -> 
             f"written by one run only, not compared: {', '.join(left_out[:5])}"
             + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
         )
-    check = ResumeCheck(at, comparison, stopped, resumed, whole, optimizer_step=optimizer_steps(stopped, at))
+    check = ResumeCheck(at, comparison, stopped, resumed, whole, optimizer_step=optimizer_step)
     if check.optimizer_step is not None:  # else the trails cannot be lined up step by step
         check.first_step, check.state_step, check.state = diagnose(whole, resumed, check.optimizer_step)
     check.sentence = _sentence(check)

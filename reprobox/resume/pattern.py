@@ -45,8 +45,8 @@ def pattern_problem(pattern: str) -> str | None:
         )
     if pattern.count(STEP) != 1:
         return (
-            f"'{pattern}' must hold {STEP} exactly once (the optimizer step the checkpoint was saved after), "
-            "e.g. 'ckpt/step-{step}.pt'"
+            f"'{pattern}' must hold {STEP} exactly once (the step the checkpoint was saved after, as the job "
+            "counts), e.g. 'ckpt/step-{step}.pt'"
         )
     others = [p for p in _PLACEHOLDER.findall(pattern) if p != STEP]
     if others:

@@ -21,6 +21,7 @@ import pytest
 from reprobox import image, progress
 from reprobox.engine import Engine, EngineUnavailable, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.image import MANAGED_LABEL
 from reprobox.jobfile import ImageSpec
 from reprobox.runtimes.docker import ensure_image
 
@@ -136,8 +137,6 @@ def containers_added() -> Callable[[Engine, set[str]], list[str]]:
 
 
 def _containers_added(engine: Engine, before: set[str]) -> list[str]:
-    from reprobox.image import MANAGED_LABEL
-
     added = []
     for container_id in set(engine.list_containers([MANAGED_LABEL])) - before:
         try:
