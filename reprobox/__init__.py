@@ -8,7 +8,9 @@ The Python API, for job code and for tools that drive reprobox (the CLI is a thi
   `run_job(spec, runtime, RunOptions(...))` → `RunRecord` (one run); `verify_job(spec, runtime,
   RunOptions(...), VerifyOptions(...))` → (`Comparison`, records); `read_record(run_dir)`;
   `compare_runs([record, ...])` → `Comparison` (the graded verdict: `.grade`, `.sentence`);
-  `verify_resume(spec, runtime, RunOptions(...), K)` → `ResumeCheck` (is resuming at step K exact).
+  `verify_resume(spec, runtime, RunOptions(...), K)` → `ResumeCheck` (is resuming at step K exact);
+  `measure_cost(spec, runtime, RunOptions(...), CostOptions(...))` → `CostResult` (what each
+  determinism setting costs the job, and the cheapest bit-exact one).
 
 Imports are lazy so that `import reprobox` (which every job process does at start-up) costs nothing.
 """
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from reprobox.compare import compare_runs as compare_runs
+    from reprobox.cost import CostOptions as CostOptions
+    from reprobox.cost import measure_cost as measure_cost
     from reprobox.guest import trail as trail
     from reprobox.guest.seeding import generator as generator
     from reprobox.guest.seeding import seed_everything as seed_everything
@@ -51,9 +55,12 @@ _WHERE = {
     "read_record": ("reprobox.records.manifest", "read_record"),
     "compare_runs": ("reprobox.compare", "compare_runs"),
     "verify_resume": ("reprobox.resume.exact", "verify_resume"),
+    "measure_cost": ("reprobox.cost", "measure_cost"),
+    "CostOptions": ("reprobox.cost", "CostOptions"),
 }
 
 __all__ = [
+    "CostOptions",
     "RunOptions",
     "RuntimeOptions",
     "VerifyOptions",
@@ -61,6 +68,7 @@ __all__ = [
     "compare_runs",
     "generator",
     "load_job",
+    "measure_cost",
     "open_runtime",
     "read_record",
     "run_job",

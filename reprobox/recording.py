@@ -17,6 +17,7 @@ from reprobox.claims import ClaimValue, extract_claims
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import redact_env, redact_values
+from reprobox.nondeterministic_ops import explain_nondeterministic_op
 from reprobox.records.files import PRIVATE
 from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.manifest import (
@@ -36,6 +37,7 @@ READ_ONLY_HINT = (
     "; the job tried to write into a read-only folder (its code or data): write outputs under "
     "$REPROBOX_OUTPUT_DIR (e.g. Lightning's default_root_dir, HF's output_dir, a work_dir flag)"
 )
+LOG_TAIL_FOR_TRACEBACK = 65536  # a torchrun log: every rank's traceback, then the launcher's summary
 FIXED_PATHS_NOTE = (
     "the local runtime could not make a private mount namespace here: data sources were linked at "
     "their fixed paths, not mounted read-only"
@@ -166,9 +168,36 @@ def _failure(
     scheduler_failure = (outcome.runtime.get("slurm") or {}).get("failure")
     if scheduler_failure:  # the scheduler's own account (PREEMPTED, NODE_FAIL, ...) says more than a signal
         failure = f"{failure}; {scheduler_failure}" if failure else scheduler_failure
+    if failure and exit_code not in (None, 0) and not outcome.timed_out:
+        hint = _nondeterministic_op(prepared, outcome)
+        if hint:
+            failure += f"; {hint}"
     if failure and _wrote_into_read_only(prepared.plan.run_dir):
         failure += READ_ONLY_HINT
     return failure
+
+
+def _nondeterministic_op(prepared: PreparedRun, outcome: RunOutcome) -> str | None:
+    """The op without a deterministic kernel the job's log ends in, with its line and fix; else None."""
+    run_dir = prepared.plan.run_dir
+    try:
+        tail = saferead.read_tail(run_dir / STDOUT_LOG, LOG_TAIL_FOR_TRACEBACK, root=run_dir)
+    except (OSError, saferead.UnsafeFile):  # gone, or replaced by the job with something else
+        return None
+    text = tail.decode("utf-8", errors="replace")
+    if len(tail) == LOG_TAIL_FOR_TRACEBACK:
+        text = text.partition("\n")[2]  # the first line is cut
+    # where the job saw its code (every runtime records it), then the snapshot and the folder it came from
+    paths = outcome.runtime.get("paths")
+    seen = paths.get("code") if isinstance(paths, dict) else None
+    code_dirs = [str(d) for d in (seen, prepared.plan.job.code, prepared.job.code) if d]
+    return explain_nondeterministic_op(
+        text,
+        code_dirs,
+        job_file=prepared.job.job_file.name,
+        # warn_only in the job file only warns: an error then came from the job's own call
+        set_by_job_file=prepared.job.determinism.algorithms and not prepared.job.determinism.warn_only,
+    )
 
 
 def _wrote_into_read_only(run_dir: Path) -> bool:

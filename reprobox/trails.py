@@ -6,6 +6,7 @@ analyses trails that were read.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from reprobox.records.manifest import RunRecord
@@ -28,19 +29,35 @@ def first_divergence(a: HashTrail, b: HashTrail) -> dict[str, Any] | None:
     """
     for step in sorted(set(a.steps) & set(b.steps)):
         da, db = a.steps[step].digests(), b.steps[step].digests()
-        if a.steps[step].model == b.steps[step].model and da == db:
+        values = _differing_values(a.steps[step].scalars, b.steps[step].scalars)
+        if a.steps[step].model == b.steps[step].model and da == db and not values:
             continue
         parameters = sorted(n for n in set(da) | set(db) if da.get(n) != db.get(n))
         previous = _previous_step(a, b, step)
         return {
             "step": step,
             "parameters": parameters,
+            # the job's values recorded with the step that differ (its loss): a computation that
+            # differed, even where the parameters it updated came out equal
+            "values": values,
             "previous_identical_step": previous,
             # exact: the step before was recorded equal; else the divergence lies in (previous, step]
             "exact": previous is not None and step - previous <= 1,
             "loss": {"a": _window(a, step), "b": _window(b, step)},
         }
     return None
+
+
+COMPARED_VALUES = ("loss",)  # recorded by the trail itself from the job's backward(), never a time
+
+
+def _differing_values(a: dict[str, float], b: dict[str, float]) -> list[str]:
+    """Which compared values both steps recorded and differ bit for bit (two NaNs are the same)."""
+    return [
+        key
+        for key in COMPARED_VALUES
+        if key in a and key in b and a[key] != b[key] and not (math.isnan(a[key]) and math.isnan(b[key]))
+    ]
 
 
 def state_differences(reference: HashTrail, other: HashTrail, after: int) -> tuple[int, list[str]] | None:

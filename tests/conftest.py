@@ -24,12 +24,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_gpu_tests_without_a_gpu(items)
     if config.getoption("--integration"):
         return
     skip = pytest.mark.skip(reason="needs a Docker engine: run pytest --integration (after scripts/setup.sh)")
     for item in items:
         if "integration" in item.keywords:
             item.add_marker(skip)
+
+
+def _skip_gpu_tests_without_a_gpu(items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` run where torch sees a CUDA device (scripts/gpu-proof.sh runs them there)."""
+    marked = [item for item in items if "gpu" in item.keywords]
+    if not marked:
+        return
+    try:
+        import torch
+    except ImportError:
+        reason = "needs an NVIDIA GPU and a CUDA build of torch (torch is not installed)"
+    else:
+        if torch.cuda.is_available():
+            return
+        build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", a build without CUDA")
+        reason = f"needs an NVIDIA GPU ({build} sees none); scripts/gpu-proof.sh runs these on one"
+    for item in marked:
+        item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -31,6 +31,8 @@ _DETERMINISM_BOOLS = (
     "fill_uninitialized_memory",
     "cuda_launch_blocking",
     "seed_unseeded_generators",
+    "tf32",
+    "onednn",
 )
 _DETERMINISM_TEXTS = ("cublas_workspace_config", "nccl_algo")
 
@@ -119,6 +121,13 @@ def _check_determinism(checker: Checker, determinism: Mapping[str, Any]) -> None
         value = determinism.get(key)
         if key in determinism and (not isinstance(value, str) or not _plain_text(value, 256)):
             checker.fail(f"{field}.{key}", "must be a short line of text")
+    backends = determinism.get("sdpa_backends")
+    if backends is not None and (
+        not isinstance(backends, list)
+        or len(backends) > 8
+        or not all(isinstance(b, str) and _plain_text(b, 32) for b in backends)
+    ):
+        checker.fail(f"{field}.sdpa_backends", "must be null or a short list of kernel names")
     value = determinism.get("threads")
     if value is not None:
         if _is_int(value):

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from reprobox.commands import audit, clean, explain, images, inspect, jobs, publish, slurm_node, spotcheck
+from reprobox.commands import (
+    audit,
+    clean,
+    cost,
+    explain,
+    images,
+    inspect,
+    jobs,
+    publish,
+    slurm_node,
+    spotcheck,
+)
 
 REGISTRY = [
     jobs.register,
     explain.register,
     spotcheck.register,
+    cost.register,
     images.register,
     audit.register,
     inspect.register,

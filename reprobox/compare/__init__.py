@@ -96,7 +96,39 @@ def _compare(records: Sequence[RunRecord], tensor_details: bool) -> Comparison:
         if before == IDENTICAL and comparison.verdict == DIFFERENT:
             comparison.first_divergence = _trail_divergence(reference, other)
             comparison.explanation = explain_difference(reference, other, closeness(comparison))
+    if comparison.verdict == IDENTICAL:
+        _compare_computation(records, comparison)
     return comparison
+
+
+def _compare_computation(records: Sequence[RunRecord], out: Comparison) -> None:
+    """Equal outputs from runs whose trails differ mid-run (a loss, a parameter on the way): the job
+    computed differently, and only this time did the difference round away before what it saved."""
+    for other in records[1:]:
+        divergence = _trail_divergence(records[0], other)
+        if divergence is None:
+            continue
+        out.verdict = DIFFERENT
+        out.first_divergence = divergence
+        out.explanation = explain_difference(records[0], other, None)
+        out.notes.insert(0, _computation_sentence(divergence))
+        return
+
+
+def _computation_sentence(divergence: dict[str, Any]) -> str:
+    return (
+        f"{divergence_text(divergence)} although every saved value is equal: the job computes "
+        "nondeterministically, and this time the difference did not reach what it saved"
+    )
+
+
+def divergence_text(divergence: dict[str, Any]) -> str:
+    """What differs at a trail's first diverging step, in a few words."""
+    step = divergence["step"]
+    if divergence.get("parameters"):
+        return f"{len(divergence['parameters'])} parameters differ at step {step}"
+    a, b = (dict(map(tuple, divergence["loss"][side])).get(step) for side in ("a", "b"))
+    return f"the loss at step {step} differs ({a!r} vs {b!r})"  # every digit: such losses differ late
 
 
 def _compare_claims(a: RunRecord, b: RunRecord, out: Comparison) -> None:
@@ -195,6 +227,7 @@ def _compare_trails(records: Sequence[RunRecord], out: Comparison) -> None:
             if out.first_divergence is None:
                 out.first_divergence = divergence
                 out.explanation = explain_difference(records[0], other, None)
+                out.notes.insert(0, divergence_text(divergence))
             out.verdict = DIFFERENT
             continue
         same, _last = trails.common_prefix_identical(reference, trail)

@@ -37,6 +37,16 @@ class Determinism:
     # Generators created without a seed (np.random.default_rng(), random.Random(), Generator.seed())
     # take one derived from the job seed instead of the OS's entropy (see guest/entropy.py).
     seed_unseeded_generators: bool = True
+    # TF32 for float32 matmuls and cuDNN convolutions (Ampere and later): faster, and bit-exact run to
+    # run, but with other numbers than full float32. Off, as PyTorch's reproducibility notes advise.
+    tf32: bool = False
+    onednn: bool = True  # torch.backends.mkldnn.enabled: oneDNN's CPU kernels (convolutions, matmuls)
+    # Which scaled_dot_product_attention kernels PyTorch may pick (flash, efficient, cudnn, math);
+    # None leaves its choice alone. Fused kernels differ in speed and in their backward's summation order.
+    sdpa_backends: tuple[str, ...] | None = None
+
+
+SDPA_BACKENDS = ("flash", "efficient", "cudnn", "math")
 
 
 def settings_from_env(env: Mapping[str, str] | None = None) -> Determinism:
@@ -44,9 +54,16 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Determinism:
     raw = env.get(settings.DETERMINISM)
     if not raw:
         return Determinism()
-    data: dict[str, Any] = json.loads(raw)
+    return determinism_from_json(json.loads(raw))
+
+
+def determinism_from_json(data: Mapping[str, Any]) -> Determinism:
+    """The settings from their JSON form (the guest's variable, an attestation); unknown keys left out."""
     known = {f.name for f in fields(Determinism)}
-    return Determinism(**{k: v for k, v in data.items() if k in known})
+    values = {k: v for k, v in data.items() if k in known}
+    if isinstance(values.get("sdpa_backends"), list):
+        values["sdpa_backends"] = tuple(values["sdpa_backends"])
+    return Determinism(**values)
 
 
 def process_environment(seed: int, det: Determinism) -> dict[str, str]:
@@ -76,9 +93,12 @@ def apply_torch(torch: ModuleType, seed: int, det: Determinism) -> None:
     if det.algorithms:
         torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(det.algorithms, warn_only=det.warn_only)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = det.tf32
+    torch.backends.cudnn.allow_tf32 = det.tf32
+    torch.set_float32_matmul_precision("high" if det.tf32 else "highest")
+    torch.backends.mkldnn.enabled = det.onednn
+    if det.sdpa_backends is not None:
+        _allow_sdpa_backends(torch, det.sdpa_backends)
     import torch.utils.deterministic
 
     torch.utils.deterministic.fill_uninitialized_memory = det.fill_uninitialized_memory
@@ -87,6 +107,20 @@ def apply_torch(torch: ModuleType, seed: int, det: Determinism) -> None:
         # Fixed for good once parallel work has started; OMP_NUM_THREADS covers that case.
         with contextlib.suppress(RuntimeError):
             torch.set_num_interop_threads(det.threads)
+
+
+def _allow_sdpa_backends(torch: ModuleType, allowed: tuple[str, ...]) -> None:
+    """Switch each attention kernel PyTorch has on or off (a build without one lacks its switch)."""
+    switches = {
+        "flash": "enable_flash_sdp",
+        "efficient": "enable_mem_efficient_sdp",
+        "cudnn": "enable_cudnn_sdp",
+        "math": "enable_math_sdp",
+    }
+    for name, switch in switches.items():
+        enable = getattr(torch.backends.cuda, switch, None)
+        if enable is not None:
+            enable(name in allowed)
 
 
 def after_torch_import(torch: ModuleType) -> None:

@@ -30,6 +30,7 @@ RESUME_FROM = "REPROBOX_RESUME_FROM"  # the same as the job sees it (absolute); 
 STOP_AT = "REPROBOX_STOP_AT"  # stop after this optimizer step, saving a checkpoint there
 RESUME_INPUT = ".reprobox-resume"  # in the outputs folder: the checkpoint a run starts from (not an output)
 RESUME_FRAMEWORK = "REPROBOX_RESUME_FRAMEWORK"  # "transformers" or "lightning": resumed and stopped by hooks
+STEP_TIMES = "REPROBOX_STEP_TIMES"  # "1": the trail's step hook times each optimizer step (reprobox cost)
 HOOK_ACTIVE = "REPROBOX_HOOK"  # set by the entrypoint; the startup hook does nothing without it
 
 GUEST_STATE = ".reprobox"  # hidden folder in the run dir for the guest's own files

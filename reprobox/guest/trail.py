@@ -32,7 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from reprobox.guest import settings
+from reprobox.guest import settings, stepclock
 from reprobox.records.files import write_json_atomic
 from reprobox.records.trail import (
     STOP_DIVERGED,
@@ -85,6 +85,7 @@ class _StepRecorder:
         self.lock = threading.Lock()
         self.handle = (run_dir / settings.TRAIL_FILE).open("a", encoding="utf-8", buffering=1)
         self.reference = _Reference(run_dir, os.environ.get(settings.REFERENCE_TRAIL))
+        self.clock = stepclock.from_environment(torch_module, run_dir, dict(os.environ))
         self.write(TrailHeader(every, max_steps, os.getpid(), start))
 
     def write(self, record: TrailHeader | StepRecord | StepScalars) -> None:
@@ -95,15 +96,19 @@ class _StepRecorder:
         return step % self.every == 0 or (self.max_steps is not None and step >= self.max_steps)
 
     def after_step(self, optimizer: Any) -> None:
+        if self.clock is not None:
+            self.clock.arrived(self.step + 1)
         recorder = _OPLOG
         if recorder is None:
             self.count_step(optimizer, None)
-            return
-        recorder.paused += 1  # the trail's own digests are no operations of the job
-        try:
-            self.count_step(optimizer, recorder)
-        finally:
-            recorder.paused -= 1
+        else:
+            recorder.paused += 1  # the trail's own digests are no operations of the job
+            try:
+                self.count_step(optimizer, recorder)
+            finally:
+                recorder.paused -= 1
+        if self.clock is not None:
+            self.clock.leaving()
 
     def count_step(self, optimizer: Any, recorder: OpRecorder | None) -> None:
         with self.lock:
@@ -374,7 +379,7 @@ def _device_checksum(torch_module: ModuleType, data: torch.Tensor) -> str:
     """A bit-exact checksum computed on the device: sum of raw 32-bit words times odd position weights."""
     flat = data.contiguous().reshape(-1).view(torch_module.uint8)
     pad = (-flat.numel()) % 4
-    if pad:
+    if pad or flat.storage_offset() % 4:  # whole words, at an offset that can be read as words
         flat = torch_module.cat([flat, flat.new_zeros(pad)])
     words = flat.view(torch_module.int32).to(torch_module.int64)
     weights = torch_module.arange(words.numel(), device=words.device, dtype=torch_module.int64) * 2 + 1

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from reprobox.guest.determinism import Determinism
+from reprobox.guest.determinism import SDPA_BACKENDS, Determinism
 from reprobox.guest.settings import expand_variables, referenced_variables
 from reprobox.jobfile._checker import Checker, describe, shorten
 from reprobox.jobfile._limits import MAX_ARG_BYTES, MAX_THREADS, RESERVED_ENV, RESERVED_TARGETS
@@ -66,36 +67,64 @@ def check_determinism(c: Checker, value: Any) -> Determinism:
         return Determinism()
     allowed = tuple(Determinism.__dataclass_fields__)
     c.check_keys(entry, allowed, "determinism")
-    defaults = Determinism()
     values: dict[str, Any] = {}
     for key in allowed:
-        if key not in entry:
-            continue
-        dotted = f"determinism.{key}"
-        item = entry[key]
-        if key == "cublas_workspace_config":
-            if item not in CUBLAS_WORKSPACE_CONFIGS:
-                c.fail(dotted, f"{item!r} is not allowed; use ':4096:8' (default) or ':16:8'")
-                continue
-        elif key == "nccl_algo":
-            if item not in NCCL_ALGOS:
-                c.fail(dotted, f"{item!r} is not allowed; use 'Ring' (default), '^NVLS' or 'Tree'")
-                continue
-        elif key == "threads":
-            if item is not None and (
-                isinstance(item, bool) or not isinstance(item, int) or not 1 <= item <= MAX_THREADS
-            ):
-                c.fail(
-                    dotted,
-                    f"must be a positive integer or null, not {describe(item)}; use at most {MAX_THREADS}",
-                )
-                continue
-        else:
-            c.check_bool(item, dotted)
-            if not isinstance(item, bool):
-                continue
-        values[key] = item
-    return Determinism(**{**asdict(defaults), **values})
+        if key in entry:
+            check = _DETERMINISM_CHECKS.get(key, _bool_setting)
+            checked = check(c, f"determinism.{key}", entry[key])
+            if checked is not _INVALID:
+                values[key] = checked
+    return Determinism(**{**asdict(Determinism()), **values})
+
+
+_INVALID = object()  # a setting that failed its check (the failure is recorded); the default stays
+
+
+def _bool_setting(c: Checker, dotted: str, item: Any) -> Any:
+    c.check_bool(item, dotted)
+    return item if isinstance(item, bool) else _INVALID
+
+
+def _one_of(allowed: tuple[str, ...], fix: str) -> Callable[[Checker, str, Any], Any]:
+    def check(c: Checker, dotted: str, item: Any) -> Any:
+        if item in allowed:
+            return item
+        c.fail(dotted, f"{item!r} is not allowed; {fix}")
+        return _INVALID
+
+    return check
+
+
+def _threads(c: Checker, dotted: str, item: Any) -> Any:
+    if item is None or (not isinstance(item, bool) and isinstance(item, int) and 1 <= item <= MAX_THREADS):
+        return item
+    c.fail(dotted, f"must be a positive integer or null, not {describe(item)}; use at most {MAX_THREADS}")
+    return _INVALID
+
+
+def _sdpa_backends(c: Checker, dotted: str, item: Any) -> Any:
+    """Null (PyTorch's own choice), or a non-empty list of attention kernel names, each once."""
+    if item is None:
+        return None
+    fix = f"use a list of {', '.join(SDPA_BACKENDS)}, e.g. [math], or null for PyTorch's own choice"
+    unknown = [name for name in item if name not in SDPA_BACKENDS] if isinstance(item, list) else []
+    if not isinstance(item, list) or not item:
+        c.fail(dotted, f"must be a non-empty list or null, not {describe(item)}; {fix}")
+    elif unknown:
+        c.fail(dotted, f"{unknown[0]!r} is not an attention kernel; {fix}")
+    elif len(set(item)) != len(item):
+        c.fail(dotted, f"names a kernel twice; {fix}")
+    else:
+        return tuple(item)
+    return _INVALID
+
+
+_DETERMINISM_CHECKS: dict[str, Callable[[Checker, str, Any], Any]] = {
+    "cublas_workspace_config": _one_of(CUBLAS_WORKSPACE_CONFIGS, "use ':4096:8' (default) or ':16:8'"),
+    "nccl_algo": _one_of(NCCL_ALGOS, "use 'Ring' (default), '^NVLS' or 'Tree'"),
+    "threads": _threads,
+    "sdpa_backends": _sdpa_backends,
+}
 
 
 def check_data(c: Checker, value: Any) -> tuple[DataMount, ...]:

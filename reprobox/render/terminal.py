@@ -76,8 +76,8 @@ def comparison_text(comparison: Comparison) -> str:
         lines.append(f"  {path}: same tensors and values, other file bytes (container format only)")
     if comparison.first_divergence:
         first = comparison.first_divergence
-        params = ", ".join(first.get("parameters", [])[:8])
-        lines.append(f"  first divergence {divergence_text(first)}: {params}")
+        differing = first.get("parameters", [])[:8] or [f"the {name}" for name in first.get("values", [])]
+        lines.append(f"  first divergence {divergence_text(first)}: {', '.join(differing)}")
         lines.extend(operation_lines(first))
     lines.extend(f"  note: {note}" for note in comparison.notes)
     return "\n".join(lines)

@@ -3,13 +3,13 @@ count and environment, and a note for every place where this machine differs."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from reprobox import attest, stackdiff
 from reprobox.errors import UsageError
-from reprobox.guest.determinism import Determinism
+from reprobox.guest.determinism import determinism_from_json
 from reprobox.jobfile import REDACTED, JobSpec, Trail, load_job
 from reprobox.reproduce._model import ReproduceOptions
 
@@ -27,8 +27,7 @@ def replay_job(
             f"job file {job_file} runs the code in {spec.code}, not in {code_dir}; pass --code {spec.code}"
         )
     execution = attestation.execution
-    known = {f.name for f in fields(Determinism)}
-    determinism = Determinism(**{k: v for k, v in execution["determinism"].items() if k in known})
+    determinism = determinism_from_json(execution["determinism"])
     author_threads = _int_or_none(execution["threads"].get("torch_intra_op"))
     threads = options.threads or determinism.threads or author_threads
     if options.threads is not None and options.threads != author_threads:

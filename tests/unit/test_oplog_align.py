@@ -126,3 +126,21 @@ def test_the_rank_that_diverged_first_is_named(tmp_path: Path) -> None:
     assert found is not None and found["rank"] == 1 and set(ranks) == {"0", "1"}
     assert found["sentence"].startswith("rank 1 diverged first:")
     assert found["cause"] == "input" and "time_ns" not in found
+
+
+@pytest.mark.parametrize(
+    ("digest", "atomics"), [("dev:00ab:4", True), ("3f2a", False)], ids=["on a GPU", "on the CPU"]
+)
+def test_a_scatter_sum_is_blamed_on_atomics_only_on_a_gpu(tmp_path: Path, digest: str, atomics: bool) -> None:
+    """index_add_ on a GPU adds with atomics; the same op on the CPU (where the process also had CUDA,
+    as on any GPU machine) has no atomics to blame: the tensors' digests say where it ran."""
+    ins = [tensor(digest), tensor(digest + "i")]
+    a, b = logs(
+        tmp_path,
+        [op(0, "aten::index_add_", ins, [tensor(digest + "x")])],
+        [op(0, "aten::index_add_", ins, [tensor(digest + "y")])],
+    )
+    a.header["cuda"] = b.header["cuda"] = True
+    found = first_operation(a, b)
+    assert found is not None and found["cause"] == "operation"
+    assert ("atomic" in found["sentence"]) is atomics, found["sentence"]

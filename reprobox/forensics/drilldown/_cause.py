@@ -16,6 +16,7 @@ from reprobox.forensics.drilldown._align import Pair, align, first_difference
 from reprobox.records.oplog import Arg, OpEvent, OpLog, read_values
 
 OPERATION, RNG, DATA, INPUT, PATH = "operation", "rng", "data", "input", "path"
+DEVICE_DIGEST = "dev:"  # how a tensor's digest starts when it was computed on a GPU (guest/trail.py)
 CONTEXT_ROWS = 4  # rows shown on each side of the diverging operation
 
 # Kernels whose CUDA implementation accumulates with atomic adds (PyTorch's list of operations that
@@ -293,7 +294,7 @@ def _known_explanation(log_a: OpLog, log_b: OpLog, op: OpEvent) -> str:
             "threads adds in a different order (pin `determinism: threads:` in the job file)"
         )
     namespace = op.op.partition("::")[0]
-    cuda = bool(log_a.header.get("cuda"))
+    cuda = _on_gpu(log_a, op)
     stem = op.op.partition("::")[2]
     if cuda and (op.bitwise or stem.startswith(CUDA_ATOMIC_STEMS)):
         return (
@@ -309,6 +310,15 @@ def _known_explanation(log_a: OpLog, log_b: OpLog, op: OpEvent) -> str:
         "every input is equal and the result is not: the kernel itself is not deterministic (a race "
         "between threads, memory it reads uninitialised, or entropy of its own)"
     )
+
+
+def _on_gpu(log: OpLog, op: OpEvent) -> bool:
+    """Whether the op ran on a GPU: its tensors carry on-device checksums there (`dev:`); an op with
+    no tensor argument goes by whether the process had CUDA at all."""
+    digests = [arg.digest for arg in (*op.inputs, *op.outputs) if arg.digest is not None]
+    if digests:
+        return any(digest.startswith(DEVICE_DIGEST) for digest in digests)
+    return bool(log.header.get("cuda"))
 
 
 def _first_differing_batch(log_a: OpLog, log_b: OpLog, step: int) -> int | None:

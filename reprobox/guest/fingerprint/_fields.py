@@ -26,6 +26,8 @@ class FieldSpec:
 
 
 FIELDS: Final[tuple[FieldSpec, ...]] = (
+    # Where the job computed: CPU kernels and CUDA kernels give different numbers.
+    FieldSpec("software.torch.compute_device", "compute device (CPU or CUDA)", 5),
     # GPU hardware: a different chip or partition runs different kernels.
     FieldSpec("hardware.nvidia.gpu_count", "GPU count", 10),
     FieldSpec("hardware.gpus", "GPUs", 11),
@@ -70,6 +72,7 @@ FIELDS: Final[tuple[FieldSpec, ...]] = (
     FieldSpec("software.determinism.cudnn_enabled", "cudnn.enabled", 64),
     FieldSpec("software.determinism.mkldnn_enabled", "mkldnn.enabled", 65),
     FieldSpec("software.determinism.fill_uninitialized_memory", "fill_uninitialized_memory", 66),
+    FieldSpec("software.determinism.sdpa_backends", "attention (SDPA) kernels allowed", 67),
     FieldSpec("software.precision", "TF32 and reduced-precision flags", 70),
     FieldSpec("software.precision.matmul_allow_tf32", "TF32 in matmul", 70),
     FieldSpec("software.precision.cudnn_allow_tf32", "TF32 in cuDNN", 71),

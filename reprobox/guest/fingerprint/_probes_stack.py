@@ -54,6 +54,9 @@ def _torch_facts(torch: ModuleType) -> dict[str, Any]:
             "cuda": _attempt(lambda: torch.version.cuda),
             "cudnn": _attempt(lambda: _cudnn_version(backends.cudnn.version())),
             "cpu_capability": _attempt(backends.cpu.get_cpu_capability),
+            # Probed as the job's process ends: whether it computed on a GPU at all (a GPU machine's
+            # CPU run and GPU run share every other fact).
+            "compute_device": _attempt(lambda: "cuda" if torch.cuda.is_initialized() else "cpu"),
         },
         "nccl": _attempt(lambda: _nccl_version(torch)),
         "determinism": {
@@ -66,6 +69,7 @@ def _torch_facts(torch: ModuleType) -> dict[str, Any]:
             "fill_uninitialized_memory": _attempt(
                 lambda: bool(torch.utils.deterministic.fill_uninitialized_memory)
             ),
+            "sdpa_backends": _attempt(lambda: _sdpa_backends(backends.cuda)),
         },
         "precision": {
             "matmul_allow_tf32": _attempt(lambda: bool(backends.cuda.matmul.allow_tf32)),
@@ -84,6 +88,17 @@ def _torch_facts(torch: ModuleType) -> dict[str, Any]:
             "torch_inter_op": _attempt(torch.get_num_interop_threads),
         },
     }
+
+
+def _sdpa_backends(cuda: Any) -> list[str]:
+    """The scaled_dot_product_attention kernels PyTorch may pick, as the job left its switches."""
+    checks = {
+        "flash": "flash_sdp_enabled",
+        "efficient": "mem_efficient_sdp_enabled",
+        "cudnn": "cudnn_sdp_enabled",
+        "math": "math_sdp_enabled",
+    }
+    return [name for name, check in checks.items() if hasattr(cuda, check) and getattr(cuda, check)()]
 
 
 def _cudnn_version(encoded: int | None) -> str | dict[str, str]:
