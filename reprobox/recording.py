@@ -16,7 +16,7 @@ from reprobox._version import __version__
 from reprobox.claims import ClaimValue, extract_claims
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
-from reprobox.jobfile import redact_env, redact_values
+from reprobox.jobfile import WORKDIR_COPY, redact_env, redact_values
 from reprobox.nondeterministic_ops import explain_nondeterministic_op
 from reprobox.records.files import PRIVATE
 from reprobox.records.guest import GuestRecord, write_guest_record
@@ -34,8 +34,9 @@ if TYPE_CHECKING:
     from reprobox.runner import PreparedRun
 
 READ_ONLY_HINT = (
-    "; the job tried to write into a read-only folder (its code or data): write outputs under "
-    "$REPROBOX_OUTPUT_DIR (e.g. Lightning's default_root_dir, HF's output_dir, a work_dir flag)"
+    "; the job tried to write into a read-only folder (its code or data): set `workdir: copy` in the job "
+    "file to run it in a writable copy of its code, whose new and changed files are its outputs, or "
+    "write outputs under $REPROBOX_OUTPUT_DIR (e.g. Lightning's default_root_dir, HF's output_dir)"
 )
 LOG_TAIL_FOR_TRACEBACK = 65536  # a torchrun log: every rank's traceback, then the launcher's summary
 FIXED_PATHS_NOTE = (
@@ -189,8 +190,10 @@ def _nondeterministic_op(prepared: PreparedRun, outcome: RunOutcome) -> str | No
         text = text.partition("\n")[2]  # the first line is cut
     # where the job saw its code (every runtime records it), then the snapshot and the folder it came from
     paths = outcome.runtime.get("paths")
-    seen = paths.get("code") if isinstance(paths, dict) else None
-    code_dirs = [str(d) for d in (seen, prepared.plan.job.code, prepared.job.code) if d]
+    paths = paths if isinstance(paths, dict) else {}
+    # with `workdir: copy` the job ran its code from a copy in its outputs folder
+    working = paths.get("outputs") if prepared.job.workdir == WORKDIR_COPY else None
+    code_dirs = [str(d) for d in (working, paths.get("code"), prepared.plan.job.code, prepared.job.code) if d]
     return explain_nondeterministic_op(
         text,
         code_dirs,

@@ -21,7 +21,7 @@ from typing import IO, Any
 from reprobox import codetree, controller
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
-from reprobox.jobfile import JobSpec
+from reprobox.jobfile import WORKDIR_COPY, JobSpec
 from reprobox.recording import build_manifest, redact_guest_record
 from reprobox.records.files import replace_symlink
 from reprobox.records.guest import read_guest_result
@@ -142,6 +142,13 @@ def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
             settings.ENV_ORDER: json.dumps(list(job.env)),
         }
     )
+    if job.cwd:
+        env[settings.CWD] = job.cwd
+    if job.workdir == WORKDIR_COPY:
+        env[settings.WORKDIR] = WORKDIR_COPY
+        links = work_links(job)
+        if links:
+            env[settings.WORK_LINKS] = json.dumps(links, sort_keys=True)
     if job.trail is not None:
         env[settings.TRAIL_EVERY] = str(job.trail.every)
     if options.max_steps is not None:
@@ -151,6 +158,19 @@ def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
     env.update(resume_environment(job, options.resume_from, options.stop_at))
     env.update(options.extra_env)
     return env
+
+
+def work_links(job: JobSpec) -> dict[str, str]:
+    """Data kept inside the code folder (and so no code: git ignores it), linked into the working copy
+    where the job reads it by a relative path: {its path in the code folder: its data target}. Each
+    runtime turns the target into the path the job sees the data at."""
+    code = job.code.resolve()
+    links = {}
+    for mount in job.data:
+        source = mount.source.resolve()
+        if source != code and code in source.parents:
+            links[source.relative_to(code).as_posix()] = mount.target
+    return links
 
 
 def execute(

@@ -50,7 +50,8 @@ if compgen -G "${repo}/.whl/*.whl" >/dev/null && ! pip_install "${repo}"/.whl/*.
     exit 1
 fi
 if ! pip_install --no-build-isolation "${repo}" >"${work}/install.log" 2>&1; then
-    # An old setuptools cannot build it: run it from the tree instead (the same code, no entry point).
+    # No build backend (hatchling) there, and no index to fetch it from: run it from the tree instead
+    # (the same code; the local runtime needs no image files and no entry point).
     echo "gpu-proof: building reprobox failed ($(tail -1 "${work}/install.log")); running it from ${repo}" >&2
     mkdir -p "${site}"
     ln -s "${repo}/reprobox" "${site}/reprobox"

@@ -21,6 +21,7 @@ from reprobox.codetree._select import (
     MODE_GIT,
     MODE_IGNORE_FILE,
     is_reprobox_artefact,
+    select_files,
 )
 from reprobox.codetree._snapshot import (
     SNAPSHOTS_DIR,
@@ -47,6 +48,7 @@ __all__ = [
     "digest_data",
     "digest_tree",
     "is_reprobox_artefact",
+    "select_files",
     "snapshot_code",
     "tree_digest",
 ]

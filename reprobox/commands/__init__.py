@@ -8,19 +8,23 @@ from reprobox.commands import (
     cost,
     explain,
     images,
+    init,
     inspect,
     jobs,
+    lock,
     publish,
     slurm_node,
     spotcheck,
 )
 
 REGISTRY = [
+    init.register,
     jobs.register,
     explain.register,
     spotcheck.register,
     cost.register,
     images.register,
+    lock.register,
     audit.register,
     inspect.register,
     publish.register,

@@ -18,18 +18,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import determinism, settings, variation
+from reprobox.guest import determinism, settings, variation, watch, workcopy
 from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
 
 GRACE_SECONDS = 5.0
+WORKDIR_COPY = (
+    "copy"  # the job file's `workdir: copy` (reprobox.jobfile is the controller's: not imported here)
+)
 FINGERPRINT_LIMIT = 16 * saferead.MIB
 MAX_RANK_FILES = 4096
 
@@ -64,8 +67,17 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"reprobox: the command uses ${{{exc.args[0]}}}, which is not set\n")
             return 2
         output_dir.mkdir(parents=True, exist_ok=True)
+        work = _work_copy(env, child_env, output_dir)
+        known = {*work.files, *work.links} if work else set()
+        stopwatch = watch.from_environment(env, output_dir, run_dir, known)
+        cwd = _start_folder(env, child_env, work.work if work else None)
         started_at = utc_now()
-        returncode, ended = _run(command, child_env)
+        on_start = stopwatch.start if stopwatch else None
+        returncode, ended = _run(command, child_env, cwd=cwd, on_start=on_start)
+        if stopwatch is not None:
+            stopwatch.finish()
+        if work is not None:
+            workcopy.prune(work)
         shutil.rmtree(output_dir / settings.RESUME_INPUT, ignore_errors=True)  # an input, not an output
         checkpoints, hash_error = _hash_outputs(output_dir)
         record = dataclasses.replace(
@@ -113,6 +125,35 @@ def canonical_order(env: Mapping[str, str]) -> dict[str, str]:
     return {name: env[name] for name in (*rest, *own)}
 
 
+def _work_copy(
+    env: Mapping[str, str], child_env: dict[str, str], output_dir: Path
+) -> workcopy.WorkCopy | None:
+    """With `workdir: copy`, the job starts in a writable copy of its code in the outputs folder, which
+    is then its code folder as it sees it (PWD, REPROBOX_CODE_DIR)."""
+    if env.get(settings.WORKDIR) != WORKDIR_COPY:
+        return None
+    code_dir = Path(env.get(settings.CODE_DIR) or Path.cwd())
+    copy = workcopy.make(code_dir, output_dir)
+    try:
+        links = json.loads(env.get(settings.WORK_LINKS) or "{}")
+    except ValueError:
+        links = {}
+    workcopy.add_links(copy, {str(k): str(v) for k, v in links.items()} if isinstance(links, dict) else {})
+    child_env[settings.CODE_DIR] = child_env["PWD"] = str(output_dir)
+    return copy
+
+
+def _start_folder(env: Mapping[str, str], child_env: dict[str, str], work: Path | None) -> Path | None:
+    """Where the command starts: the job file's `cwd` inside the code (or its working copy)."""
+    relative = env.get(settings.CWD)
+    if not relative:
+        return work
+    top = work or Path(env.get(settings.CODE_DIR) or Path.cwd())
+    start = top / relative
+    child_env["PWD"] = str(start)
+    return start
+
+
 def _make_boot_dir() -> Path:
     """A private folder holding sitecustomize.py and a link to this reprobox, and nothing else.
 
@@ -149,14 +190,20 @@ def become_subreaper() -> bool:
         return False
 
 
-def _run(command: list[str], env: dict[str, str]) -> tuple[int, GuestRecord]:
+def _run(
+    command: list[str],
+    env: dict[str, str],
+    *,
+    cwd: Path | None = None,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+) -> tuple[int, GuestRecord]:
     """Run the command in our process group, forward termination signals, stop leftovers after it.
 
     Returns our own exit status and how the command ended (exit code or signal, processes stopped).
     """
     become_subreaper()
     try:
-        child = subprocess.Popen(command, env=env)
+        child = subprocess.Popen(command, env=env, cwd=cwd)
     except OSError as exc:
         sys.stderr.write(f"reprobox: cannot start {command[0]!r}: {exc.strerror}\n")
         return 127, GuestRecord(exit_code=127, error=f"cannot start {command[0]!r}: {exc.strerror}")
@@ -167,6 +214,8 @@ def _run(command: list[str], env: dict[str, str]) -> tuple[int, GuestRecord]:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
+    if on_start is not None:
+        on_start(child)
     returncode = child.wait()
     stopped = stop_other_group_members()
     ended = GuestRecord(

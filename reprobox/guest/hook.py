@@ -107,6 +107,10 @@ def install() -> None:
         file_order.install_from_env(os.environ)
     when_imported("numpy.random", lambda module: _seed_numpy(module, seed))
     when_imported("torch", lambda module: _configure_torch(module, seed))
+    if os.environ.get(settings.OBSERVE):  # reprobox init's short run only: no import otherwise
+        from reprobox.guest import observe
+
+        observe.install()
     if os.environ.get(settings.RESUME_FRAMEWORK):  # a framework job resumed or stopped: no import otherwise
         from reprobox.guest import frameworks
 

@@ -30,6 +30,11 @@ RESUME_FROM = "REPROBOX_RESUME_FROM"  # the same as the job sees it (absolute); 
 STOP_AT = "REPROBOX_STOP_AT"  # stop after this optimizer step, saving a checkpoint there
 RESUME_INPUT = ".reprobox-resume"  # in the outputs folder: the checkpoint a run starts from (not an output)
 RESUME_FRAMEWORK = "REPROBOX_RESUME_FRAMEWORK"  # "transformers" or "lightning": resumed and stopped by hooks
+OBSERVE = "REPROBOX_OBSERVE"  # "1": `reprobox init`'s short run, watched (guest/observe.py)
+OBSERVE_SECONDS = "REPROBOX_OBSERVE_SECONDS"  # its time budget; it also ends at its first checkpoint
+WORK_LINKS = "REPROBOX_WORK_LINKS"  # JSON {path in the working copy: what it links to} (workdir: copy)
+CWD = "REPROBOX_CWD"  # the job file's `cwd`: the folder of the code (or its copy) the command starts in
+WORKDIR = "REPROBOX_WORKDIR"  # "copy": the job starts in a writable copy of its code in the outputs folder
 STEP_TIMES = "REPROBOX_STEP_TIMES"  # "1": the trail's step hook times each optimizer step (reprobox cost)
 HOOK_ACTIVE = "REPROBOX_HOOK"  # set by the entrypoint; the startup hook does nothing without it
 

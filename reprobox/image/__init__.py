@@ -13,8 +13,8 @@ REPROBOX_WHEELHOUSE): the wheels of both join one wheelhouse/ in the context, wh
 `--no-index`. Every wheel the locks pin is looked for before any build, and one that neither wheelhouse
 has is named with the lock line that wants it, so pip never gets to fail on it.
 
-The plan is `_plan`; the context tar `_context`; locks `_lock`; wheelhouses `_wheelhouse`; the source
-checkout `_project`.
+The plan is `_plan`; the context tar `_context`; locks `_lock`; wheelhouses `_wheelhouse`; the image
+files, a checkout's or the copies a wheel carries in reprobox/_image/, `_project`.
 """
 
 from reprobox.image._context import (

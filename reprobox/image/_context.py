@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from reprobox.image._project import ProjectFiles
+from reprobox.image._project import BUNDLED_IMAGE_FILES, ProjectFiles
 
 CONTEXT_MTIME = 946684800  # 2000-01-01T00:00:00Z, for every member of the build context
 CONTEXT_WHEELHOUSE = "wheelhouse"
@@ -55,17 +55,20 @@ def write_context(files: Iterable[ContextFile], out: IO[bytes], wheels: Iterable
 
 
 def project_members(project: ProjectFiles) -> Iterable[ContextFile]:
+    """The image files and the package under the same names from a checkout or an installed wheel
+    (the package without the wheel's own copy of the image files), so both give the same context."""
     yield ContextFile("Dockerfile", project.dockerfile)
     yield ContextFile("pyproject.toml", project.pyproject)
-    for directory in (project.env_dir, project.package_dir):
-        for path in sorted(_tree_files(directory)):
-            yield ContextFile(path.relative_to(project.root).as_posix(), path)
+    bundled = project.package_dir / BUNDLED_IMAGE_FILES
+    for prefix, directory in (("env", project.env_dir), ("reprobox", project.package_dir)):
+        for path in sorted(_tree_files(directory, leave_out=bundled)):
+            yield ContextFile(f"{prefix}/{path.relative_to(directory).as_posix()}", path)
 
 
-def _tree_files(directory: Path) -> Iterable[Path]:
-    """Regular files under `directory`, without caches, bytecode or editor leftovers."""
+def _tree_files(directory: Path, leave_out: Path | None = None) -> Iterable[Path]:
+    """Regular files under `directory`, without caches, bytecode, editor leftovers or `leave_out`."""
     for current, dirnames, filenames in os.walk(directory):
-        dirnames[:] = [d for d in dirnames if not _skipped(d)]
+        dirnames[:] = [d for d in dirnames if not _skipped(d) and Path(current) / d != leave_out]
         for filename in filenames:
             path = Path(current) / filename
             if not _skipped(filename) and path.is_file():

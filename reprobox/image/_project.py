@@ -1,5 +1,6 @@
-"""The source checkout an image is built from: where its Dockerfile, env/ and package live, the base
-image the Dockerfile pins and the deterministic environment it bakes in."""
+"""The image files an image is built from (Dockerfile, env/, pyproject.toml) and the package it installs,
+from a source checkout or from the copies a wheel carries; the base image the Dockerfile pins and the
+deterministic environment it bakes in."""
 
 from __future__ import annotations
 
@@ -10,14 +11,30 @@ from pathlib import Path
 from reprobox.errors import EnvironmentProblem
 
 DETERMINISTIC_ENV_FILE = "env/deterministic.env"
+# Where a wheel carries the image files inside the package; the build backend puts them there from the
+# checkout's top level (pyproject.toml, hatch_build.py), so the checkout stays their one source.
+BUNDLED_IMAGE_FILES = "_image"
 _ARG_BASE_IMAGE = re.compile(r"^ARG\s+BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class ProjectFiles:
-    """Where the Dockerfile, env/ and the package source live (a source checkout of reprobox)."""
+    """Where the image files live (`root`: Dockerfile, env/, pyproject.toml) and the package the image
+    installs (`package_dir`): a checkout's root and its reprobox/, or an installed wheel's
+    reprobox/_image/ and reprobox/."""
 
     root: Path
+    package_dir: Path
+
+    @classmethod
+    def checkout(cls, root: Path) -> ProjectFiles:
+        """A source checkout: the image files at its root, the package in root/reprobox."""
+        return cls(root, root / "reprobox")
+
+    @classmethod
+    def bundled(cls, package_dir: Path) -> ProjectFiles:
+        """An installed wheel: the image files in the package's own _image/ folder."""
+        return cls(package_dir / BUNDLED_IMAGE_FILES, package_dir)
 
     @property
     def dockerfile(self) -> Path:
@@ -28,27 +45,34 @@ class ProjectFiles:
         return self.root / "env"
 
     @property
-    def package_dir(self) -> Path:
-        return self.root / "reprobox"
-
-    @property
     def pyproject(self) -> Path:
         return self.root / "pyproject.toml"
 
+    def missing(self) -> list[Path]:
+        """The image files absent from `root` (none when an image can be built from here)."""
+        return [p for p in (self.dockerfile, self.env_dir, self.pyproject) if not p.exists()]
 
-def project_files(root: Path | None = None) -> ProjectFiles:
-    """The source checkout the image is built from: the directory above the reprobox package."""
+
+def project_files(package_dir: Path | None = None) -> ProjectFiles:
+    """The image files for the reprobox package at `package_dir` (this one by default): the checkout it
+    sits in (an editable install), else the copies installed with it from a wheel."""
     # This module's own path, not reprobox.__file__: an editable install can present the package
     # as a namespace package without __file__.
-    project = ProjectFiles(root or Path(__file__).resolve().parents[2])
-    missing = [p for p in (project.dockerfile, project.env_dir, project.pyproject) if not p.exists()]
-    if missing:
-        raise EnvironmentProblem(
-            f"reprobox is installed without its image files ({', '.join(p.name for p in missing)} missing in "
-            f"{project.root}); install it from a source checkout with `pip install -e PATH_TO_REPROBOX` "
-            "to build images, or use a prebuilt image with `image: REFERENCE` in the job file"
-        )
-    return project
+    package = package_dir or Path(__file__).resolve().parents[1]
+    candidates = (ProjectFiles.checkout(package.parent), ProjectFiles.bundled(package))
+    for candidate in candidates:
+        if not candidate.missing():
+            return candidate
+    where = "; ".join(
+        f"{', '.join(p.name for p in candidate.missing())} missing in {candidate.root}"
+        for candidate in candidates
+    )
+    raise EnvironmentProblem(
+        f"reprobox is installed without its image files, so it cannot build an image ({where}); "
+        "reinstall it from a wheel or a source checkout of reprobox (`pip install PATH_TO_REPROBOX`, or "
+        "`pip install -e PATH_TO_REPROBOX` to edit it), or use a prebuilt image with `image: REFERENCE` in "
+        "the job file"
+    )
 
 
 def deterministic_env(project: ProjectFiles | None = None) -> dict[str, str]:

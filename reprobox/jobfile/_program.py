@@ -5,13 +5,22 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reprobox.guest.settings import referenced_variables
 from reprobox.jobfile._checker import Checker, describe, shorten
 from reprobox.jobfile._limits import MAX_ARG_BYTES, MAX_NAME_LENGTH, MAX_TIMEOUT
-from reprobox.jobfile.schema import ALWAYS_SET, MAX_SEED, NAME_PATTERN, SCHEMA_VERSION, DataMount
+from reprobox.jobfile.schema import (
+    ALWAYS_SET,
+    MAX_SEED,
+    NAME_PATTERN,
+    SCHEMA_VERSION,
+    WORKDIR_CODE,
+    WORKDIR_COPY,
+    WORKDIRS,
+    DataMount,
+)
 
 
 def check_version(c: Checker, raw: Mapping[str, Any]) -> None:
@@ -110,3 +119,35 @@ def check_timeout(c: Checker, value: Any) -> float | None:
         )
         return None
     return float(value)
+
+
+def check_workdir(c: Checker, value: Any) -> str:
+    if value is None:
+        return WORKDIR_CODE
+    if value not in WORKDIRS:
+        c.fail(
+            "workdir",
+            f"must be {WORKDIR_CODE} (the job starts in its read-only code folder and writes to "
+            f"$REPROBOX_OUTPUT_DIR) or {WORKDIR_COPY} (it starts in a writable copy of its code, and "
+            f"what it writes there is its output), not {describe(value)}",
+        )
+        return WORKDIR_CODE
+    return str(value)
+
+
+def check_cwd(c: Checker, value: Any, code: Path) -> str | None:
+    """A folder inside the code, as a relative posix path, that exists there."""
+    if value is None:
+        return None
+    fix = "give the folder the command starts in, relative to the code folder, e.g. cwd: projects/chargpt"
+    if not isinstance(value, str) or not value.strip():
+        c.fail("cwd", f"must be a relative folder path, not {describe(value)}; {fix}")
+        return None
+    path = PurePosixPath(value)
+    if path.is_absolute() or ".." in path.parts:
+        c.fail("cwd", f"{value!r} leaves the code folder; {fix}")
+        return None
+    if not (code / path).is_dir():
+        c.fail("cwd", f"{value!r} is not a folder of the code ({code}); {fix}")
+        return None
+    return path.as_posix()

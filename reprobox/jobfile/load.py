@@ -25,10 +25,12 @@ from reprobox.jobfile._outputs import check_checkpoints, check_compare, check_tr
 from reprobox.jobfile._program import (
     check_code,
     check_command,
+    check_cwd,
     check_name,
     check_seed,
     check_timeout,
     check_version,
+    check_workdir,
 )
 from reprobox.jobfile._resume import check_resume
 from reprobox.jobfile.schema import TOP_LEVEL_KEYS, JobSpec
@@ -113,6 +115,8 @@ def _validate(c: Checker) -> JobSpec:
         claims=check_claims(c, raw.get("claims")),
         accept=check_accept(c, raw.get("accept")),
         resume=check_resume(c, raw.get("resume")),
+        workdir=check_workdir(c, raw.get("workdir")),
+        cwd=check_cwd(c, raw.get("cwd"), code),
         secrets=tuple(sorted(set(c.secrets))),
     )
     if c.problems:

@@ -47,7 +47,12 @@ TOP_LEVEL_KEYS = (
     "claims",
     "accept",
     "resume",
+    "workdir",
+    "cwd",
 )
+WORKDIR_CODE = "code"  # the job starts in its code folder, read-only; it writes to $REPROBOX_OUTPUT_DIR
+WORKDIR_COPY = "copy"  # it starts in a writable copy of its code; what it writes or changes there is output
+WORKDIRS = (WORKDIR_CODE, WORKDIR_COPY)
 ACCEPT_LEVELS = ("bits", "claims")  # what `reproduce` exits 0 for on a different stack
 
 
@@ -174,6 +179,8 @@ class JobSpec:
     claims: tuple[Claim, ...] = ()
     accept: str = "bits"  # "claims": reproduce exits 0 when every claim holds on a different stack
     resume: Resume | None = None  # resumable checkpoints: verify --resume-at, spot-check
+    workdir: str = WORKDIR_CODE  # where the job starts: its read-only code, or a writable copy of it
+    cwd: str | None = None  # the folder of the code (or of its copy) it starts in, when not the top
     # Values that must never be written anywhere: host variables with secret-looking names expanded into
     # `env`, and the values of secret-looking `env` keys. Kept out of to_json and repr.
     secrets: tuple[str, ...] = field(default=(), repr=False, compare=False)

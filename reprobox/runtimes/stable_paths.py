@@ -9,6 +9,7 @@ Pure functions of their inputs, so the layout is the same on every machine and e
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -105,6 +106,11 @@ def job_environment(base_env: Mapping[str, str], layout: StableLayout, job: JobS
     for mount in job.data:
         if mount.env:
             env[mount.env] = str(layout.data[mount.target])
+    if env.get(settings.WORK_LINKS):  # data targets, as this layout shows them to the job
+        links, seen_at = json.loads(env[settings.WORK_LINKS]), layout.data
+        env[settings.WORK_LINKS] = json.dumps(
+            {path: str(seen_at.get(target, target)) for path, target in links.items()}, sort_keys=True
+        )
     return env
 
 

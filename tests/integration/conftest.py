@@ -102,7 +102,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> image.ProjectFiles:
     for name in ("env", "reprobox"):
         shutil.copytree(ROOT / name, root / name, ignore=ignore)
     (root / "reprobox" / "integration-test-marker.txt").write_text(uuid.uuid4().hex)
-    return image.ProjectFiles(root)
+    return image.ProjectFiles.checkout(root)
 
 
 @pytest.fixture(scope="session")

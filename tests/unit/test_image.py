@@ -33,7 +33,7 @@ def project(tmp_path: Path) -> image.ProjectFiles:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "env", root / "env", ignore=ignore)
     shutil.copytree(ROOT / "reprobox", root / "reprobox", ignore=ignore)
-    return image.ProjectFiles(root)
+    return image.ProjectFiles.checkout(root)
 
 
 def plan(project: image.ProjectFiles, **kwargs: object) -> image.BuildPlan:
@@ -215,9 +215,41 @@ def test_missing_wheelhouse_directory_is_a_usage_error(project: image.ProjectFil
         plan(project, wheelhouse=tmp_path / "absent")
 
 
-def test_installed_without_image_files(tmp_path: Path) -> None:
-    with pytest.raises(EnvironmentProblem, match="installed without its image files"):
-        image.project_files(tmp_path)
+def test_installed_without_image_files_names_both_places(tmp_path: Path) -> None:
+    package = tmp_path / "site-packages" / "reprobox"
+    package.mkdir(parents=True)
+    with pytest.raises(EnvironmentProblem, match="installed without its image files") as raised:
+        image.project_files(package)
+    message = raised.value.message
+    assert f"Dockerfile, env, pyproject.toml missing in {package.parent}" in message
+    assert f"missing in {package / '_image'}" in message
+
+
+def test_image_files_from_the_checkout_first_then_the_package(project: image.ProjectFiles) -> None:
+    found = image.project_files(project.root / "reprobox")
+    assert found == project == image.ProjectFiles.checkout(project.root)
+    assert found.package_dir == project.root / "reprobox"
+    bundle = project.root / "reprobox" / "_image"
+    bundle.mkdir()
+    for name in ("Dockerfile", "pyproject.toml", "env"):
+        (project.root / name).rename(bundle / name)
+    assert image.project_files(project.root / "reprobox") == image.ProjectFiles(
+        bundle, project.root / "reprobox"
+    )
+
+
+def test_this_checkout_is_found() -> None:
+    assert image.project_files() == image.ProjectFiles.checkout(ROOT)
+
+
+def test_bundled_image_files_stay_out_of_the_context(project: image.ProjectFiles) -> None:
+    before = plan(project).context
+    bundle = project.root / "reprobox" / "_image"
+    shutil.copytree(project.root / "env", bundle / "env")
+    shutil.copy2(project.dockerfile, bundle / "Dockerfile")
+    shutil.copy2(project.pyproject, bundle / "pyproject.toml")
+    bundled = image.ProjectFiles.bundled(project.root / "reprobox")
+    assert plan(bundled).context == plan(project).context == before
 
 
 # -- labels and the dry-run view -------------------------------------------------------------------------
@@ -263,7 +295,7 @@ def dockerfile_env_blocks(text: str) -> list[dict[str, str]]:
 
 
 def test_dockerfile_env_matches_deterministic_env() -> None:
-    wanted = image.deterministic_env(image.ProjectFiles(ROOT))
+    wanted = image.deterministic_env(image.ProjectFiles.checkout(ROOT))
     assert wanted["PYTHONHASHSEED"] == "0"
     assert wanted["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     blocks = dockerfile_env_blocks((ROOT / "Dockerfile").read_text())

@@ -29,7 +29,7 @@ def project(tmp_path: Path) -> image.ProjectFiles:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "env", root / "env", ignore=ignore)
     shutil.copytree(ROOT / "reprobox", root / "reprobox", ignore=ignore)
-    return image.ProjectFiles(root)
+    return image.ProjectFiles.checkout(root)
 
 
 def wheels_for(directory: Path, *locks: Path, skip: str | None = None) -> Path:
