@@ -22,7 +22,8 @@ examples:
   reprobox verify job.yaml --json | jq .verdict       machine-readable output
 
 exit codes: 0 reproduced/succeeded, 1 not reproducible, 2 bad input,
-            3 the job failed (non-zero exit, killed, timed out), 4 environment problem,
+            3 the job failed (non-zero exit, killed, timed out), 4 environment problem
+            (no engine, build failed, a full disk: the run is recorded as failed for it),
             70 internal error (a bug in reprobox; the traceback is saved to a file),
             130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP (the run is recorded as interrupted)
 """
@@ -147,7 +148,7 @@ def _dispatch(args: argparse.Namespace, out: Output, caught: signals.Caught, arg
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as exc:  # noqa: BLE001 - anything else is a bug: say so once, keep the traceback
-        return report_internal_error(exc, out, argv)
+        return _unexpected(exc, out, argv)
 
 
 def _with_signal(exc: errors.Interrupted, signum: int | None) -> errors.Interrupted:
@@ -155,6 +156,15 @@ def _with_signal(exc: errors.Interrupted, signum: int | None) -> errors.Interrup
     if signum is None or signum == signal.SIGINT or exc.signal_number is not None:
         return exc
     return errors.Interrupted(exc.run_dir, signal_number=signum)
+
+
+def _unexpected(exc: Exception, out: Output, argv: list[str] | None) -> int:
+    """An error no code expected: a full disk met on the way is the machine's state, said in one
+    sentence (exit 4); anything else is a bug."""
+    full = errors.DiskFull.from_error(exc)
+    if full is not None:
+        return report_error(full, out)
+    return report_internal_error(exc, out, argv)
 
 
 def report_internal_error(exc: Exception, out: Output, argv: list[str] | None) -> int:

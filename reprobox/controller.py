@@ -14,6 +14,8 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
+from reprobox.records.files import write_text_atomic
+
 CONTROLLER_VARIABLE = "REPROBOX_CONTROLLER"  # in every local job process: "host pid start"
 PID_LABEL = "io.reprobox.controller-pid"
 HOST_LABEL = "io.reprobox.controller-host"
@@ -92,9 +94,9 @@ def claim(run_dir: Path) -> None:
     """Record beside the run dir (out of the job's reach) that this controller runs it."""
     me = current()
     path = claim_path(run_dir)
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # atomic: a full disk leaves no claim rather than half of one
         path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps({"host": me.host, "pid": me.pid, "start": me.start}), encoding="utf-8")
+        write_text_atomic(path, json.dumps({"host": me.host, "pid": me.pid, "start": me.start}), mode=None)
 
 
 def claimant(run_dir: Path) -> Controller | None:

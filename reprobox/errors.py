@@ -5,8 +5,12 @@ The CLI is the only place that turns these into text and exit codes; the library
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from reprobox.records.space import DiskFullFact, is_full
 
 EXIT_OK = 0
 EXIT_NOT_REPRODUCIBLE = 1
@@ -74,6 +78,26 @@ class EnvironmentProblem(ReproboxError):
     def __init__(self, message: str, *, hint: str | None = None, log_tail: str = "") -> None:
         super().__init__(message, hint=hint)
         self.log_tail = log_tail
+
+
+class DiskFull(EnvironmentProblem):
+    """A disk (or a quota) ran out while reprobox or the job wrote on it: the machine's state, so exit 4
+    (an environment problem), not 3 (the job failed) or 70 (a bug); `run_dir` is the run it failed,
+    when it was recorded."""
+
+    def __init__(self, fact: DiskFullFact, *, run_dir: Path | None = None) -> None:
+        super().__init__(fact.sentence())
+        self.fact = fact
+        self.run_dir = run_dir
+
+    @classmethod
+    def from_error(cls, exc: BaseException) -> DiskFull | None:
+        """The full disk an uncaught error was (named by the file it met), or None for any other error."""
+        if not isinstance(exc, OSError) or not is_full(exc):
+            return None
+        if not isinstance(exc.filename, (str, bytes)):  # a write that names no file: which disk is unknown
+            return cls(DiskFullFact("", None, quota=exc.errno == errno.EDQUOT))
+        return cls(DiskFullFact.met(exc, Path(os.fsdecode(exc.filename)).absolute().parent))
 
 
 class Interrupted(ReproboxError):

@@ -43,9 +43,12 @@ def output_file(output_dir: Path, relative: str) -> Path | None:
 def load_values(path: Path) -> dict[str, object] | None:
     """Name -> value for the file's non-tensor values, or None when they cannot be read safely."""
     from reprobox.guest.hashing._load import _unique
+    from reprobox.guest.hashing._logformats import log_format_of, read_log_values
     from reprobox.guest.hashing._text import read_values, text_format_of
 
     try:
+        if log_format_of(path) is not None:  # the reader that gave the manifest its digests
+            return _unique(read_log_values(path))
         if text_format_of(path) is not None:
             return _unique(read_values(path))
         from reprobox.guest.hashing import load_tensors

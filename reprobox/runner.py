@@ -7,6 +7,7 @@ interrupted it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -16,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
-from reprobox import codetree, controller
+from reprobox import codetree, controller, runspace
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
-from reprobox.jobfile import WORKDIR_COPY, JobSpec
+from reprobox.jobfile import WORKDIR_COPY, JobSpec, checkpoint_globs
 from reprobox.recording import build_manifest, redact_guest_record
 from reprobox.records.files import replace_symlink
 from reprobox.records.guest import read_guest_result
@@ -32,18 +33,32 @@ from reprobox.records.manifest import (
     RunRecord,
     move_aside_planted,
     rewrite_record,
-    write_record,
 )
-from reprobox.resume.start import (
-    ResumeFrom,
-    checkpoint_globs,
-    place,
-    resume_arguments,
-    resume_environment,
-)
+from reprobox.records.space import DiskFullFact, is_full
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation
 from reprobox.runtimes.launcher import launch_command
 from reprobox.timestamps import utc_now
+
+
+class StartPlan(Protocol):
+    """How a run starts or stops other than as the job does on its own (resumed from a checkpoint,
+    stopped after a step), as its caller planned it (`reprobox.resume.start.ResumePlan`)."""
+
+    def arguments(self, job: JobSpec) -> tuple[str, ...]:
+        """What is appended to the job's command."""
+        ...
+
+    def environment(self, job: JobSpec) -> dict[str, str]:
+        """The variables the guest (and the job) resume and stop by."""
+        ...
+
+    def place(self, outputs: Path) -> None:
+        """Put what the run starts from into its new outputs folder (raises when it is not as recorded)."""
+        ...
+
+    def to_json(self) -> dict[str, Any]:
+        """What the manifest says of it (`resume`)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -57,8 +72,7 @@ class RunOptions:
     audit: bool = False  # record nondeterministic-op warnings (reprobox audit)
     extra_env: dict[str, str] = field(default_factory=dict)
     variation: Variation = field(default_factory=Variation)  # verify --vary: what this run changes
-    resume_from: ResumeFrom | None = None  # start from this checkpoint (a resumed run, a segment replay)
-    stop_at: int | None = None  # stop after this optimizer step through the job's own `resume.stop`
+    start: StartPlan | None = None  # start from a checkpoint, stop after a step (a resumed run, a segment)
 
 
 class _TeeSink:
@@ -72,6 +86,7 @@ class _TeeSink:
         self.log = log
         self.echo = echo
         self.lost: str | None = None
+        self.full: DiskFullFact | None = None  # the log met a full disk
 
     def write(self, chunk: bytes) -> None:
         if self.lost is None:
@@ -80,6 +95,10 @@ class _TeeSink:
                 self.log.flush()
             except OSError as exc:
                 self.lost = exc.strerror or str(exc)
+                if is_full(exc):
+                    self.full = DiskFullFact.met(exc, Path(str(getattr(self.log, "name", "."))).parent)
+                with contextlib.suppress(OSError):  # closed now: what it buffers could not be written at exit
+                    self.log.close()
         if self.echo is not None:
             try:
                 self.echo(chunk)
@@ -155,7 +174,10 @@ def guest_env(job: JobSpec, run_id: str, options: RunOptions) -> dict[str, str]:
         env[settings.MAX_STEPS] = str(options.max_steps)
     if options.audit:
         env[settings.AUDIT] = "1"
-    env.update(resume_environment(job, options.resume_from, options.stop_at))
+    if job.resume is not None and job.trail is not None:  # every run: any of them may be resumed from
+        env[settings.TRAIL_STATE] = "1"
+    if options.start is not None:
+        env.update(options.start.environment(job))
     env.update(options.extra_env)
     return env
 
@@ -219,8 +241,9 @@ def prepare(job: JobSpec, options: RunOptions, inputs: RunInputs | None = None) 
     run_id, run_dir = make_run_dir(options.runs_dir, job.name)
     try:
         plan = _plan(job, options, inputs, run_id, run_dir)
-        if options.resume_from is not None:
-            place(options.resume_from, run_dir / OUTPUTS_SUBDIR)
+        runspace.reserve(run_dir)  # room for the records, should the job fill the disk
+        if options.start is not None:
+            options.start.place(run_dir / OUTPUTS_SUBDIR)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -234,9 +257,7 @@ def _plan(job: JobSpec, options: RunOptions, inputs: RunInputs, run_id: str, run
         run_dir=run_dir,
         guest_env=guest_env(job, run_id, options),
         command=launch_command(
-            job.with_overrides(
-                command=job.command + resume_arguments(job, options.resume_from, options.stop_at)
-            )
+            job.with_overrides(command=job.command + (options.start.arguments(job) if options.start else ()))
         ),
         timeout=job.timeout,
         reference_run=options.reference_run,
@@ -247,33 +268,44 @@ def _plan(job: JobSpec, options: RunOptions, inputs: RunInputs, run_id: str, run
 def finish(
     prepared: PreparedRun, runtime: Runtime, options: RunOptions, *, stop: threading.Event | None = None
 ) -> RunRecord:
-    """Run a prepared run to its end and record it, whatever the end was."""
+    """Run a prepared run to its end and record it, whatever the end was; one that met a full disk is
+    recorded as failed for it, then raises DiskFull."""
     plan = prepared.plan
     lost: str | None = None
-    try:
-        with (plan.run_dir / STDOUT_LOG).open("wb") as log:
-            sink = _TeeSink(log, options.echo)
-            outcome = runtime.run(plan, sink, stop)
-            lost = sink.lost
-    except KeyboardInterrupt:  # a signal before the runtime could take it: the job never started
-        outcome = RunOutcome(interrupted=True, started_at=utc_now(), ended_at=utc_now())
-    try:
-        record = _record(prepared, runtime, options, outcome, lost)
-    except KeyboardInterrupt:  # a signal while recording: record it again, now as interrupted
-        outcome.interrupted = True
-        record = _record(prepared, runtime, options, outcome, lost)
+    with runspace.releasing(plan.run_dir) as room:
+        try:
+            with (plan.run_dir / STDOUT_LOG).open("wb") as log:
+                sink = _TeeSink(log, options.echo)
+                outcome = runtime.run(plan, sink, stop)
+                lost = sink.lost
+                room.met(sink.full)
+        except KeyboardInterrupt:  # a signal before the runtime could take it: the job never started
+            outcome = RunOutcome(interrupted=True, started_at=utc_now(), ended_at=utc_now())
+        try:
+            record = _record(prepared, runtime, options, outcome, lost, room=room)
+        except KeyboardInterrupt:  # a signal while recording: record it again, now as interrupted
+            outcome.interrupted = True
+            record = _record(prepared, runtime, options, outcome, lost, room=room)
     point_latest(plan.run_dir)
     if outcome.interrupted:
         raise Interrupted(plan.run_dir)
+    room.check()
     return record
 
 
 def _record(
-    prepared: PreparedRun, runtime: Runtime, options: RunOptions, outcome: RunOutcome, lost: str | None
+    prepared: PreparedRun,
+    runtime: Runtime,
+    options: RunOptions,
+    outcome: RunOutcome,
+    lost: str | None,
+    *,
+    room: runspace.RunSpace,
 ) -> RunRecord:
     """The run's manifest, written atomically, from what the runtime and the guest left."""
     plan = prepared.plan
     guest = read_guest_result(plan.run_dir)
+    room.met_by_guest(guest.record)
     if guest.record is not None and plan.job.secrets:
         redact_guest_record(plan.run_dir, guest.record, plan.job.secrets)
     problems = [p for p in (guest.problem, move_aside_planted(plan.run_dir)) if p]
@@ -286,19 +318,9 @@ def _record(
         guest=guest.record,
         max_steps=options.max_steps,
         problems=problems,
-        resume=_resume_facts(options),
+        resume=options.start.to_json() if options.start is not None else None,
     )
-    return write_record(plan.run_dir, data)
-
-
-def _resume_facts(options: RunOptions) -> dict[str, Any] | None:
-    """What the manifest says of a resumed or stopped run: where it started from, where it stopped."""
-    if options.resume_from is None and options.stop_at is None:
-        return None
-    return {
-        "from": options.resume_from.to_json() if options.resume_from else None,
-        "stop_at": options.stop_at,
-    }
+    return room.write(data)
 
 
 def mark_interrupted(record: RunRecord) -> RunRecord:

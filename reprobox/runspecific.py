@@ -11,6 +11,11 @@ host name or a process id. Everything else that differs is a real difference. Tw
   (``train_runtime``, ``eval_samples_per_second``, ``saved_at``, ``hostname``, ``pid``). Tensors are
   never excused by name.
 
+Output files are paired by their names with what logging tools put in them masked (``mask_file_name``:
+TensorBoard's time, host and pid, W&B's and MLflow's run ids, Hydra's date and time folders), and those
+parts of a file's own path are masked inside its values too (``for_file``): an MLflow run's meta.yaml
+holds the id its folder is named by.
+
 Pure functions over the run records' facts, so the rules are unit-tested and cited in the verdict.
 """
 
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 RUN_DIRECTORY = "a path under the run's own directory"
@@ -26,6 +31,7 @@ TIMESTAMP = "a wall-clock timestamp"
 DURATION = "a duration or throughput figure"
 HOSTNAME = "the host name"
 PROCESS_ID = "a process id"
+NAME_PART = "a run id or time in the file's own path"
 
 _TIMESTAMP_PATTERNS = (
     # ISO 8601 date-times, with optional fractions and zone: 2026-11-23T12:00:01.5Z, 2026-11-23 12:00:01
@@ -49,8 +55,8 @@ _DURATION_KEY = re.compile(
     re.IGNORECASE,
 )
 _TIMESTAMP_KEY = re.compile(
-    r"(?:^|_)(?:timestamp|date|datetime|wall_time|start_time|end_time|created|saved|started|finished|"
-    r"ended|updated|modified)(?:_at|_on|_time)?$|_at$",
+    r"(?:^|_)(?:timestamp|date|datetime|wall_time|start_time|end_time|created|creation|saved|started|"
+    r"finished|ended|updated|last_update|modified)(?:_at|_on|_time)?$|_at$",
     re.IGNORECASE,
 )
 _HOST_KEY = re.compile(r"^(?:hostname|host|host_name|node|nodename|node_name|machine)$", re.IGNORECASE)
@@ -65,6 +71,7 @@ class RunContext:
     paths: tuple[str, ...]  # absolute paths the run owned (run dir, outputs, code snapshot, stable paths)
     run_id: str
     hostname: str | None
+    name_parts: tuple[str, ...] = ()  # run ids and times in one output's path (see ``for_file``)
 
     @classmethod
     def from_record(cls, run_dir: str, data: Mapping[str, Any]) -> RunContext:
@@ -113,6 +120,9 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     text, count = _TIMESTAMP.subn("<time>", text)
     if count:
         reasons.add(TIMESTAMP)
+    for part in run.name_parts:  # after the clock: a logged date-time reads as a time, not as a name
+        if part in text:
+            text, reasons = text.replace(part, "<name>"), reasons | {NAME_PART}
     return text, reasons
 
 
@@ -172,3 +182,63 @@ def _masked_value(value: object, run: RunContext) -> tuple[object, set[str]]:
 def masked_name(name: str, run: RunContext) -> str:
     """A tensor, value or file name with the run's own paths, id, host and timestamps masked."""
     return mask(name, run)[0]
+
+
+RANDOM_ID = "a random run id"
+RUN_COUNTER = "a counter of earlier runs"
+# The names logging tools give a run's files: what in them names the run, never what it computed. Each
+# named group is a run-specific part; the same part inside the file's values is masked too (a W&B run's
+# id in its metadata, an MLflow run's id in its meta.yaml, Hydra's time folder in its config).
+_TOOL_NAMES: tuple[tuple[re.Pattern[str], str, frozenset[str]], ...] = (
+    # TensorBoard: events.out.tfevents.<unix time>.<host>.<pid>.<n>
+    (
+        re.compile(
+            r"(events\.out\.tfevents\.)(?P<time>\d+(?:\.\d+)?)\.(?P<host>[^/]+?)\.(?P<pid>\d+)(\.\d+)$"
+        ),
+        r"\1<time>.<host>.<pid>\5",
+        frozenset({TIMESTAMP, HOSTNAME, PROCESS_ID}),
+    ),
+    # W&B: wandb/offline-run-20261126_120000-1a2b3c4d/ and its run-1a2b3c4d.wandb
+    (
+        re.compile(r"((?:offline-)?run-)(?P<stamp>\d{8}_\d{6})-(?P<id>[a-z0-9]{8})(?=/|$)"),
+        r"\1<time>-<id>",
+        frozenset({TIMESTAMP, RANDOM_ID}),
+    ),
+    (re.compile(r"(^|/)run-(?P<id>[a-z0-9]{8})(\.wandb)$"), r"\1run-<id>\3", frozenset({RANDOM_ID})),
+    # Lightning's logger folders count earlier runs: lightning_logs/version_3/
+    (re.compile(r"(^|/)(version_)\d+(?=/)"), r"\1\2<n>", frozenset({RUN_COUNTER})),
+    # MLflow's file store: mlruns/<experiment id>/<32-hex run id>/
+    (
+        re.compile(r"(^|/)(mlruns/)(?P<experiment>\d+)/(?P<run>[0-9a-f]{32})(?=/|$)"),
+        r"\1\2<experiment>/<run-id>",
+        frozenset({RANDOM_ID}),
+    ),
+    # Hydra: outputs/2026-11-26/12-00-01/ (and multirun/...); a bare date or time of day as a folder
+    (re.compile(r"(^|/)(?P<date>\d{4}-\d{2}-\d{2})(?=/)"), r"\1<date>", frozenset({TIMESTAMP})),
+    (re.compile(r"(^|/)(?P<time>\d{2}-\d{2}-\d{2})(?=/|$)"), r"\1<time>", frozenset({TIMESTAMP})),
+)
+_MIN_NAME_PART = 6
+"""Shorter run-specific parts of a name (a pid, experiment 0) are not masked inside values: too common."""
+
+
+def mask_file_name(path: str, run: RunContext) -> tuple[str, set[str]]:
+    """An output's path with what names the run masked (its paths, host, clock, and the time, host, pid
+    and random ids logging tools put in their file names), and what was masked. Files are paired by
+    it; their contents are still compared, so a pairing never excuses a difference inside."""
+    reasons: set[str] = set()
+    for pattern, replacement, why in _TOOL_NAMES:
+        path, count = pattern.subn(replacement, path)
+        if count:
+            reasons |= why
+    masked, more = mask(path, run)
+    return masked, reasons | more
+
+
+def for_file(run: RunContext, path: str) -> RunContext:
+    """The run's context for the values of one output file: the run-specific parts of its path (a run
+    id, a time folder) are the run's own names inside it too."""
+    parts: set[str] = set()
+    for pattern, _, _ in _TOOL_NAMES:
+        for match in pattern.finditer(path):
+            parts.update(v for v in match.groupdict().values() if v and len(v) >= _MIN_NAME_PART)
+    return replace(run, name_parts=tuple(sorted(parts, key=len, reverse=True)))

@@ -29,7 +29,8 @@ from reprobox.bundle._index import read_index
 from reprobox.bundle._model import CHUNK, Bundle, digest_file_for, refused
 from reprobox.bundle._streams import HashingReader
 from reprobox.bundle._tarsafe import CheckedTarInfo, Unsafe, is_sparse
-from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.errors import DiskFull, EnvironmentProblem, UsageError
+from reprobox.records.space import DiskFullFact, is_full
 
 MAX_MEMBERS = 200_000  # code trees and data folders; far more files than any job ships
 MAX_MEMBER_BYTES = 64 << 30  # one member: an image archive is the largest, a few GiB to tens
@@ -231,6 +232,8 @@ def _extract_file(
     except FileExistsError:
         raise refused(path, name, "collides with another member: refused") from None
     except OSError as exc:
+        if is_full(exc):  # another writer filled the disk since its free space was checked
+            raise DiskFull(DiskFullFact.met(exc, staging.parent)) from None
         raise EnvironmentProblem(f"cannot unpack {name} of bundle {path} ({exc.strerror})") from None
     if digest.hexdigest() != entry.get("sha256"):
         raise refused(path, name, "does not match its sha256 in the bundle's index: it was altered")

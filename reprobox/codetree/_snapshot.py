@@ -23,7 +23,8 @@ from reprobox import saferead
 from reprobox.codetree._digest import digest_selection
 from reprobox.codetree._select import IGNORED_DIRS, IGNORED_SUFFIXES, select_files
 from reprobox.codetree._tree import CodeTree, executable_mark, tree_digest
-from reprobox.errors import UsageError
+from reprobox.errors import DiskFull, UsageError
+from reprobox.records.space import DiskFullFact, is_full
 
 SNAPSHOTS_DIR = ".code"  # under runs/<job>/: a dot name, so listings of runs skip it
 _CHUNK = 1 << 20
@@ -84,6 +85,8 @@ def _copy(source: Path, destination: Path, tree: CodeTree) -> dict[str, str]:
         except FileNotFoundError:
             continue  # removed since it was digested
         except OSError as exc:
+            if is_full(exc):
+                raise DiskFull(DiskFullFact.met(exc, destination.parent)) from None
             raise UsageError(
                 f"cannot copy {origin} into the code snapshot {destination} ({exc.strerror}); "
                 "check the permissions and free space of the runs folder (--runs-dir)"

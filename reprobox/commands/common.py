@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from reprobox import jobfile, runtimes
+from reprobox.commands.targets import check_output_file, check_output_folder
 from reprobox.errors import UsageError
 from reprobox.runner import runs_dir_default
 from reprobox.runtimes.base import RuntimeOptions
+
+__all__ = ["check_output_file", "check_output_folder"]  # the output checks live in `targets`
 
 Commands = argparse._SubParsersAction  # the `add_subparsers()` object every command module registers on
 
@@ -151,31 +153,16 @@ def load_job_with_flags(args: argparse.Namespace) -> jobfile.JobSpec:
 
 def check_runs_dir(runs_dir: Path) -> None:
     """Refuse a runs dir that cannot hold run directories before any run starts (exit 2, not a traceback)."""
-    _check_writable_folder(runs_dir, "--runs-dir", "pass a folder you can write, e.g. --runs-dir ./runs")
+    check_output_folder(runs_dir, "--runs-dir", "pass a folder you can write, e.g. --runs-dir ./runs")
 
 
-def check_output_file(path: Path, flag: str) -> None:
-    """Refuse an output file that cannot be written (a folder; a missing or read-only folder) up front."""
-    fix = f"pass a file in a folder you can write, e.g. {flag} ./report.out"
-    if path.is_dir():
-        raise UsageError(f"{flag} {path} is a directory; {fix}")
-    parent = path.parent
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: folder {parent} does not exist; create it or {fix}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {path}: folder {parent} is not writable; {fix}")
-
-
-def _check_writable_folder(folder: Path, flag: str, fix: str) -> None:
-    """The folder, or the nearest part of it that exists, must be a writable directory."""
-    existing = folder
-    while not os.path.lexists(existing) and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        what = "is a file" if existing == folder else f"is under {existing}, which is a file"
-        raise UsageError(f"{flag} {folder} {what}, not a folder; {fix}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {folder} is not writable ({existing} is read-only to you); {fix}")
+def check_report_targets(html: Path | None, markdown: Path | None) -> None:
+    """--html FILE and --markdown FILE (with the plot a Markdown report writes beside it, FILE.png)."""
+    if html is not None:
+        check_output_file(html, "--html", example="./report.html")
+    if markdown is not None:
+        check_output_file(markdown, "--markdown", example="./report.md")
+        check_output_file(markdown.with_suffix(".png"), "--markdown", example="./report.md")
 
 
 def check_attestation_target(args: argparse.Namespace, job_file: Path) -> None:

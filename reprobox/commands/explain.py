@@ -11,7 +11,7 @@ from reprobox.commands.common import (
     add_command,
     add_output_flags,
     add_replay_flags,
-    check_output_file,
+    check_report_targets,
     check_runs_dir,
     runtime_options,
 )
@@ -62,9 +62,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def explain_command(args: argparse.Namespace, out: Output) -> int:
     from reprobox.forensics import drilldown
 
-    for path, flag in ((args.html, "--html"), (args.markdown, "--markdown")):
-        if path is not None:
-            check_output_file(path, flag)
+    check_report_targets(args.html, args.markdown)
     records = [read_record(args.run_a), read_record(args.run_b)]
     comparison = compare.compare_runs(records)
     found: DrillDown | None = None

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprobox.commands.common import add_command, add_output_flags
+from reprobox.commands.common import add_command, add_output_flags, check_output_file
 from reprobox.errors import EXIT_OK
 
 if TYPE_CHECKING:
@@ -24,7 +24,8 @@ packages), with what your git ignores mounted read-only where it lies, until it 
 checkpoint or its time is up (60 s by default): never a whole training. From what it did, job.yaml
 says:
   workdir: copy   it runs in a copy of its folder; what it writes or changes there is its output
-  compare         its logs and event files (TensorBoard, W&B, MLflow, Hydra, *.log), listed not compared
+  compare         its *.log files and profiler traces, listed not compared (TensorBoard, W&B, MLflow and
+                  Hydra records are compared: their numbers read, their stamps excused)
   data            what it read that is not code (git-ignored files beside it, folders elsewhere)
   env             variables it read that your shell sets (secrets as ${NAME}, never their values)
   image           packages it imports that the reprobox image lacks (requirements.in to lock)
@@ -69,6 +70,7 @@ def init_command(args: argparse.Namespace, out: Output) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     job_file = args.job_file if args.job_file.is_absolute() else Path.cwd() / args.job_file
+    check_output_file(args.job_file, "--job-file", example="job.yaml")  # before the short run
     options = scaffold.InitOptions(
         command=tuple(command),
         folder=job_file.parent,

@@ -11,7 +11,7 @@ from reprobox.commands.common import (
     add_command,
     add_image_flags,
     add_output_flags,
-    check_output_file,
+    check_report_targets,
     runtime_options,
 )
 from reprobox.errors import EXIT_OK, UsageError
@@ -41,6 +41,11 @@ HASH_EPILOG = """\
 examples:
   reprobox hash out/model.pt                    file sha256 and canonical content hash
   reprobox hash a.pt b.safetensors --json       equal tensors give equal content hashes across formats
+
+A file the readers cannot take apart (not a checkpoint, or an unreadable one) gets its file sha256 as
+its content hash, with a note. A file that declares more than it holds or more than the readers' limits
+(a shape over 2**48 elements, a header nested over 64 levels, an archive that would expand over 1100
+times, an array over 1 GiB to reorder in memory) is refused: exit 2, naming the file and the limit.
 """
 
 
@@ -99,9 +104,7 @@ def report_command(args: argparse.Namespace, out: Output) -> int:
     from reprobox.render.document import headline
     from reprobox.render.report_files import write_report
 
-    for path, flag in ((args.html, "--html"), (args.markdown, "--markdown")):
-        if path is not None:
-            check_output_file(path, flag)  # before reading runs: a bad path costs nothing
+    check_report_targets(args.html, args.markdown)  # before reading runs: a bad path costs nothing
     records = [read_record(path) for path in args.runs]
     data = write_report(records, html_path=args.html, markdown_path=args.markdown)
     written = [str(p) for p in (args.html, args.markdown) if p is not None]
@@ -124,7 +127,7 @@ def hash_command(args: argparse.Namespace, out: Output) -> int:
     missing = [str(p) for p in args.files if not p.is_file()]
     if missing:
         raise UsageError(f"{missing[0]}: no such file; pass checkpoint files such as out/model.pt")
-    digests = [hash_checkpoint(path, relative_to=path.parent) for path in args.files]
+    digests = [hash_checkpoint(path, relative_to=path.parent, strict=True) for path in args.files]
     lines = []
     for path, digest in zip(args.files, digests, strict=True):
         values = f", {len(digest.metadata)} values" if digest.metadata else ""

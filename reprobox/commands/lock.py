@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprobox.commands.common import add_command, add_output_flags
+from reprobox.commands.common import add_command, add_output_flags, check_output_file, check_output_folder
 from reprobox.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -132,8 +131,12 @@ def lock_options(args: argparse.Namespace) -> LockOptions:
             "nothing to do: give REQUIREMENTS -o LOCK to lock a job's packages, or --wheelhouse DIR to fill "
             "a wheelhouse (see reprobox lock --help)"
         )
-    if args.output is not None:
-        _check_output(args.output)
+    if args.output is not None:  # missing folders are made at the end
+        check_output_file(args.output, "-o", make_folders=True, example="requirements.lock")
+    if args.wheelhouse is not None:
+        check_output_folder(
+            args.wheelhouse, "--wheelhouse", "pass a folder you can write, e.g. --wheelhouse ./wheels"
+        )
     for source in args.find_links:
         if "://" not in source and not Path(source).is_dir():
             raise UsageError(f"--find-links {source} is not a folder; pass a folder of wheels")
@@ -151,18 +154,6 @@ def lock_options(args: argparse.Namespace) -> LockOptions:
         image_lock=args.image_lock,
         locked=tuple(args.locked),
     )
-
-
-def _check_output(path: Path) -> None:
-    """Refuse a lock path that cannot be written before pip runs (missing folders are made at the end)."""
-    fix = "pass a file in a folder you can write, e.g. -o requirements.lock"
-    if path.is_dir():
-        raise UsageError(f"-o {path} is a directory; {fix}")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"-o {path}: {folder} is not a folder you can write; {fix}")
 
 
 def _text(report: LockReport) -> list[str]:

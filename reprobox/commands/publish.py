@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox import attest, bundle, reproduce
-from reprobox.commands.common import add_command, add_output_flags
-from reprobox.errors import EXIT_OK, UsageError
+from reprobox.commands.common import add_command, add_output_flags, check_runs_dir
+from reprobox.commands.targets import check_output_file, check_output_folder
+from reprobox.errors import EXIT_OK
 from reprobox.records.manifest import read_record
 from reprobox.render.values import show_value
 from reprobox.resume import spot
@@ -215,6 +216,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def attest_command(args: argparse.Namespace, out: Output) -> int:
+    if args.output is not None and not args.show:
+        check_output_file(args.output, "-o", example="reprobox.attestation.json")
     records = [read_record(path) for path in args.runs]
     statement = attest.build_attestation(records)
     if args.show:
@@ -223,6 +226,7 @@ def attest_command(args: argparse.Namespace, out: Output) -> int:
         return EXIT_OK
     job_file = records[0].job_file or Path("job.yaml")
     target = args.output or attest.attestation_path_for(job_file)
+    check_output_file(target, "-o", example="reprobox.attestation.json")  # the default: beside the job file
     attest.write_attestation(target, statement, key=args.sign.expanduser() if args.sign else None)
     predicate = statement["predicate"]
     data = {
@@ -244,6 +248,11 @@ def attest_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def reproduce_command(args: argparse.Namespace, out: Output) -> int:
+    check_runs_dir(args.runs_dir)
+    if args.report_dir is not None:
+        check_output_folder(
+            args.report_dir, "--report-dir", "pass a folder you can write, e.g. --report-dir ./review"
+        )
     options = reproduce.ReproduceOptions(
         code=args.code,
         runs=args.runs,
@@ -301,10 +310,8 @@ def _reproduce_text(result: reproduce.ReproduceResult) -> str:
 
 
 def pack_command(args: argparse.Namespace, out: Output) -> int:
-    if args.output.exists() and args.output.is_dir():
-        raise UsageError(
-            f"-o {args.output} is a folder; give the bundle's file name, e.g. {args.output}/bundle.tar"
-        )
+    for target in (args.output, bundle.digest_file_for(args.output)):  # the bundle and its digest beside it
+        check_output_file(target, "-o", make_folders=True, example="../bundle.tar")
     result = bundle.pack(
         args.attestation,
         args.output,
@@ -324,7 +331,10 @@ def pack_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def keygen_command(args: argparse.Namespace, out: Output) -> int:
-    private, public = attest.generate_key(args.output.expanduser(), force=args.force)
+    path = args.output.expanduser()
+    for target in (path, path.with_name(path.name + ".pub")):  # the private key and the public one beside it
+        check_output_file(target, "-o", make_folders=True, example="keys/paper.key")
+    private, public = attest.generate_key(path, force=args.force)
     keyid = attest.key_id(attest.load_public_key(public))
     out.result(
         {"private_key": str(private), "public_key": str(public), "keyid": keyid},

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reprobox import codetree, stackdiff, trails
+from reprobox.compare import _unreadable
 from reprobox.compare._model import (
     BIT_IDENTICAL,
     CLAIMS,
@@ -96,9 +97,39 @@ def _compare(records: Sequence[RunRecord], tensor_details: bool) -> Comparison:
         if before == IDENTICAL and comparison.verdict == DIFFERENT:
             comparison.first_divergence = _trail_divergence(reference, other)
             comparison.explanation = explain_difference(reference, other, closeness(comparison))
+            _unknown_cause(comparison)
     if comparison.verdict == IDENTICAL:
         _compare_computation(records, comparison)
+    if comparison.verdict == IDENTICAL and comparison.unreadable:
+        comparison.verdict = FAILED
+        comparison.notes.insert(0, _unreadable.sentence(comparison.unreadable))
+    elif comparison.verdict == IDENTICAL and not comparison.compared_files:
+        comparison.verdict = FAILED
+        comparison.notes.insert(0, _nothing_compared(comparison))
     return comparison
+
+
+def _unknown_cause(comparison: Comparison) -> None:
+    """What differs is only checkpoints reprobox cannot read: on the same stack that is no proof of a
+    real nondeterminism (it may be a stamp inside the file), and the explanation says so."""
+    explanation = comparison.explanation
+    unread = bool(comparison.differences) and all(d.get("unreadable") for d in comparison.differences)
+    readable = comparison.value_differences or comparison.one_sided or comparison.renamed
+    if explanation and explanation.get("same_stack") and unread and not readable:
+        explanation["sentence"] = (
+            "same stack; what differs cannot be read, so it is not known whether the runs computed "
+            "differently or only stamped the file differently"
+        )
+
+
+def _nothing_compared(comparison: Comparison) -> str:
+    """No output was compared at all: every one ignored by the job file (or none left)."""
+    ignored = sorted({str(item.get("checkpoint")) for item in comparison.ignored})
+    listed = f" ({', '.join(ignored[:5])}{' ...' if len(ignored) > 5 else ''})" if ignored else ""
+    return (
+        f"nothing was compared: every output the runs wrote is ignored by the job file{listed}; a verdict "
+        "needs at least one file compared: narrow compare: ignore, or save the model"
+    )
 
 
 def _compare_computation(records: Sequence[RunRecord], out: Comparison) -> None:

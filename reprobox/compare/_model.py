@@ -38,6 +38,8 @@ class Comparison:
     renamed: list[dict[str, Any]] = field(default_factory=list)  # same content under other file names
     format_only: list[str] = field(default_factory=list)  # same tensors and values, other file bytes
     one_sided: list[dict[str, Any]] = field(default_factory=list)  # real: checkpoint, the run that wrote it
+    unreadable: list[dict[str, Any]] = field(default_factory=list)  # differ, format unknown: no verdict
+    compared_files: int = 0  # outputs whose content was compared (equal bytes count): none is no verdict
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -54,6 +56,8 @@ class Comparison:
             "renamed_files": self.renamed,
             "format_only": self.format_only,
             "one_sided_files": self.one_sided,
+            "unreadable_files": self.unreadable,
+            "compared_files": self.compared_files,
             "notes": self.notes,
         }
         if self.first_divergence is not None:

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from reprobox import outputvalues
+from reprobox.compare import _unreadable
 from reprobox.compare._ignore import ignore_rules, ignored_by
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, WHOLE_FILE, Comparison
 from reprobox.compare._tensors import differing_tensor_names, tensor_differences
 from reprobox.records.manifest import RunRecord
-from reprobox.runspecific import RunContext, classify_value, mask, masked_name, reason_by_key
+from reprobox.runspecific import RunContext, classify_value, for_file, mask, mask_file_name, reason_by_key
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,17 @@ class _Pair:
         rest_a, rest_b = sorted(paths_a - paths_b), sorted(paths_b - paths_a)
         masked_b: dict[str, list[str]] = {}
         for path in rest_b:
-            masked_b.setdefault(masked_name(path, b.context), []).append(path)
+            masked_b.setdefault(mask_file_name(path, b.context)[0], []).append(path)
         for path in list(rest_a):
-            matches = masked_b.get(masked_name(path, a.context), [])
+            matches = masked_b.get(mask_file_name(path, a.context)[0], [])
             if len(matches) == 1:
                 other = matches.pop()
                 pairs.append((path, other))
                 rest_a.remove(path)
                 rest_b.remove(other)
-                why = " and ".join(sorted(mask(path, a.context)[1] | mask(other, b.context)[1]))
+                why = " and ".join(
+                    sorted(mask_file_name(path, a.context)[1] | mask_file_name(other, b.context)[1])
+                )
                 out.run_specific.append(
                     {
                         "checkpoint": path,
@@ -101,17 +104,20 @@ class _Pair:
     def compare_file(self, path_a: str, path_b: str) -> None:
         a, b, out = self.a, self.b, self.out
         ca, cb = a.record.checkpoint(path_a) or {}, b.record.checkpoint(path_b) or {}
-        if ca.get("file_sha256") == cb.get("file_sha256"):
-            return
         rule = ignored_by(self.rules, path_a, None)
+        if ca.get("file_sha256") == cb.get("file_sha256"):
+            out.compared_files += rule is None  # an ignored file proves nothing, even an equal one
+            return
         if rule is not None:
             out.ignored.append({"checkpoint": path_a, "name": WHOLE_FILE, "rule": rule})
             return
+        unreadable_before = len(out.unreadable)
         real_before, excused_before = self.real_count(), self.excused_count()
-        names = differing_tensor_names(ca, cb, contexts=(a.context, b.context))
+        contexts = (for_file(a.context, path_a), for_file(b.context, path_b))
+        names = differing_tensor_names(ca, cb, contexts=contexts)
         names = [n for n in names if not self.ignore_value(path_a, n, None, None)]
         if names == [WHOLE_FILE]:
-            self.compare_opaque(path_a, path_b)
+            self.compare_opaque(path_a, path_b, contexts)
         elif names:
             out.verdict = DIFFERENT
             out.differing_tensor_total += len(names)
@@ -125,7 +131,10 @@ class _Pair:
                 out.notes.append(
                     f"checkpoint {path_a}: {len(names)} tensors differ; the first {len(shown)} are listed"
                 )
-        self.compare_values(path_a, path_b)
+        self.compare_values(path_a, path_b, contexts)
+        if len(out.unreadable) > unreadable_before:
+            return  # not compared: its format is unknown (see _unreadable)
+        out.compared_files += 1
         if self.real_count() == real_before and self.excused_count() == excused_before:
             out.format_only.append(path_a)
 
@@ -150,7 +159,7 @@ class _Pair:
         )
         return True
 
-    def compare_values(self, path_a: str, path_b: str) -> None:
+    def compare_values(self, path_a: str, path_b: str, contexts: tuple[RunContext, RunContext]) -> None:
         """Each non-tensor value whose digest differs: ignored, run-specific (with why), or real."""
         a, b = self.a, self.b
         ma = (a.record.checkpoint(path_a) or {}).get("metadata") or {}
@@ -182,7 +191,7 @@ class _Pair:
             va, vb = values_a[key], values_b[key]
             if self.ignore_value(path_a, key, va, vb):
                 continue
-            reason = classify_value(key, va, vb, a.context, b.context)
+            reason = classify_value(key, va, vb, *contexts)
             if reason is None:
                 self.real_value(path_a, key, va, vb, None)
                 continue
@@ -208,14 +217,14 @@ class _Pair:
             entry["note"] = why
         self.out.value_differences.append(entry)
 
-    def compare_opaque(self, path_a: str, path_b: str) -> None:
+    def compare_opaque(self, path_a: str, path_b: str, contexts: tuple[RunContext, RunContext]) -> None:
         """Files read as bytes: equal once run-specific text is masked, or a real difference by line."""
         a, b, out = self.a, self.b, self.out
         text_a = _text(a.record, path_a)
         text_b = _text(b.record, path_b)
         if text_a is not None and text_b is not None:
-            masked_a, reasons_a = mask(text_a, a.context)
-            masked_b, reasons_b = mask(text_b, b.context)
+            masked_a, reasons_a = mask(text_a, contexts[0])
+            masked_b, reasons_b = mask(text_b, contexts[1])
             if masked_a == masked_b:
                 line, left, right = outputvalues.first_differing_line(text_a, text_b)
                 out.run_specific.append(
@@ -231,12 +240,20 @@ class _Pair:
             line, left, right = outputvalues.first_differing_line(masked_a, masked_b)
             self.real_value(path_a, f"line {line}", left, right, "text; run-specific parts masked")
             return
+        entry = _unreadable.describe(a.record, b.record, path_a, path_b)
+        if not _unreadable.declared(a.record):
+            out.unreadable.append(entry)
+            hashed = (a.record.checkpoint(path_a) or {}).get("note")
+            if hashed:  # why its content was not read (a limit refused it, a damaged file): compared as bytes
+                out.notes.append(f"checkpoint {path_a} is compared as bytes: {hashed}")
+            return
         out.verdict = DIFFERENT
         out.differing_tensor_total += 1
-        out.differences.append({"checkpoint": path_a, "name": WHOLE_FILE})
+        out.differences.append({"checkpoint": path_a, "name": WHOLE_FILE, "unreadable": True})
         why = (a.record.checkpoint(path_a) or {}).get("note") or "not a format read as tensors or values"
         out.notes.append(
-            f"checkpoint {path_a}: the file bytes differ and its content cannot be compared ({why})"
+            f"checkpoint {path_a} ({entry['type']}) differs byte for byte and reprobox cannot read its "
+            f"format ({why}); the job file names it a checkpoint"
         )
 
 

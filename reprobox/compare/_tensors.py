@@ -54,6 +54,7 @@ def tensor_differences(
         notes.append("install torch to see how much the differing tensors differ")
         return plain
     except Exception as exc:  # noqa: BLE001 - statistics explain; the verdict stands without them
-        notes.append(f"checkpoint {path}: tensor statistics unavailable ({type(exc).__name__}: {exc})")
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")[:300]
+        notes.append(f"checkpoint {path}: tensor statistics unavailable ({type(exc).__name__}: {first})")
         return plain
     return [d.to_json() for d in diffs]

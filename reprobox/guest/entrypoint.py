@@ -3,7 +3,7 @@
 Order matters: the process environment is fixed before the user's interpreter starts (PYTHONHASHSEED
 and CUBLAS_WORKSPACE_CONFIG are read only at start-up); the startup hook reaches every Python process
 through PYTHONPATH; once the command ends, stray processes are stopped before checkpoints are hashed,
-so nothing is still writing to them.
+so nothing is still writing to them (`reprobox.guest.processes` runs the command and stops them).
 """
 
 from __future__ import annotations
@@ -13,23 +13,22 @@ import dataclasses
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import determinism, settings, variation, watch, workcopy
-from reprobox.records.guest import GuestRecord, write_guest_record
+from reprobox.guest import determinism, processes, settings, variation, watch, workcopy
+from reprobox.records.guest import write_guest_record
 from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
 
-GRACE_SECONDS = 5.0
+# The reproducible-builds convention: writers that stamp a file with the time (matplotlib's PDF, SVG and
+# PS, gzip, tar and many more) stamp this instead. 1980-01-01, the earliest time a zip entry can hold.
+SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"
+DEFAULT_SOURCE_DATE_EPOCH = "315532800"
 WORKDIR_COPY = (
     "copy"  # the job file's `workdir: copy` (reprobox.jobfile is the controller's: not imported here)
 )
@@ -73,7 +72,7 @@ def main(argv: list[str]) -> int:
         cwd = _start_folder(env, child_env, work.work if work else None)
         started_at = utc_now()
         on_start = stopwatch.start if stopwatch else None
-        returncode, ended = _run(command, child_env, cwd=cwd, on_start=on_start)
+        returncode, ended = processes.run_command(command, child_env, cwd=cwd, on_start=on_start)
         if stopwatch is not None:
             stopwatch.finish()
         if work is not None:
@@ -86,7 +85,10 @@ def main(argv: list[str]) -> int:
             started_at=started_at,
             ended_at=utc_now(),
             stopped_early=_stopped_early(run_dir),
-            environment=determinism.process_environment(seed, det),
+            environment={
+                **determinism.process_environment(seed, det),
+                SOURCE_DATE_EPOCH: child_env[SOURCE_DATE_EPOCH],
+            },
             checkpoints=checkpoints,
             hash_error=hash_error,
             fingerprint=_fingerprint(run_dir),
@@ -104,9 +106,20 @@ def job_environment(
     child = dict(env)
     child.update(determinism.process_environment(seed, det))
     child[settings.HOOK_ACTIVE] = "1"
+    if SOURCE_DATE_EPOCH not in _job_file_names(env):  # the job file's own value wins; the host's never
+        child[SOURCE_DATE_EPOCH] = DEFAULT_SOURCE_DATE_EPOCH
     existing = env.get("PYTHONPATH")
     child["PYTHONPATH"] = str(boot_dir) + (os.pathsep + existing if existing else "")
     return child
+
+
+def _job_file_names(env: Mapping[str, str]) -> list[str]:
+    """The names the job file's `env:` sets (the controller passes them in order)."""
+    try:
+        names = json.loads(env.get(settings.ENV_ORDER) or "[]")
+    except (ValueError, TypeError):
+        return []
+    return [str(name) for name in names] if isinstance(names, list) else []
 
 
 def canonical_order(env: Mapping[str, str]) -> dict[str, str]:
@@ -116,11 +129,7 @@ def canonical_order(env: Mapping[str, str]) -> dict[str, str]:
     job that iterates os.environ (hashing it, saving it) must not see that: its order is fixed here,
     and only the job file decides the order of its own variables (what `--vary env-order` reverses).
     """
-    try:
-        own = [str(name) for name in json.loads(env.get(settings.ENV_ORDER) or "[]")]
-    except (ValueError, TypeError):
-        own = []
-    own = [name for name in dict.fromkeys(own) if name in env]
+    own = [name for name in dict.fromkeys(_job_file_names(env)) if name in env]
     rest = sorted(name for name in env if name not in set(own))
     return {name: env[name] for name in (*rest, *own)}
 
@@ -171,131 +180,6 @@ def _make_boot_dir() -> Path:
     shutil.copyfile(Path(__file__).with_name("_boot") / "sitecustomize.py", boot_dir / "sitecustomize.py")
     (boot_dir / "reprobox").symlink_to(package_dir, target_is_directory=True)
     return boot_dir
-
-
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> bool:
-    """Adopt the job's orphans (Linux): a process that double-forks away, even with a cleared
-    environment and a session of its own, stays our descendant, so stopping the job finds it."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _run(
-    command: list[str],
-    env: dict[str, str],
-    *,
-    cwd: Path | None = None,
-    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
-) -> tuple[int, GuestRecord]:
-    """Run the command in our process group, forward termination signals, stop leftovers after it.
-
-    Returns our own exit status and how the command ended (exit code or signal, processes stopped).
-    """
-    become_subreaper()
-    try:
-        child = subprocess.Popen(command, env=env, cwd=cwd)
-    except OSError as exc:
-        sys.stderr.write(f"reprobox: cannot start {command[0]!r}: {exc.strerror}\n")
-        return 127, GuestRecord(exit_code=127, error=f"cannot start {command[0]!r}: {exc.strerror}")
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        if child.poll() is None:
-            child.send_signal(signum)
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, forward)
-    if on_start is not None:
-        on_start(child)
-    returncode = child.wait()
-    stopped = stop_other_group_members()
-    ended = GuestRecord(
-        exit_code=returncode if returncode >= 0 else None,
-        signal=-returncode if returncode < 0 else None,
-        stray_processes_stopped=stopped or None,
-    )
-    return (returncode if returncode >= 0 else 128 - returncode), ended
-
-
-def stop_other_group_members() -> int:
-    """SIGTERM, then SIGKILL, every other process of our process group (background jobs left behind)."""
-    me = os.getpid()
-    if me == 1:  # PID 1 of a container: every other process in it is the job's
-        members = [pid for pid in _all_pids() if pid != me and _alive(pid)]
-    elif os.getpgrp() == me:  # our own process group, as the local runtime starts us, and what we adopted
-        members = [
-            pid
-            for pid in _all_pids()
-            if pid != me and (_in_group(pid, me) or (_alive(pid) and _descends_from(pid, me)))
-        ]
-    else:  # started inside someone else's group: only our descendants are ours
-        members = [pid for pid in _all_pids() if pid != me and _alive(pid) and _descends_from(pid, me)]
-    if not members:
-        return 0
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in members:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + (GRACE_SECONDS if sig == signal.SIGTERM else 1.0)
-        while time.monotonic() < deadline and any(_alive(pid) for pid in members):
-            _reap()
-            time.sleep(0.02)
-        _reap()
-        if not any(_alive(pid) for pid in members):
-            break
-    return len(members)
-
-
-def _all_pids() -> list[int]:
-    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
-
-
-def _in_group(pid: int, group: int) -> bool:
-    stat = _stat_fields(pid)
-    return stat is not None and stat[0] != "Z" and int(stat[2]) == group
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, ..."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2 :].split()
-
-
-def _descends_from(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        stat = _stat_fields(pid)
-        if stat is None:
-            return False
-        pid = int(stat[1])
-        if pid == ancestor:
-            return True
-    return False
-
-
-def _alive(pid: int) -> bool:
-    stat = _stat_fields(pid)
-    return stat is not None and stat[0] != "Z"
-
-
-def _reap() -> None:
-    """Collect exited children (orphans re-parented to us when we are PID 1 in a container)."""
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
 
 
 def _hash_outputs(output_dir: Path) -> tuple[list[dict[str, Any]], str | None]:

@@ -106,6 +106,7 @@ def install() -> None:
 
         file_order.install_from_env(os.environ)
     when_imported("numpy.random", lambda module: _seed_numpy(module, seed))
+    when_imported("matplotlib", _fixed_svg_ids)
     when_imported("torch", lambda module: _configure_torch(module, seed))
     if os.environ.get(settings.OBSERVE):  # reprobox init's short run only: no import otherwise
         from reprobox.guest import observe
@@ -115,6 +116,14 @@ def install() -> None:
         from reprobox.guest import frameworks
 
         frameworks.install(os.environ)
+
+
+def _fixed_svg_ids(matplotlib: ModuleType) -> None:
+    """matplotlib names the elements of an SVG from uuid4 unless `svg.hashsalt` is set (its documented
+    way to reproducible SVGs; the date comes from SOURCE_DATE_EPOCH). A job's own setting wins."""
+    params = getattr(matplotlib, "rcParams", None)
+    if params is not None and "svg.hashsalt" in params and params["svg.hashsalt"] is None:
+        params["svg.hashsalt"] = "reprobox"
 
 
 def _seed_numpy(numpy_random: ModuleType, seed: int) -> None:

@@ -10,7 +10,7 @@ nothing already seen):
   `WANDB_*`, `TORCH_*`, ...): not every variable some library reads in passing (a CA bundle), nor those
   a bulk copy of the environment touches;
 - the top-level modules the job's own code imported, and, as it exits, the distribution and version
-  each came from.
+  of every installed package loaded since it started (what the job imports, and what those load).
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ class Observer:
         self.seen: set[tuple[str, str]] = set()
         self.job_imports: set[str] = set()
         self.sources: set[str] = set()  # the job's own source files this process read
+        self.importers: dict[
+            str, tuple[str, int] | None
+        ] = {}  # top-level module -> where it was first imported
+        # loaded before the job started: an editable install's finder, the guest's own imports
+        self.at_start = {name.partition(".")[0] for name in list(sys.modules)}
         self.lines = 0
         own = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
         ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # noqa: PTH100, PTH120
@@ -74,6 +79,8 @@ class Observer:
             if root not in self.job_imports and self.asked_by_job(sys._getframe(1)):
                 self.job_imports.add(root)
                 self.write("import", root)
+            if root not in self.importers:
+                self.importers[root] = _importer(sys._getframe(1))
 
     def opened(self, args: tuple[Any, ...]) -> None:
         path, mode = args[0], args[1] if len(args) > 1 else "r"
@@ -114,10 +121,15 @@ class Observer:
         except Exception:  # noqa: BLE001 - a broken distribution's metadata must not break the job's exit
             owners = {}
         loaded = {name.partition(".")[0] for name in list(sys.modules)}
-        for root in sorted((self.job_imports | self.imports_in_code()) & loaded):
+        job_imports = self.job_imports | self.imports_in_code()
+        # Every installed package loaded counts, not only those the job names: torch.utils.tensorboard
+        # needs tensorboard, and a job that imports torch alone still cannot run without it.
+        # ... but not what a library tries to import and does without (torch.hub's tqdm progress bars)
+        needed = {root for root in loaded - self.at_start if not _optional(self.importers.get(root))}
+        for root in sorted(job_imports & loaded | needed):
             location = getattr(sys.modules.get(root), "__file__", None) or ""
             if "-packages" + os.sep not in location:
-                if location and not location.startswith((self.code_dir, *self.skip)):
+                if root in job_imports and location and not location.startswith((self.code_dir, *self.skip)):
                     self.write("external", root, file=location)  # code of the job's beyond its folder
                 continue  # else the standard library, built-ins, the job's own code
             for distribution in sorted(set(owners.get(root, []))):
@@ -160,6 +172,43 @@ class _RecordingEnviron(os._Environ):  # type: ignore[type-arg]
             if caller.f_code.co_name not in BULK_READERS:
                 observer.lookup(key, caller)
         return value
+
+
+def _importer(frame: FrameType | None) -> tuple[str, int] | None:
+    """The file and line of the import statement that loads a module: the first frame past importlib."""
+    while frame is not None and (
+        "importlib" in frame.f_code.co_filename or frame.f_code.co_filename.startswith("<frozen")
+    ):
+        frame = frame.f_back
+    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+
+
+_OPTIONAL_CATCHES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+
+
+def _optional(where: tuple[str, int] | None) -> bool:
+    """Whether the import at ``where`` lies in a ``try`` whose handler catches its failure: the
+    library runs without the module, so the job does not need it."""
+    if where is None:
+        return False
+    import ast
+
+    path, line = where
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try) or not node.body:
+            continue
+        if not node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
+            continue
+        for handler in node.handlers:
+            caught = handler.type
+            names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+            if caught is None or any(isinstance(n, ast.Name) and n.id in _OPTIONAL_CATCHES for n in names):
+                return True
+    return False
 
 
 def install() -> None:

@@ -7,25 +7,23 @@ line to `trail.jsonl` in the run dir:
     {"step": 20, "model": "<sha256 over the parameter digests>",
      "params": {"fc.weight": ["<digest>", <sum>, <l2 norm>], ...}, "scalars": {"loss": 0.71}}
 
-On CPU a parameter's digest is the sha256 of its bytes. On a GPU it is computed on the device (a
-position-weighted 64-bit checksum of the raw bits), so only a few bytes per parameter cross to the host.
-The sum and norm (float64) are there to show how far two runs drift apart, not to decide equality.
+How a parameter is digested (on CPU its bytes' sha256, on a GPU a checksum computed on the device) is
+`reprobox.guest.tensorhash`; with `resume:` each recorded step also digests the state going into it
+(`reprobox.guest.trail_state`).
 
 The same hook ends the job cleanly at `--max-steps` and, with a reference trail, stops a rerun at the
-first step whose digests differ from the reference, waiting for the reference when it is behind.
-`log(step, **scalars)` lets a job add its own values (the loss of the last backward() is recorded
-automatically). The line format lives in `reprobox.records.trail`, shared with the trail's readers.
+first step whose digests differ from the reference (`reprobox.guest.trail_reference`, which waits for
+the reference when it is behind). `log(step, **scalars)` lets a job add its own values (the loss of the
+last backward() is recorded automatically). The line format lives in `reprobox.records.trail`, shared
+with the trail's readers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
-import math
 import os
 import threading
-import time
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,7 +31,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from reprobox.guest import settings, stepclock
+from reprobox.guest.tensorhash import bytes_digest, parameter_digest
+from reprobox.guest.trail_reference import ReferenceTrail
 from reprobox.records.files import write_json_atomic
+from reprobox.records.space import stop_job
 from reprobox.records.trail import (
     STOP_DIVERGED,
     STOP_FILE,
@@ -42,8 +43,6 @@ from reprobox.records.trail import (
     StepScalars,
     StoppedEarly,
     TrailHeader,
-    TrailVersionError,
-    decode_line,
     encode_line,
 )
 
@@ -51,10 +50,6 @@ if TYPE_CHECKING:
     import torch
 
     from reprobox.guest.oplog import OpRecorder
-
-REFERENCE_WAIT_SECONDS = 600.0
-REFERENCE_CHUNK_CHARS = 1 << 20  # read a growing reference trail a bounded piece at a time
-REFERENCE_LINE_LIMIT = 64 << 20
 
 
 class _StepRecorder:
@@ -84,12 +79,15 @@ class _StepRecorder:
         self.pending_scalars: dict[int, dict[str, float]] = {}
         self.lock = threading.Lock()
         self.handle = (run_dir / settings.TRAIL_FILE).open("a", encoding="utf-8", buffering=1)
-        self.reference = _Reference(run_dir, os.environ.get(settings.REFERENCE_TRAIL))
+        self.reference = ReferenceTrail(run_dir, os.environ.get(settings.REFERENCE_TRAIL))
         self.clock = stepclock.from_environment(torch_module, run_dir, dict(os.environ))
         self.write(TrailHeader(every, max_steps, os.getpid(), start))
 
     def write(self, record: TrailHeader | StepRecord | StepScalars) -> None:
-        self.handle.write(encode_line(record))
+        try:
+            self.handle.write(encode_line(record))
+        except OSError as exc:  # a full disk ends the job with one line, not a traceback of ours
+            raise stop_job(exc, self.run_dir / settings.TRAIL_FILE, self.handle) from None
 
     def records(self, step: int) -> bool:
         """Whether optimizer step `step` gets a trail record."""
@@ -158,7 +156,7 @@ class _StepRecorder:
         with self.torch.no_grad():
             for index, param in enumerate(params):
                 name = self.names.get(id(param), f"param.{index}")
-                digests[name] = _digest(self.torch, param)
+                digests[name] = parameter_digest(self.torch, param)
         model = hashlib.sha256(
             "".join(f"{n}={d[0]};" for n, d in sorted(digests.items())).encode()
         ).hexdigest()
@@ -177,74 +175,18 @@ class _StepRecorder:
                 [ref() for ref in self.optimizers],
                 loaders=trail_state.live_loaders(),
                 schedulers=trail_state.live_schedulers(),
-                tensor_digest=lambda tensor: _bytes_digest(self.torch, tensor),
+                tensor_digest=lambda tensor: bytes_digest(self.torch, tensor),
             )
 
     def stop(self, stopped: StoppedEarly) -> None:
         """End the job at once, cleanly (finally blocks run), saying why for the guest to record."""
         path = self.run_dir / settings.GUEST_STATE / STOP_FILE
-        write_json_atomic(path, stopped.to_json(), indent=None, mode=None)
+        try:
+            write_json_atomic(path, stopped.to_json(), indent=None, mode=None)
+        except OSError as exc:
+            raise stop_job(exc, path) from None
         self.handle.flush()
         raise SystemExit(0)
-
-
-class _Reference:
-    """A reference run's trail, read as it grows, to compare each of our records with."""
-
-    def __init__(self, run_dir: Path, location: str | None) -> None:
-        self.path = None if not location else Path(location)
-        self.records: dict[int, StepRecord] = {}
-        self.offset = 0
-        self.buffer = ""
-        self.finished = False
-
-    def differs(self, record: StepRecord) -> list[str]:
-        """Names of parameters whose digest differs from the reference at the same step ([] if equal)."""
-        if self.path is None:
-            return []
-        reference = self.wait_for(record.step)
-        if reference is None:
-            return []
-        ours, theirs = record.digests(), reference.digests()
-        return sorted(n for n in set(ours) | set(theirs) if ours.get(n) != theirs.get(n))
-
-    def wait_for(self, step: int) -> StepRecord | None:
-        deadline = time.monotonic() + REFERENCE_WAIT_SECONDS
-        while step not in self.records and not self.finished and time.monotonic() < deadline:
-            if not self.read_more():
-                time.sleep(0.01)
-        return self.records.get(step)
-
-    def read_more(self) -> bool:
-        from reprobox import saferead  # only runs checked against a reference pay for it
-
-        assert self.path is not None
-        try:
-            fd = saferead.open_regular(self.path)
-        except FileNotFoundError:
-            return False
-        except saferead.UnsafeFile:
-            self.finished = True  # a link or FIFO planted in the reference run is no reference
-            return False
-        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as handle:
-            handle.seek(self.offset)
-            chunk = handle.read(REFERENCE_CHUNK_CHARS)
-            self.offset = handle.tell()
-        if not chunk:
-            self.finished = (self.path.parent / settings.GUEST_STATE / settings.GUEST_RESULT).exists() or (
-                self.path.with_name(settings.GUEST_RESULT).exists()
-            )
-            return False
-        self.buffer += chunk
-        *lines, self.buffer = self.buffer.split("\n")
-        if len(self.buffer) > REFERENCE_LINE_LIMIT:  # no trail line is this long: not a trail
-            self.finished = True
-        for line in lines:
-            with contextlib.suppress(TrailVersionError):  # only the steps are compared
-                item = decode_line(line) if line.strip() else None
-                if isinstance(item, StepRecord):
-                    self.records[item.step] = item
-        return True
 
 
 _TRAIL: _StepRecorder | None = None
@@ -342,50 +284,6 @@ def _parameter_names(torch_module: ModuleType, params: list[torch.Tensor]) -> di
         if len(best) == len(wanted):
             break
     return best
-
-
-NUMPY_FLOATS = ("float32", "float64", "float16")
-
-
-def _digest(torch_module: ModuleType, tensor: torch.Tensor) -> list[Any]:
-    """[digest, sum, L2 norm] of one parameter; on CPU through a zero-copy NumPy view (fewer torch calls)."""
-    data = tensor.detach()
-    if data.numel() == 0:
-        return [hashlib.sha256(b"").hexdigest(), 0.0, 0.0]
-    if data.device.type == "cpu" and str(data.dtype).removeprefix("torch.") in NUMPY_FLOATS:
-        values = (data if data.is_contiguous() else data.contiguous()).numpy().reshape(-1)
-        digest = hashlib.sha256(values.view("uint8").data).hexdigest()
-        return [digest, float(values.sum(dtype="float64")), math.sqrt(float(values.dot(values)))]
-    digest = _bytes_digest(torch_module, data)
-    if not (data.is_floating_point() or data.is_complex()):
-        data = data.double()
-    total = float(data.sum(dtype=torch_module.float64).real)
-    norm = float(torch_module.linalg.vector_norm(data, dtype=torch_module.float64))
-    return [digest, total, norm]
-
-
-def _bytes_digest(torch_module: ModuleType, tensor: torch.Tensor) -> str:
-    """A tensor's digest alone: sha256 of its bytes on CPU, the on-device checksum elsewhere."""
-    data = tensor.detach()
-    if data.device.type != "cpu":
-        return _device_checksum(torch_module, data)
-    if data.is_contiguous() and str(data.dtype).removeprefix("torch.") in NUMPY_FLOATS:
-        return hashlib.sha256(data.numpy().data).hexdigest()  # the same bytes, fewer torch calls
-    flat = data.contiguous().reshape(-1)
-    return hashlib.sha256(flat.view(torch_module.uint8).numpy().data).hexdigest()
-
-
-def _device_checksum(torch_module: ModuleType, data: torch.Tensor) -> str:
-    """A bit-exact checksum computed on the device: sum of raw 32-bit words times odd position weights."""
-    flat = data.contiguous().reshape(-1).view(torch_module.uint8)
-    pad = (-flat.numel()) % 4
-    if pad or flat.storage_offset() % 4:  # whole words, at an offset that can be read as words
-        flat = torch_module.cat([flat, flat.new_zeros(pad)])
-    words = flat.view(torch_module.int32).to(torch_module.int64)
-    weights = torch_module.arange(words.numel(), device=words.device, dtype=torch_module.int64) * 2 + 1
-    mixed = (words * weights) ^ (words << 17)
-    total = int(mixed.sum())
-    return f"dev:{total & (2**64 - 1):016x}:{words.numel()}"
 
 
 def _is_main_process() -> bool:

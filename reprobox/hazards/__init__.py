@@ -1,19 +1,23 @@
 """Static scan of a job's code for known sources of run-to-run differences.
 
 Seeding and deterministic flags, which the guest applies, cannot fix code that picks a seed from the
-clock, iterates a set to number a vocabulary, or calls an op whose CUDA kernel adds in no fixed order.
-This package finds such code before a run, with pure `ast` (torch is never imported), so that
-`reprobox audit` can name the file, the line and the fix. What each hazard is and how to fix it is
-data (`RULES`, in `_rules`); which calls are hazards is data too (`CALL_RULES`, `ASSIGN_RULES`, in
-`_call_rules`, their conditions in `_call_conditions`).
+clock, iterates a set to number a vocabulary, calls an op whose CUDA kernel adds in no fixed order, or
+calls a library that does its own unordered work (tokenizers' WordPiece trainer numbers its vocabulary
+in Rust hash-map order). This package finds such code before a run, with pure `ast` (neither torch nor
+any other library of the job is imported), so that `reprobox audit` can name the file, the line and the
+fix. What each hazard is and how to fix it is data (`RULES`, in `_rules`); which calls are hazards is
+data too (`CALL_RULES`, `ASSIGN_RULES`, in `_call_rules`, their conditions in `_call_conditions` and, for
+libraries beyond torch, `_library_conditions`).
 
 Matching is deliberately cheap and quiet: callees are resolved through the file's own imports
 (`import torch.nn.functional as F`, `from torch import nn`, `from torch.utils.data import DataLoader
 as DL`); a tensor method such as `x.index_add_(...)` matches on any receiver except a module imported
-from another library (`np.bincount` is not flagged); anything not understood is left alone. Two rules
+from another library (`np.bincount` is not flagged); anything not understood is left alone. Some rules
 are heuristics, each described in its own module: reading a `torch.empty` result before filling it
-(`_empty_reads`) and building an ordered thing from a set (`_set_order`); `_scanner` walks each file
-once and hands them what they check. Assignments to torch settings (`cudnn.benchmark = ...`)
+(`_empty_reads`), building an ordered thing from a set (`_set_order`) or from a directory listing or
+results in completion order (`_unordered`), run-specific values in file names and outputs
+(`_run_values`), and tokenizers objects trained with their own trainer (`_tokenizers`); `_scanner` walks
+each file once and hands them what they check. Assignments to torch settings (`cudnn.benchmark = ...`)
 are judged once the whole file is read: a later assignment of the safe value wins over an earlier unsafe
 one (`_Scanner._report_settings`). Calls whose options hide in `**kwargs` are reported as unchecked, not
 as missing. A finding is silenced by a `# reprobox: ignore` comment on its line, or by

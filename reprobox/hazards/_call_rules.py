@@ -32,9 +32,17 @@ from reprobox.hazards._call_conditions import (
     torch_reseed,
     weights_given,
 )
+from reprobox.hazards._library_conditions import (
+    LIGHTGBM_ESTIMATORS,
+    SKLEARN_RANDOM,
+    lightgbm_not_deterministic,
+    retrains_tokenizer,
+    sklearn_unseeded,
+    tokenizers_trainer,
+)
 from reprobox.hazards._syntax import _Callee, _names
 
-Receiver = Literal["torch", "any", "exact"]
+Receiver = Literal["torch", "any", "exact", "package"]
 Condition = Callable[[ast.Call, _Callee], str | None]
 
 
@@ -44,7 +52,9 @@ class CallRule:
 
     receiver "torch": the callee resolves into torch (`F.interpolate`, `nn.CTCLoss`).
     receiver "any": a method on any receiver that is not another library's module (`x.index_add_`),
-    or the torch function of that name. receiver "exact": `names` are full dotted names.
+    or the torch function of that name. receiver "exact": `names` are full dotted names. receiver
+    "package": the callee resolves into `package` (`sklearn.ensemble.RandomForestClassifier`, however
+    imported) and ends in one of `names`.
     `condition` returns None to skip the call, or the detail to put into the rule's message.
     """
 
@@ -52,10 +62,14 @@ class CallRule:
     names: frozenset[str]
     receiver: Receiver
     condition: Condition | None = None
+    package: str = ""
 
     def matches(self, callee: _Callee) -> bool:
         if self.receiver == "exact":
             return callee.qualname in self.names
+        if self.receiver == "package":
+            root = (callee.qualname or "").split(".")[0]
+            return root == self.package and callee.foreign and callee.last in self.names
         parts = callee.parts()
         named = callee.last in self.names or (
             len(parts) >= 2 and parts[-2] in self.names and callee.last == "from_pretrained"
@@ -126,6 +140,23 @@ CALL_RULES: tuple[CallRule, ...] = (
         _names("torch.seed torch.random.seed torch.cuda.seed torch.cuda.seed_all"),
         "exact",
         torch_reseed,
+    ),
+    # Libraries beyond torch (why each is a hazard: `_library_conditions`).
+    CallRule(
+        "tokenizer-training",
+        _names("WordPieceTrainer UnigramTrainer BpeTrainer"),
+        "package",
+        tokenizers_trainer,
+        package="tokenizers",
+    ),
+    CallRule("tokenizer-retraining", _names("train_new_from_iterator"), "any", retrains_tokenizer),
+    CallRule("sklearn-random-state", SKLEARN_RANDOM, "package", sklearn_unseeded, package="sklearn"),
+    CallRule(
+        "lightgbm-nondeterministic",
+        LIGHTGBM_ESTIMATORS | _names("train cv"),
+        "package",
+        lightgbm_not_deterministic,
+        package="lightgbm",
     ),
 )
 

@@ -17,6 +17,7 @@ class FileContext:
 
     def __init__(self, path: str, tree: ast.Module) -> None:
         self.path = path
+        self.tree = tree
         self.aliases = _import_aliases(tree)
         self.parents: dict[ast.AST, ast.AST] = {
             child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)

@@ -61,6 +61,8 @@ COVERED_BY_REPROBOX: dict[str, str] = {
     "repeats under reprobox as long as nothing before it draws a different count of random numbers",
     "unseeded-generator": "reprobox gives every generator created without a seed one derived from the "
     "job seed (unless determinism.seed_unseeded_generators is false), so it repeats under reprobox",
+    "sklearn-random-state": "reprobox seeds NumPy's global RNG before the job starts, so it repeats under "
+    "reprobox as long as nothing before it draws a different count of random numbers",
 }
 
 RULES: dict[str, Rule] = {
@@ -201,6 +203,75 @@ RULES: dict[str, Rule] = {
             "PYTHONHASHSEED and the Python version, so indices or sequences built from it are not "
             "stable.",
             "Iterate the set in sorted order instead, for example enumerate(sorted(set(words))).",
+        ),
+        Rule(
+            "tokenizer-training",
+            "{detail}, so the vocabulary's ids, and sometimes its tokens, differ from run to run.",
+            "No seed or setting makes this trainer repeat (PYTHONHASHSEED and TOKENIZERS_PARALLELISM do "
+            "not reach the Rust hash map; huggingface/tokenizers#1794): train the vocabulary once, keep the "
+            "saved file with the job's data and load it in verified runs (Tokenizer.from_file(...), "
+            "BertWordPieceTokenizer('vocab.txt')); WordLevelTrainer, and BpeTrainer without "
+            "continuing_subword_prefix or end_of_word_suffix (ByteLevelBPETokenizer), number tokens in a "
+            "fixed order. Otherwise reprobox verify will show whether it matters.",
+        ),
+        Rule(
+            "tokenizer-retraining",
+            "{detail} trains a new vocabulary with the original tokenizer's model type: tokenizers numbers "
+            "WordPiece (BERT-style) and Unigram (T5-, ALBERT-style) vocabularies in hash-map order, which "
+            "changes from run to run, and byte-level BPE (GPT-2-style) ones in a fixed order.",
+            "Check the model type (tokenizer.backend_tokenizer.model); for WordPiece or Unigram, train once, "
+            "save_pretrained the result and load it in verified runs, or let reprobox verify show whether it "
+            "matters.",
+            INFO,
+        ),
+        Rule(
+            "unsorted-listing",
+            "{detail} returns entries in the order the file system keeps them, which differs between file "
+            "systems, machines and copies of the data, so a file list or data set built from it can come "
+            "out in another order.",
+            "Sort the listing where it is made: sorted(os.listdir(d)), sorted(glob.glob(p)), "
+            "sorted(path.rglob(p)); in os.walk, sort dirnames in place (dirnames.sort()) and iterate "
+            "sorted(filenames). reprobox verify --vary file-order shows whether the order matters.",
+        ),
+        Rule(
+            "completion-order",
+            "{detail} yields results in the order the workers finish, which depends on timing, so a list "
+            "built from them, or a floating-point sum over them, can differ between runs.",
+            "Use pool.imap or pool.map (results in submission order), iterate the futures in the order they "
+            "were submitted ([f.result() for f in futures]), or sort the results by their input before use.",
+        ),
+        Rule(
+            "run-specific-name",
+            "{detail}; it differs between runs or machines, so the job's outputs differ even when its "
+            "training does not.",
+            "Keep it out of file names and saved outputs (print it to the log instead), or take it from the "
+            "job's configuration; reprobox verify names the timestamps, host names and process ids it "
+            "recognises as run-specific, so such runs grade reproduced, not bit-identical.",
+            INFO,
+        ),
+        Rule(
+            "random-name",
+            "{detail}; it is random on every run, so the job's outputs differ between runs even when its "
+            "training does not.",
+            "Name outputs after what the job fixes (the step, the seed, a hash of the content, or "
+            "uuid.uuid5(namespace, name)), and write paths relative to the output folder instead of "
+            "temporary ones; reprobox cannot make these names repeat.",
+        ),
+        Rule(
+            "sklearn-random-state",
+            "{detail} draws from NumPy's global random state (scikit-learn's check_random_state(None)), "
+            "which is seeded from the operating system in every process unless the job seeds it, so the "
+            "fitted model or the split differs between runs.",
+            "Pass random_state=seed, an int from the job's configuration, to every estimator and splitter "
+            "that takes one.",
+        ),
+        Rule(
+            "lightgbm-nondeterministic",
+            "{detail}: LightGBM then picks row-wise or column-wise histograms by timing both and sums in an "
+            "order that depends on its threads, so the trees can differ from run to run.",
+            "Pass deterministic=True with force_row_wise=True (or force_col_wise=True), as LightGBM's "
+            "parameter docs ask for stable results on the CPU (deterministic does nothing on GPUs); results "
+            "still differ between LightGBM versions, compilers and machines.",
         ),
         Rule(
             "compile-autotune",

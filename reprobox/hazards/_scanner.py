@@ -1,9 +1,12 @@
 """One pass over one file's syntax tree that collects findings.
 
 The scanner matches calls and assignments against the rule tables (`_call_rules`), checks seed values,
-and hands scopes, calls, comprehensions and loops to the two heuristics: reading a `torch.empty` result
-before filling it (`_empty_reads`) and building an ordered thing from a set (`_set_order`). Assignments
-to torch settings are judged once the whole file is read (`_Scanner._report_settings`).
+and hands scopes, calls, comprehensions and loops to the heuristics: reading a `torch.empty` result
+before filling it (`_empty_reads`), building an ordered thing from a set (`_set_order`) or from a
+directory listing or completion-ordered results (`_unordered`), run-specific values in file names and
+outputs (`_run_values`, which also follows seeds through names), and tokenizers trained by a tokenizer
+object (`_tokenizers`). Assignments to torch settings are judged once the whole file is read
+(`_Scanner._report_settings`).
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from reprobox.hazards._call_rules import (
 )
 from reprobox.hazards._empty_reads import EmptyReads
 from reprobox.hazards._file import FileContext
+from reprobox.hazards._run_values import RunValues
 from reprobox.hazards._set_order import SetOrder
 from reprobox.hazards._syntax import _Callee, _is_const, _position
+from reprobox.hazards._tokenizers import TokenizerTraining
+from reprobox.hazards._unordered import Unordered
 
 
 class _Scanner(FileContext, ast.NodeVisitor):
@@ -32,6 +38,9 @@ class _Scanner(FileContext, ast.NodeVisitor):
         super().__init__(path, tree)
         self.sets = SetOrder(self)
         self.empty_reads = EmptyReads(self)
+        self.unordered = Unordered(self)
+        self.run_values = RunValues(self)
+        self.tokenizers = TokenizerTraining(self)
         self._math_attention_depth = 0
         self._settings: list[tuple[ast.expr, AssignRule, bool]] = []  # (target, rule, literally safe)
 
@@ -39,12 +48,19 @@ class _Scanner(FileContext, ast.NodeVisitor):
 
     def _enter_scope(self, scope: ast.AST) -> None:
         self.sets.enter_scope(scope)
+        self.unordered.enter_scope(scope)
+        self.run_values.enter_scope(scope)
         self.empty_reads.check_scope(scope)
+
+    def _leave_scope(self) -> None:
+        self.sets.leave_scope()
+        self.unordered.leave_scope()
+        self.run_values.leave_scope()
 
     def visit_Module(self, node: ast.Module) -> None:
         self._enter_scope(node)
         self.generic_visit(node)
-        self.sets.leave_scope()
+        self._leave_scope()
         self._report_settings()
 
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -53,7 +69,7 @@ class _Scanner(FileContext, ast.NodeVisitor):
                 self.report(decorator, "compile")
         self._enter_scope(node)
         self.generic_visit(node)
-        self.sets.leave_scope()
+        self._leave_scope()
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._visit_function(node)
@@ -63,8 +79,10 @@ class _Scanner(FileContext, ast.NodeVisitor):
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.sets.enter_lambda()
+        self.unordered.enter_scope(node)
+        self.run_values.enter_scope(node)
         self.generic_visit(node)
-        self.sets.leave_scope()
+        self._leave_scope()
 
     def visit_With(self, node: ast.With) -> None:
         math_only = any(self._is_math_only_attention(item.context_expr) for item in node.items)
@@ -96,7 +114,14 @@ class _Scanner(FileContext, ast.NodeVisitor):
                 self.report(node, "compile-autotune", detail)
         self._check_seed_call(node, callee)
         self.sets.check_consumer(node, callee)
+        self.unordered.check_call(node, callee)
+        self.run_values.check_call(node, callee)
+        self.tokenizers.check_call(node, callee)
         self.empty_reads.check_unassigned(node)
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self.run_values.check_division(node)
         self.generic_visit(node)
 
     # -- assignments --------------------------------------------------------------------------------
@@ -153,6 +178,23 @@ class _Scanner(FileContext, ast.NodeVisitor):
                 return
             if qualname in ENTROPY_CALLS or qualname.startswith("secrets."):
                 self.report(value, "seed-from-entropy", f"{qualname}()")
+                return
+        self._check_seed_names(value)
+
+    def _check_seed_names(self, value: ast.expr) -> None:
+        """A seed read from a name that holds the clock or entropy (`t = time.time()`, then
+        `random.seed(t)`); names that say seed are checked where they are assigned instead."""
+        for node in ast.walk(value):
+            if not isinstance(node, ast.Name) or "seed" in node.id.lower():
+                continue
+            taint = self.run_values.name_taint(node.id)
+            if taint is None:
+                continue
+            if taint.source == "clock":
+                self.report(value, "seed-from-clock", f"{taint.call}(), through {node.id}")
+                return
+            if taint.source in {"entropy", "pid"}:
+                self.report(value, "seed-from-entropy", f"{taint.call}(), through {node.id}")
                 return
 
     # -- set iteration: checked by SetOrder ---------------------------------------------------------

@@ -2,7 +2,9 @@
 
 A set's iteration order depends on its elements' hashes, and a str's hash changes with every process
 (PYTHONHASHSEED): numbering a vocabulary by iterating a set gives a different numbering each run.
-Which uses of a set count is described at `SetOrder.check_consumer` and `_builds_sequence`.
+What counts as a set is described at `SetOrder._is_set_expr`; which uses of one count, at
+`SetOrder.check_consumer` and `builds_sequence` (in `_syntax`). Testing membership (`w in seen`) and
+order-free consumers (`sorted`, `len`, ...) never count.
 """
 
 from __future__ import annotations
@@ -10,10 +12,17 @@ from __future__ import annotations
 import ast
 
 from reprobox.hazards._file import FileContext
-from reprobox.hazards._syntax import _Callee, _names, _scope_walk
+from reprobox.hazards._syntax import _Callee, _names, _scope_walk, builds_sequence
 
 # Consumers for which the order of a set's elements does not matter.
 _ORDER_FREE_CONSUMERS = _names("sorted set frozenset len sum min max any all")
+# Methods of a set that return a set; and the operators that do when either side is one.
+_SET_METHODS = _names("union intersection difference symmetric_difference copy")
+_SET_OPERATORS = (ast.BitOr, ast.BitAnd, ast.Sub, ast.BitXor)
+# Views whose set operators return a set: `d.keys() - other.keys()`.
+_SET_LIKE_VIEWS = _names("keys items")
+# Builtins that hand a set's items on in its order: zip(S, ...), map(f, S).
+_ORDER_CARRIERS = _names("zip map")
 
 
 class SetOrder:
@@ -33,33 +42,58 @@ class SetOrder:
         self.scopes.pop()
 
     def _names_bound_to_sets(self, scope: ast.AST) -> frozenset[str]:
-        """Names that every binding in the scope binds to a set (`s |= ...` keeps a set a set)."""
-        bound: dict[str, bool] = {}
-        for node in _scope_walk(scope):
-            if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Store):
-                continue
-            parent = self.file.parents.get(node)
-            if isinstance(parent, ast.AugAssign):
-                continue
-            value = parent.value if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) else None
-            is_set = value is not None and self._is_set_literal_or_call(value)
-            bound[node.id] = bound.get(node.id, True) and is_set
-        return frozenset(name for name, is_set in bound.items() if is_set)
+        """Names that every binding in the scope binds to a set (`s |= ...` keeps a set a set).
 
-    def _is_set_literal_or_call(self, expr: ast.expr) -> bool:
+        Repeated until nothing changes, so that `both = a | b` is a set once `a` is known to be one.
+        """
+        known: frozenset[str] = frozenset()
+        while True:
+            bound: dict[str, bool] = {}
+            for node in _scope_walk(scope):
+                if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Store):
+                    continue
+                parent = self.file.parents.get(node)
+                if isinstance(parent, ast.AugAssign):
+                    continue
+                value = (
+                    parent.value if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) else None
+                )
+                is_set = value is not None and self._is_set_expr(value, known)
+                bound[node.id] = bound.get(node.id, True) and is_set
+            found = frozenset(name for name, is_set in bound.items() if is_set)
+            if found == known:
+                return found
+            known = found
+
+    def _is_set_expr(self, expr: ast.expr, names: frozenset[str]) -> bool:
+        """A set literal or comprehension, a name in `names`, a set operation with a set on either side
+        (`a | b`, `d.keys() - e`), or a call that makes a set (see `_is_set_call`)."""
         if isinstance(expr, (ast.Set, ast.SetComp)):
             return True
-        return (
-            isinstance(expr, ast.Call)
-            and isinstance(expr.func, ast.Name)
-            and expr.func.id in {"set", "frozenset"}
-            and expr.func.id not in self.file.aliases
-        )
+        if isinstance(expr, ast.Name):
+            return expr.id in names
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, _SET_OPERATORS):
+            return any(self._is_set_expr(side, names) or _is_view(side) for side in (expr.left, expr.right))
+        return isinstance(expr, ast.Call) and self._is_set_call(expr, names)
+
+    def _is_set_call(self, call: ast.Call, names: frozenset[str]) -> bool:
+        """set(...), frozenset(...), a set method that returns a set (`a.union(b)`, `set.union(a, b)`),
+        or a dict built from a set (`dict.fromkeys(S)`, whose keys keep the set's order)."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            return func.id in {"set", "frozenset"} and func.id not in self.file.aliases
+        if not isinstance(func, ast.Attribute):
+            return False
+        owner = func.value.id if isinstance(func.value, ast.Name) else None
+        builtin = owner if owner not in self.file.aliases else None
+        if func.attr == "fromkeys" and builtin == "dict":
+            return bool(call.args) and self._is_set_expr(call.args[0], names)
+        if func.attr not in _SET_METHODS:
+            return False
+        return builtin in {"set", "frozenset"} or self._is_set_expr(func.value, names)
 
     def _is_set(self, expr: ast.expr) -> bool:
-        if self._is_set_literal_or_call(expr):
-            return True
-        return isinstance(expr, ast.Name) and bool(self.scopes) and expr.id in self.scopes[-1]
+        return self._is_set_expr(expr, self.scopes[-1] if self.scopes else frozenset())
 
     def _consumed_order_free(self, node: ast.AST) -> bool:
         parent = self.file.parents.get(node)
@@ -71,19 +105,25 @@ class SetOrder:
         )
 
     def check_consumer(self, node: ast.Call, callee: _Callee) -> None:
-        """enumerate(S), list(S), tuple(S) and "sep".join(S), where S is a set literal, a set(...) or
-        frozenset(...) call, a set comprehension, or a name bound only to those in this scope.
+        """enumerate(S), list(S), tuple(S), "sep".join(S), f.writelines(S), zip(S, ...) and map(f, S),
+        where S is a set (see `_is_set_expr`) or a name bound only to sets in this scope.
 
         Comprehensions over S and loops over S that build a sequence are checked in their visitors;
-        sorted(S), len(S), sum(...) and other order-free consumers are fine.
+        sorted(S), len(S), sum(...) and other order-free consumers are fine, also around zip and map.
         """
+        bare = isinstance(node.func, ast.Name) and node.func.id not in self.file.aliases
+        if bare and callee.last in _ORDER_CARRIERS:
+            sets = node.args[1:] if callee.last == "map" else node.args
+            if any(self._is_set(arg) for arg in sets) and not self._consumed_order_free(node):
+                self.file.report(node, "set-iteration-order")
+            return
         if not node.args or not self._is_set(node.args[0]):
             return
-        bare = isinstance(node.func, ast.Name) and node.func.id not in self.file.aliases
         numbered = bare and callee.last == "enumerate"
         listed = bare and callee.last in {"list", "tuple"} and not self._consumed_order_free(node)
-        joined = isinstance(node.func, ast.Attribute) and node.func.attr == "join" and len(node.args) == 1
-        if numbered or listed or joined:
+        method = isinstance(node.func, ast.Attribute) and len(node.args) == 1
+        written = method and callee.last in {"join", "writelines"}
+        if numbered or listed or written:
             self.file.report(node, "set-iteration-order")
 
     def check_comprehension(self, node: ast.ListComp | ast.DictComp | ast.GeneratorExp) -> None:
@@ -92,30 +132,14 @@ class SetOrder:
 
     def check_loop(self, node: ast.For | ast.AsyncFor) -> None:
         # A plain loop over a set matters when it builds an ordered thing: d[key] = ..., out.append(...).
-        if self._is_set(node.iter) and _builds_sequence(node):
+        if self._is_set(node.iter) and builds_sequence(node):
             self.file.report(node, "set-iteration-order")
 
 
-def _builds_sequence(loop: ast.For | ast.AsyncFor) -> bool:
-    """Whether a loop's result depends on its order: it appends, or numbers what it stores.
-
-    `out.append(w)` and `index[w] = len(index)` (or `= i` with `i += 1` in the loop) do;
-    `table[w] = f(w)` does not, as each entry is the same whatever the order.
-    """
-    counters = {
-        node.target.id
-        for node in ast.walk(loop)
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
-    }
-    for node in ast.walk(loop):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in {"append", "extend", "insert", "write"}
-        ):
-            return True
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
-            for part in ast.walk(node.value):
-                if isinstance(part, ast.Name) and (part.id in counters or part.id == "len"):
-                    return True
-    return False
+def _is_view(expr: ast.expr) -> bool:
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr in _SET_LIKE_VIEWS
+        and not expr.args
+    )

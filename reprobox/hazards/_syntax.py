@@ -100,3 +100,61 @@ def _scope_walk(scope: ast.AST) -> Iterator[ast.AST]:
 
 def _position(node: ast.AST) -> tuple[int, int]:
     return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+
+
+# Calls inside a loop that put the loop's items, in the loop's order, into something that keeps it.
+_SEQUENCE_BUILDERS = _names("append extend insert write writelines writerow writerows")
+
+
+def builds_sequence(loop: ast.For | ast.AsyncFor, *, accumulates: bool = False) -> bool:
+    """Whether a loop's result depends on its order: it appends, writes, yields, or numbers what it stores.
+
+    `out.append(w)`, `f.write(w)`, `print(w, file=f)`, `yield w` and `index[w] = len(index)` (or `= i`
+    with `i += 1` in the loop) do; `table[w] = f(w)` does not, as each entry is the same whatever the
+    order. With `accumulates`, `total += value` counts too (a floating-point sum depends on its order);
+    `count += 1` never does.
+    """
+    counters = {
+        node.target.id
+        for node in _scope_walk(loop)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
+    }
+    for node in _scope_walk(loop):
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if isinstance(node, ast.Call) and _writes_in_order(node):
+            return True
+        if (
+            accumulates
+            and isinstance(node, ast.AugAssign)
+            and isinstance(node.target, ast.Name)
+            and not isinstance(node.value, ast.Constant)
+        ):
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
+            for part in ast.walk(node.value):
+                if isinstance(part, ast.Name) and (part.id in counters or part.id == "len"):
+                    return True
+    return False
+
+
+def _writes_in_order(call: ast.Call) -> bool:
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr in _SEQUENCE_BUILDERS
+    return (
+        isinstance(call.func, ast.Name)
+        and call.func.id == "print"
+        and any(kw.arg == "file" for kw in call.keywords)
+    )
+
+
+def appended_names(loop: ast.For | ast.AsyncFor) -> set[str]:
+    """Names of the lists a loop appends to or extends (`out.append(x)` -> "out")."""
+    return {
+        node.func.value.id
+        for node in _scope_walk(loop)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"append", "extend", "insert"}
+        and isinstance(node.func.value, ast.Name)
+    }

@@ -1,6 +1,7 @@
 """The job file: its schema (`schema`: what a job.yaml may say) and its loader (`load`: reading and
 validating one, every problem at once with file:line and a fix)."""
 
+from reprobox.jobfile._resume import checkpoint_globs
 from reprobox.jobfile.load import (
     load_job,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Resources",
     "Resume",
     "Trail",
+    "checkpoint_globs",
     "load_job",
     "redact_env",
     "redact_text",

@@ -1,12 +1,13 @@
-"""The `resume:` section: where the job saves resumable checkpoints, and how it resumes and stops."""
+"""The `resume:` section: where the job saves resumable checkpoints, and how it resumes and stops; and
+what it changes in every run of the job (`checkpoint_globs`: each resumable checkpoint is hashed)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from reprobox.jobfile._checker import Checker, describe
-from reprobox.jobfile.schema import RESUME_FRAMEWORKS, Resume
-from reprobox.resume.pattern import CHECKPOINT, FRAMEWORK_PATTERNS, STOP, pattern_problem
+from reprobox.jobfile.schema import RESUME_FRAMEWORKS, JobSpec, Resume
+from reprobox.resume.pattern import CHECKPOINT, FRAMEWORK_PATTERNS, STOP, hash_globs, pattern_problem
 
 RESUME_KEYS = ("checkpoint", "from", "stop", "framework")
 
@@ -78,3 +79,10 @@ def _pattern(c: Checker, pattern: Any) -> str | None:
         c.fail("resume.checkpoint", problem)
         return None
     return pattern
+
+
+def checkpoint_globs(job: JobSpec) -> tuple[str, ...]:
+    """The job's `checkpoints:` globs, widened to every resumable checkpoint's files (for spot-checks)."""
+    if job.resume is None or not job.checkpoints:
+        return job.checkpoints  # no globs: every output file is hashed already
+    return tuple(dict.fromkeys((*job.checkpoints, *hash_globs(job.resume.checkpoint))))

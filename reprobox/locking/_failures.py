@@ -211,7 +211,9 @@ def _no_wheel(
     if versions != "none":
         return UsageError(
             f"{who}no version of {name} that matches has a wheel for {target.describe()} (versions with "
-            f"one: {_some(versions.split(', '), 8)}); loosen the requirement"
+            f"one: {_some(versions.split(', '), 8)}); loosen the requirement, or, where a "
+            f"package needs this version and it has a source archive alone, build its wheel (pip wheel "
+            f"--no-deps '{requirement}' -w wheels) and pass --find-links wheels"
         )
     files = _skipped_files(run.log, name)
     if files:

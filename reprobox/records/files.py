@@ -2,12 +2,13 @@
 
 A write goes to a temporary file in the target's own folder, is flushed to disk, and is renamed over
 the target, so a reader (or a crash, or a full disk) sees the old file or the new one, never half of
-one. ``json.loads`` recurses once per level: a file of a million ``[`` ends in a RecursionError, and a
+one; a failed write removes its temporary file, and a full disk's error names the file it was writing.
+``json.loads`` recurses once per level: a file of a million ``[`` ends in a RecursionError, and a
 structure a few hundred levels deep parses but breaks the code that walks it later; every document
 reprobox reads is far shallower than MAX_JSON_DEPTH.
 
-A leaf: the standard library only (and not ``tempfile``, which costs more to import than the rest),
-because the guest imports it in the job's processes.
+A leaf: the standard library and ``space`` only (not ``tempfile``, which costs more to import than the
+rest), because the guest imports it in the job's processes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import json
 import math
 import os
 from pathlib import Path
+
+from reprobox.records.space import is_full
 
 TYPE_CHECKING = False  # typing costs more to import than this module: the guest imports it
 if TYPE_CHECKING:
@@ -83,15 +86,27 @@ class AtomicFile:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        try:
+            self._finish(kind is None)
+        except OSError as exc:
+            named = _naming(exc, self.path)
+            if named is exc:
+                raise
+            raise named from exc
+        if isinstance(error, OSError) and _naming(error, self.path) is not error:
+            raise _naming(error, self.path) from error
+
+    def _finish(self, succeeded: bool) -> None:
+        """Close the temporary file; rename it over the target, or remove it, closing or not."""
         renamed = False
         try:
             try:
-                if kind is None:
+                if succeeded:
                     self.handle.flush()
                     os.fsync(self.handle.fileno())
             finally:
-                self.handle.close()
-            if kind is None:
+                self.handle.close()  # a flush failing here (a full disk) still closes the descriptor
+            if succeeded:
                 self.temporary.replace(self.path)
                 renamed = True
         finally:
@@ -99,6 +114,14 @@ class AtomicFile:
                 self.temporary.unlink(missing_ok=True)
         if renamed and self.sync_folder:
             sync_directory(self.path.parent)
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """A full disk met while writing `path`, as an error that names it (a write's own error names no
+    file, and the sentence the user gets says which disk is full); any other error as it is."""
+    if error.filename is not None or not is_full(error):
+        return error
+    return OSError(error.errno, error.strerror, str(path))
 
 
 def replace_symlink(link: Path, target: str) -> None:

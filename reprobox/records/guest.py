@@ -15,6 +15,7 @@ from typing import Any
 
 from reprobox import saferead
 from reprobox.guest import settings
+from reprobox.records import space
 from reprobox.records._shape import (
     ARRAY,
     OBJECT,
@@ -47,6 +48,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "started_at": TEXT,
     "ended_at": TEXT,
     "stray_processes_stopped": WHOLE,
+    "disk_full": OBJECT,
 }
 
 
@@ -69,6 +71,7 @@ class GuestRecord:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     fingerprint: dict[str, Any] | None = None
     hash_error: str | None = None
+    disk_full: dict[str, Any] | None = None  # the guest's record met a full disk: {free, quota}
 
     def to_json(self) -> dict[str, Any]:
         """The file's fields; those never recorded are left out, as the guest always wrote them."""
@@ -81,6 +84,7 @@ class GuestRecord:
             "stopped_early": self.stopped_early.to_json() if self.stopped_early else None,
             "fingerprint": self.fingerprint,
             "hash_error": self.hash_error,
+            "disk_full": self.disk_full,
         }
         data.update({name: value for name, value in optional.items() if value is not None})
         data["environment"] = self.environment
@@ -103,6 +107,7 @@ class GuestRecord:
             checkpoints=list(data.get("checkpoints") or []),
             fingerprint=data.get("fingerprint"),
             hash_error=data.get("hash_error"),
+            disk_full=data.get("disk_full"),
         )
 
 
@@ -118,15 +123,31 @@ def guest_record_path(run_dir: Path) -> Path:
     return run_dir / settings.GUEST_STATE / settings.GUEST_RESULT
 
 
+def guest_reserve_path(run_dir: Path) -> Path:
+    """The bytes the controller sets aside for guest.json, in case the job fills the disk."""
+    return run_dir / settings.GUEST_STATE / space.RESERVE_NAME
+
+
 def write_guest_record(
     run_dir: Path, record: GuestRecord | dict[str, Any], *, mode: int | None = None
 ) -> None:
     """Write guest.json atomically (a dict: a record already in its JSON form, e.g. redacted).
 
     The guest creates it as any new file (0o666 less the umask): the controller may be another user.
+    On a full disk the reserve is given back and the record written again, saying the disk was full
+    (the free bytes as met); the error is raised when there is no reserve or it did not suffice.
     """
     data = record.to_json() if isinstance(record, GuestRecord) else record
-    write_json_atomic(guest_record_path(run_dir), data, indent=1, mode=mode)
+    path = guest_record_path(run_dir)
+    try:
+        write_json_atomic(path, data, indent=1, mode=mode)
+    except OSError as exc:
+        if not space.is_full(exc):
+            raise
+        fact = space.DiskFullFact.met(exc, run_dir)
+        if not space.release_reserve(guest_reserve_path(run_dir)):
+            raise
+        write_json_atomic(path, {**data, "disk_full": fact.to_json()}, indent=1, mode=mode)
 
 
 def read_guest_result(run_dir: Path) -> GuestResult:

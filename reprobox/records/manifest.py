@@ -12,7 +12,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from reprobox.errors import EnvironmentProblem, Problem, SpecError
+from reprobox.errors import DiskFull, EnvironmentProblem, Problem, SpecError
 from reprobox.records._shape import ARRAY, FLAG, OBJECT, TEXT, WHOLE, all_text, unknown_version, wrong_type
 from reprobox.records.files import write_json_atomic
 from reprobox.records.run import (
@@ -23,6 +23,7 @@ from reprobox.records.run import (
     STATUSES,
     RunRecord,
 )
+from reprobox.records.space import DiskFullFact, is_full
 from reprobox.saferead import UnsafeFile, kind_of, read_json
 
 __all__ = [  # the read form and statuses are RunRecord's
@@ -61,6 +62,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(
         ("job", "code", "environment", "runtime", "fingerprint", "prefix_check", "stopped_early"), OBJECT
     ),
+    "disk_full": OBJECT,
     **dict.fromkeys(("data", "command", "checkpoints", "notes"), ARRAY),
 }
 
@@ -90,7 +92,8 @@ def move_aside_planted(run_dir: Path) -> str | None:
 
 
 def write_record(run_dir: Path, data: dict[str, Any]) -> RunRecord:
-    """Write manifest.json atomically; a full disk is an EnvironmentProblem, no half-written record."""
+    """Write manifest.json atomically; a full disk is DiskFull (an EnvironmentProblem), no half-written
+    record and no temporary file left."""
     data = {"schema": RUN_SCHEMA, **data}
     path = run_dir / MANIFEST_NAME
     try:
@@ -98,6 +101,8 @@ def write_record(run_dir: Path, data: dict[str, Any]) -> RunRecord:
             move_aside_planted(run_dir)
         write_json_atomic(path, data, sync_folder=True)
     except OSError as exc:
+        if is_full(exc):  # the run dir's disk: the sentence names it and its free bytes
+            raise DiskFull(DiskFullFact.met(exc, run_dir)) from None
         raise _cannot_write(path, exc) from None
     return RunRecord(run_dir, data)
 

@@ -24,7 +24,7 @@ from reprobox.errors import UsageError
 from reprobox.jobfile import JobSpec, Trail
 from reprobox.records.manifest import RunRecord
 from reprobox.resume.checkpoints import recorded_checkpoints
-from reprobox.resume.start import ResumeFrom
+from reprobox.resume.start import ResumeFrom, ResumePlan
 from reprobox.resume.state import describe_state
 from reprobox.runner import RunInputs, RunOptions, execute, mark_interrupted, prepare_inputs
 from reprobox.runtimes.base import Runtime
@@ -119,13 +119,13 @@ def _stop_and_resume(
     """The run stopped after `at`, its checkpoint there, and the run resumed from it (None when the
     stopped run failed)."""
     progress.say(f"stopping {job.name} after step {at} ({runtime.name})")
-    stopped = execute(job, runtime, replace(options, stop_at=at), inputs=inputs)
+    stopped = execute(job, runtime, replace(options, start=ResumePlan(stop_at=at)), inputs=inputs)
     progress.say(f"stopped run: {_status(stopped)}")
     if not stopped.succeeded:
         return stopped, None, None
     start = _start_of(stopped, at)
     progress.say(f"resuming {job.name} from {start.checkpoint} (step {at})")
-    resumed = execute(job, runtime, replace(options, resume_from=start), inputs=inputs)
+    resumed = execute(job, runtime, replace(options, start=ResumePlan(start)), inputs=inputs)
     progress.say(f"resumed run: {_status(resumed)}")
     return stopped, start, resumed
 

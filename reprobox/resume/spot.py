@@ -30,7 +30,7 @@ from reprobox.jobfile import JobSpec
 from reprobox.records.manifest import RunRecord, write_record
 from reprobox.resume.checkpoints import RecordedCheckpoint, recorded_checkpoints
 from reprobox.resume.exact import diagnose, optimizer_steps, state_sentence
-from reprobox.resume.start import CheckpointAltered, ResumeFrom
+from reprobox.resume.start import CheckpointAltered, ResumeFrom, ResumePlan
 from reprobox.runner import RunInputs, RunOptions, execute
 from reprobox.runtimes.base import Runtime
 
@@ -263,7 +263,7 @@ def replay_segment(
         )
     try:
         replayed = execute(
-            job, runtime, replace(options, resume_from=start, stop_at=segment.end), inputs=inputs, stop=stop
+            job, runtime, replace(options, start=ResumePlan(start, segment.end)), inputs=inputs, stop=stop
         )
     except CheckpointAltered as exc:
         return SegmentResult(segment, ALTERED, exc.message)

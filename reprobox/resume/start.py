@@ -1,5 +1,8 @@
 """Starting a run from a resumable checkpoint: the files put in its outputs folder (each checked against
-the hash its run recorded), and the arguments and variables that make the job resume and stop."""
+the hash its run recorded), and the arguments and variables that make the job resume and stop.
+
+`ResumePlan` is all of it for one run, handed to the runner in `RunOptions.start`: the runner applies
+it (`reprobox.runner.StartPlan`) and knows nothing of checkpoints."""
 
 from __future__ import annotations
 
@@ -7,12 +10,13 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from reprobox.errors import EXIT_NOT_REPRODUCIBLE, ReproboxError
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import JobSpec
-from reprobox.resume.pattern import CHECKPOINT, STOP, fill, hash_globs
+from reprobox.resume.pattern import CHECKPOINT, STOP, fill
 
 
 class CheckpointAltered(ReproboxError):
@@ -85,39 +89,47 @@ def placed(start: ResumeFrom) -> str:
     return f"{settings.RESUME_INPUT}/{start.checkpoint}"
 
 
-def resume_arguments(job: JobSpec, start: ResumeFrom | None, stop_at: int | None) -> tuple[str, ...]:
-    """What is appended to the command (nothing for a framework job, which its Trainer's hooks resume)."""
-    resume = job.resume
-    if resume is None or resume.framework is not None:
-        return ()
-    extra: tuple[str, ...] = ()
-    if start is not None:
-        where = "${" + settings.OUTPUT_DIR + "}/" + placed(start).replace("$", "$$")
-        extra += fill(resume.resume_args, CHECKPOINT, where)
-    if stop_at is not None:
-        extra += fill(resume.stop_args, STOP, str(stop_at))
-    return extra
+@dataclass(frozen=True)
+class ResumePlan:
+    """A run that starts from a checkpoint (`start`), stops after a step (`stop_at`), or both."""
 
+    start: ResumeFrom | None = None
+    stop_at: int | None = None  # stop after this step through the job's own `resume.stop`
 
-def resume_environment(job: JobSpec, start: ResumeFrom | None, stop_at: int | None) -> dict[str, str]:
-    """The variables the guest (and scripts that read the environment) resume and stop by."""
-    resume = job.resume
-    if resume is None:
-        return {}
-    env = {settings.TRAIL_STATE: "1"} if job.trail is not None else {}
-    if start is not None:
-        steps = start.optimizer_step if start.optimizer_step is not None else start.step
-        env[settings.RESUME_STEP] = str(steps)
-        env[settings.RESUME_CHECKPOINT] = placed(start)
-    if stop_at is not None:
-        env[settings.STOP_AT] = str(stop_at)
-    if resume.framework is not None and (start is not None or stop_at is not None):
-        env[settings.RESUME_FRAMEWORK] = resume.framework
-    return env
+    def arguments(self, job: JobSpec) -> tuple[str, ...]:
+        """What is appended to the command (nothing for a framework job, which its Trainer's hooks resume)."""
+        resume = job.resume
+        if resume is None or resume.framework is not None:
+            return ()
+        extra: tuple[str, ...] = ()
+        if self.start is not None:
+            where = "${" + settings.OUTPUT_DIR + "}/" + placed(self.start).replace("$", "$$")
+            extra += fill(resume.resume_args, CHECKPOINT, where)
+        if self.stop_at is not None:
+            extra += fill(resume.stop_args, STOP, str(self.stop_at))
+        return extra
 
+    def environment(self, job: JobSpec) -> dict[str, str]:
+        """The variables the guest (and scripts that read the environment) resume and stop by."""
+        resume = job.resume
+        if resume is None:
+            return {}
+        env: dict[str, str] = {}
+        if self.start is not None:
+            steps = self.start.optimizer_step if self.start.optimizer_step is not None else self.start.step
+            env[settings.RESUME_STEP] = str(steps)
+            env[settings.RESUME_CHECKPOINT] = placed(self.start)
+        if self.stop_at is not None:
+            env[settings.STOP_AT] = str(self.stop_at)
+        if resume.framework is not None and (self.start is not None or self.stop_at is not None):
+            env[settings.RESUME_FRAMEWORK] = resume.framework
+        return env
 
-def checkpoint_globs(job: JobSpec) -> tuple[str, ...]:
-    """The job's `checkpoints:` globs, widened to every resumable checkpoint's files (for spot-checks)."""
-    if job.resume is None or not job.checkpoints:
-        return job.checkpoints  # no globs: every output file is hashed already
-    return tuple(dict.fromkeys((*job.checkpoints, *hash_globs(job.resume.checkpoint))))
+    def place(self, outputs: Path) -> None:
+        """The checkpoint's files into the new run's outputs folder, checked (see `place`)."""
+        if self.start is not None:
+            place(self.start, outputs)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the manifest says of the run: where it started from, where it stopped."""
+        return {"from": self.start.to_json() if self.start else None, "stop_at": self.stop_at}

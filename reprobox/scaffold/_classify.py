@@ -17,18 +17,14 @@ from reprobox.jobfile import SECRET_PATTERN
 from reprobox.scaffold._observe import Observation
 
 CHECKPOINT, LOG, VALUES, OTHER = "checkpoint", "log", "values", "other"
-# Outputs whose names or records carry the time, host or a random id: listed, left out of comparisons.
+# Outputs that are records of the run rather than of what it computed: listed, left out of comparisons.
+# (TensorBoard event files, W&B and MLflow runs and Hydra's records are compared: their numbers are read
+# and their clocks, hosts and run ids excused, so they need no rule.)
 LOG_RULES: tuple[tuple[str, str, str], ...] = (
-    ("*events.out.tfevents.*", "**/events.out.tfevents.*", "TensorBoard event files: their names and "
-     "records carry the time and host"),
-    ("wandb/*", "wandb/**", "Weights & Biases run folders: named by time and a random run id"),
-    ("*/wandb/*", "**/wandb/**", "Weights & Biases run folders: named by time and a random run id"),
-    ("mlruns/*", "mlruns/**", "MLflow runs: random run ids, start and end times"),
-    ("*/.hydra/*", "**/.hydra/**", "Hydra's record of the run's configuration and overrides, per run"),
-    (".hydra/*", ".hydra/**", "Hydra's record of the run's configuration and overrides, per run"),
-    ("*.log", "**/*.log", "log files: lines stamped with the time"),
+    ("*.log", "**/*.log", "log files: lines stamped with the time and durations"),
     ("*.trace.json", "**/*.trace.json", "profiler traces: timings"),
-)  # fmt: skip
+    ("nohup.out", "**/nohup.out", "a shell's record of the run's output"),
+)
 SOURCE_SUFFIXES = (".py", ".pyc", ".so", ".pyd", ".pth")
 VALUE_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".csv", ".txt")
 # Variables no job file should carry: the shell's own, where things are, what reprobox sets itself.
@@ -79,7 +75,7 @@ def classify(seen: Observation, folder: Path, environ: Mapping[str, str]) -> Fin
     found.ignore = _ignore_rules(found.outputs)
     _code_beyond(found, seen.seen.external, folder)
     found.data = _data(seen, folder, found.code_root or folder)
-    found.env = _env(seen.seen.env, environ, folder)
+    found.env = _env(seen.seen.env | _tool_settings(seen.seen.distributions, environ), environ, folder)
     found.missing = _missing(seen.seen.distributions)
     found.framework = _framework(seen.seen.modules, found.outputs)
     return found
@@ -172,6 +168,36 @@ def _left_out_entry(relative: str, left_out: Mapping[str, str]) -> str | None:
         if candidate in left_out:
             return candidate
     return None
+
+
+# A tool's variables that the shell sets are the job's settings when the run loaded the tool, looked up or
+# not: some tools read them all at once (W&B's settings read the environment in bulk).
+TOOL_VARIABLES = {
+    "WANDB_": ("wandb",),
+    "MLFLOW_": ("mlflow", "mlflow-skinny"),
+    "HF_": ("huggingface-hub",),
+    "HUGGINGFACE_": ("huggingface-hub",),
+    "TRANSFORMERS_": ("transformers",),
+    "DATASETS_": ("datasets",),
+    "TOKENIZERS_": ("tokenizers",),
+    "ACCELERATE_": ("accelerate",),
+    "DIFFUSERS_": ("diffusers",),
+    "COMET_": ("comet-ml",),
+    "NEPTUNE_": ("neptune", "neptune-client"),
+    "LIGHTNING_": ("lightning", "pytorch-lightning"),
+    "PL_": ("lightning", "pytorch-lightning"),
+    "TIMM_": ("timm",),
+}
+
+
+def _tool_settings(distributions: Mapping[str, str], environ: Mapping[str, str]) -> set[str]:
+    loaded = {image.normalize_name(name) for name in distributions}
+    return {
+        name
+        for name in environ
+        for prefix, tools in TOOL_VARIABLES.items()
+        if name.startswith(prefix) and loaded & set(tools)
+    }
 
 
 def _env(names: set[str], environ: Mapping[str, str], folder: Path) -> list[tuple[str, str, bool]]:

@@ -79,3 +79,11 @@ def test_records_are_read_only_through_their_typed_readers() -> None:
         if raw.search(line)
     ]
     assert not wrong, wrong
+
+
+def test_the_runner_reaches_no_feature_package() -> None:
+    """Every run goes through the runner; what a resumed or stopped run needs comes in with its options
+    (`RunOptions.start`, planned by `reprobox.resume`), so the core imports no resume module."""
+    imports = _imports(_modules()[PACKAGE / "runner.py"])
+    assert "reprobox" not in imports  # `import reprobox` would reach reprobox.resume by attribute
+    assert not {name for name in imports if name.startswith("reprobox.resume")}

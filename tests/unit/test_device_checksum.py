@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reprobox.guest.trail import _device_checksum
+from reprobox.guest.tensorhash import device_checksum as _device_checksum
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.float64, torch.bool]

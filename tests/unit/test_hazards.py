@@ -37,17 +37,23 @@ def rules_in(source: str) -> list[tuple[int, str]]:
 # --- the fixture trees ------------------------------------------------------------------------------
 
 
-def test_every_planted_hazard_is_found_and_nothing_else() -> None:
-    tree = JOBS / "hazards"
+# Fixture trees with planted hazards: torch and Python (hazards), libraries and patterns beyond torch
+# (audit-beyond-torch), and tokenizers' own train_bert_wordpiece.py example (audit-bert-wordpiece).
+PLANTED_TREES = {"hazards": 40, "audit-beyond-torch": 35, "audit-bert-wordpiece": 2}
+
+
+@pytest.mark.parametrize(("name", "at_least"), PLANTED_TREES.items())
+def test_every_planted_hazard_is_found_and_nothing_else(name: str, at_least: int) -> None:
+    tree = JOBS / name
     expected = planted(tree)
-    assert len(expected) > 40  # the fixture really is planted
+    assert len(expected) >= at_least  # the fixture really is planted
     found = {(f.path, f.line, f.rule) for f in scan_tree(tree)}
     assert sorted(found - expected) == [], "findings without a hazard comment"
     assert sorted(expected - found) == [], "planted hazards not found"
 
 
-def test_the_fixture_plants_every_rule_that_code_can_trigger() -> None:
-    planted_rules = {rule for _, _, rule in planted(JOBS / "hazards")}
+def test_the_fixtures_plant_every_rule_that_code_can_trigger() -> None:
+    planted_rules = {rule for name in PLANTED_TREES for _, _, rule in planted(JOBS / name)}
     assert planted_rules == set(RULES) - {"syntax-error", "unreadable-file"}
 
 
@@ -543,3 +549,312 @@ def test_scanning_never_imports_torch() -> None:
         f"scan_tree(Path({str(JOBS / 'hazards')!r}))\nassert 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- beyond torch: libraries and patterns ------------------------------------------------------------
+
+
+def test_tokenizers_example_is_named_without_importing_tokenizers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """tokenizers' train_bert_wordpiece.py: verify catches its vocabulary differing; audit must name it."""
+    from reprobox import cli
+
+    job = JOBS / "audit-bert-wordpiece"
+    training = next(f for f in scan_tree(job) if f.rule == "tokenizer-training")
+    assert training.message.startswith("tokenizer.train() trains with tokenizers' WordPiece trainer")
+    assert "hash map" in training.message and "differ from run to run" in training.message
+    assert "tokenizers#1794" in training.fix and "Tokenizer.from_file" in training.fix
+    assert "reprobox verify will show whether it matters" in training.fix
+    assert training.rule not in COVERED_BY_REPROBOX  # no seed or variable of reprobox's reaches it
+    capsys.readouterr()
+    code = cli.main(["audit", str(job), "--static-only", "--json", "-q"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 1 and result["status"] == "hazards"
+    assert {f["rule"] for f in result["static"]} == {"tokenizer-training", "unsorted-listing"}
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom reprobox.hazards import scan_tree\n"
+        f"scan_tree(Path({str(job)!r}))\nassert 'tokenizers' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+TOKENIZERS_IMPORTS = (
+    "from tokenizers import BertWordPieceTokenizer, ByteLevelBPETokenizer, CharBPETokenizer, Tokenizer\n"
+    "from tokenizers import SentencePieceBPETokenizer, SentencePieceUnigramTokenizer, models, trainers\n"
+    "from tokenizers.models import WordPiece\n"
+    "from tokenizers.trainers import BpeTrainer, UnigramTrainer, WordLevelTrainer, WordPieceTrainer\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "flagged"),
+    [
+        ("BertWordPieceTokenizer(lowercase=True).train(files)", True),
+        ("tok = CharBPETokenizer()\ntok.train(files, vocab_size=500)", True),
+        ("SentencePieceUnigramTokenizer().train_from_iterator(texts)", True),
+        ("tok = Tokenizer(WordPiece(unk_token='[UNK]'))\ntok.train(files)", True),
+        ("tok = Tokenizer(models.Unigram())\ntok.train_from_iterator(texts, None)", True),
+        ("self.tok = Tokenizer(models.WordPiece())\nself.tok.train(files)", True),
+        ("trainer = WordPieceTrainer(vocab_size=500)", True),
+        ("trainer = trainers.UnigramTrainer()", True),
+        ("trainer = BpeTrainer(continuing_subword_prefix='##')", True),
+        ("trainer = BpeTrainer(end_of_word_suffix=suffix)", True),
+        ("ByteLevelBPETokenizer().train(files)", False),
+        ("SentencePieceBPETokenizer().train(files, vocab_size=500)", False),
+        ("CharBPETokenizer().train(files, suffix=None)", False),
+        ("trainer = BpeTrainer(vocab_size=500)", False),
+        ("trainer = BpeTrainer(continuing_subword_prefix=None, end_of_word_suffix='')", False),
+        ("trainer = WordLevelTrainer(special_tokens=['[UNK]'])", False),
+        ("Tokenizer(models.BPE()).train(files)", False),
+        ("tok = Tokenizer(WordPiece())\ntok.train(files, trainer=BpeTrainer())", False),
+        ("tok = Tokenizer.from_file('tokenizer.json')\ntok.train(files)", False),
+        ("model.train()\nmodel.train(True)", False),
+    ],
+)
+def test_tokenizers_trainers_that_number_tokens_in_hash_map_order(code: str, flagged: bool) -> None:
+    rules = [rule for _, rule in rules_in(TOKENIZERS_IMPORTS + code + "\n")]
+    assert rules == (["tokenizer-training"] if flagged else [])
+
+
+def test_retraining_a_pretrained_tokenizer_is_worth_checking_but_does_not_fail() -> None:
+    source = (
+        "from transformers import AutoTokenizer\n"
+        "old = AutoTokenizer.from_pretrained('bert-base-uncased')\n"
+        "new = old.train_new_from_iterator(texts, 5000)\n"
+    )
+    (finding,) = scan_source(source, "t.py")
+    assert (finding.line, finding.rule, finding.severity) == (3, "tokenizer-retraining", "info")
+    assert "WordPiece" in finding.message and "byte-level BPE" in finding.message
+
+
+SET_ORDER_CASES = [
+    ("vocab = dict.fromkeys(set(words))\nids = {w: i for i, w in enumerate(vocab)}", [2]),
+    ("a = set(words)\nboth = a | {'<unk>'}\nlisted = list(both)", [3]),
+    ("pairs = dict(zip(set(words), range(n)))", [1]),
+    ("names = list(map(str.upper, set(words)))", [1]),
+    ("keys = d.keys() - set(words)\nfirst = tuple(keys)", [2]),
+    ("merged = set(a).union(b)\nout = [w for w in merged]", [2]),
+    ("out.writelines(set(words))", [1]),
+    ("for w in set(words):\n    print(w, file=out)", [1]),
+    ("def gen(words):\n    for w in set(words):\n        yield w.upper()", [2]),
+    ("a = set(words)\nordered = sorted(a | {'x'})", []),
+    ("a = set(words)\nkept = [w for w in words if w in a]", []),
+    ("upper = set(map(str.upper, set(words)))", []),
+    ("pairs = sorted(zip(set(words), set(words)))", []),
+    ("size = len(set(a) - set(b))", []),
+    ("for w in set(words):\n    print(w)", []),
+    ("flags = mask | 1\nvalues = list(flags)", []),
+    ("merged = {**a, **b}\nvalues = list(merged | extra)", []),
+]
+
+
+@pytest.mark.parametrize(("code", "lines"), SET_ORDER_CASES)
+def test_set_order_reaches_set_operations_dicts_from_sets_and_writes(code: str, lines: list[int]) -> None:
+    assert rules_in(code + "\n") == [(line, "set-iteration-order") for line in lines]
+
+
+LISTING_IMPORTS = "import glob, os\nfrom pathlib import Path\nimport tensorflow as tf\n"
+LISTING_CASES = [
+    ("files = glob.glob(pattern)\ndata = Dataset(files)", True),
+    ("names = os.listdir(d)\nif sort:\n    names = sorted(names)\nuse(names)", True),
+    ("paths = [os.path.join(d, n) for n in os.listdir(d)]", True),
+    ("out = []\nfor p in Path(d).rglob('*.txt'):\n    out.append(p)", True),
+    ("first = os.listdir(d)[0]", True),
+    ("for i, name in enumerate(os.listdir(d)):\n    index[name] = i", True),
+    ("with os.scandir(d) as it:\n    names = [e.name for e in it]", True),
+    ("def files(d):\n    return glob.glob(d + '/*.bin')", True),
+    ("out = []\nfor root, dirs, names in os.walk(d):\n    for n in names:\n        out.append(n)", True),
+    (
+        "out = []\nfor root, dirs, names in os.walk(d):\n    for n in sorted(names):\n        out.append(n)",
+        True,
+    ),
+    ("files = sorted(glob.glob(pattern))", False),
+    ("files = glob.glob(pattern)\nfiles.sort()\ndata = Dataset(files)", False),
+    ("files = [f for f in os.listdir(d) if f.endswith('.txt')]\nfiles.sort()", False),
+    ("found = 'a.txt' in os.listdir(d)\nempty = not os.listdir(d)\nn = len(glob.glob(p))", False),
+    ("if os.listdir(d):\n    pass\nfor n in os.listdir(d):\n    os.remove(n)", False),
+    ("out = []\nfor p in Path(d).iterdir():\n    out.append(p)\nout.sort()", False),
+    ("suffixes = {p.suffix for p in Path(d).glob('*')}\nbiggest = max(os.listdir(d))", False),
+    (
+        "out = []\nfor root, dirs, names in os.walk(d):\n    dirs.sort()\n"
+        "    for n in sorted(names):\n        out.append(n)",
+        False,
+    ),
+    ("files = tf.io.gfile.glob(pattern)\ndata = Dataset(files)", False),
+    ("listed = sorted(list(os.listdir(d)))", False),
+]
+
+
+@pytest.mark.parametrize(("code", "flagged"), LISTING_CASES)
+def test_directory_listings_used_in_their_order(code: str, flagged: bool) -> None:
+    rules = {rule for _, rule in rules_in(LISTING_IMPORTS + code + "\n")}
+    assert ("unsorted-listing" in rules) is flagged
+
+
+def test_unsorted_listing_names_the_call_and_the_sort() -> None:
+    (finding,) = scan_source(
+        "import os\nnames = os.listdir('data')\nshards = [load(n) for n in names]\n", "d.py"
+    )
+    assert (finding.line, finding.rule) == (2, "unsorted-listing")
+    assert finding.message.startswith("os.listdir() returns entries in the order the file system keeps them")
+    assert "sorted(os.listdir(d))" in finding.fix and "--vary file-order" in finding.fix
+    assert finding.rule not in COVERED_BY_REPROBOX
+
+
+COMPLETION_IMPORTS = "from concurrent.futures import as_completed\nimport concurrent.futures as cf\n"
+COMPLETION_CASES = [
+    ("results = []\nfor f in as_completed(futures):\n    results.append(f.result())", True),
+    ("results = [f.result() for f in cf.as_completed(futures)]", True),
+    ("total = 0.0\nfor r in pool.imap_unordered(work, items):\n    total += r", True),
+    ("total = sum(pool.imap_unordered(work, items))", True),
+    ("results = list(pool.imap_unordered(work, items))\nreport(results)", True),
+    ("for f in as_completed(futures):\n    f.result()", False),
+    ("done = 0\nfor f in as_completed(futures):\n    done += 1", False),
+    ("results = sorted(pool.imap_unordered(work, items))", False),
+    ("results = list(pool.imap(work, items))\nreport(results)", False),
+    ("for r in pool.imap_unordered(work, items):\n    table[r.key] = r", False),
+]
+
+
+@pytest.mark.parametrize(("code", "flagged"), COMPLETION_CASES)
+def test_results_taken_in_the_order_workers_finish(code: str, flagged: bool) -> None:
+    rules = {rule for _, rule in rules_in(COMPLETION_IMPORTS + code + "\n")}
+    assert ("completion-order" in rules) is flagged
+
+
+NAMES_IMPORTS = (
+    "import json, os, socket, sys, tempfile, time, uuid\nfrom datetime import datetime\n"
+    "from pathlib import Path\nimport torch\n"
+)
+NAME_CASES = [
+    ("torch.save(m, f\"ckpt-{time.strftime('%Y%m%d')}.pt\")", "run-specific-name"),
+    ("stamp = datetime.now().strftime('%H%M')\nfolder = Path('runs') / stamp", "run-specific-name"),
+    ("log = open(os.path.join(d, f'{socket.gethostname()}.log'), 'w')", "run-specific-name"),
+    ("json.dump({'host': socket.gethostname()}, f)", "run-specific-name"),
+    ("Path(d, f'worker-{os.getpid()}.txt').write_text('x')", "run-specific-name"),
+    ("STAMP = time.time()\ndef save(m):\n    torch.save(m, f'm-{STAMP}.pt')", "run-specific-name"),
+    ("torch.save(state, out / f'{uuid.uuid4()}.pt')", "random-name"),
+    ("run_id = uuid.uuid4().hex\nos.makedirs(os.path.join(out, run_id))", "random-name"),
+    ("tmp = tempfile.mkdtemp()\njson.dump({'work': tmp}, f)", "random-name"),
+    ("with tempfile.TemporaryDirectory() as d:\n    f.write(d)", "random-name"),
+    ("token = os.urandom(8).hex()\nprint(token, file=f)", "random-name"),
+    (
+        "elapsed = time.time() - t0\njson.dump({'elapsed': elapsed, 'at': datetime.now().isoformat()}, f)",
+        None,
+    ),
+    ("torch.save(m, os.path.join(tempfile.mkdtemp(), 'm.pt'))", None),
+    ("rate = n / (time.time() - t0)\nshare = total / time.monotonic()", None),
+    ("print(socket.gethostname(), uuid.uuid4())\nprint(os.getpid(), file=sys.stderr)", None),
+    ("n = len(os.listdir(tempfile.mkdtemp()))\njson.dump({'n': n}, f)", None),
+    ("json.dump({'parent': str(Path(tempfile.mkdtemp()).parent)}, f)", None),
+    ("stamp = time.time()\ndef save(m, stamp):\n    torch.save(m, f'm-{stamp}.pt')", None),
+    ("torch.save(m, f\"ckpt-{time.strftime('%Y', fixed)}.pt\")", None),
+]
+
+
+@pytest.mark.parametrize(("code", "rule"), NAME_CASES)
+def test_run_specific_values_in_file_names_and_outputs(code: str, rule: str | None) -> None:
+    assert [r for _, r in rules_in(NAMES_IMPORTS + code + "\n")] == ([rule] if rule else [])
+
+
+def test_names_from_the_clock_are_info_and_random_names_fail() -> None:
+    source = NAMES_IMPORTS + "torch.save(m, f'{time.time()}.pt')\ntorch.save(m, f'{uuid.uuid4()}.pt')\n"
+    clock, random_name = scan_source(source, "t.py")
+    assert (clock.rule, clock.severity) == ("run-specific-name", "info")
+    assert clock.message.startswith("A file name is built from time.time(); it differs between runs")
+    assert "reproduced, not bit-identical" in clock.fix
+    assert (random_name.rule, random_name.severity) == ("random-name", "warning")
+    assert "uuid.uuid5(namespace, name)" in random_name.fix
+    assert "random-name" not in COVERED_BY_REPROBOX
+
+
+@pytest.mark.parametrize(
+    ("code", "found"),
+    [
+        ("t = time.time()\nrandom.seed(t)", [(5, "seed-from-clock")]),
+        ("started = time.time_ns()\nrng = np.random.default_rng(started)", [(5, "seed-from-clock")]),
+        ("rng = random.Random(int(datetime.now().timestamp()))", [(4, "seed-from-clock")]),
+        ("token = os.urandom(4)\nnp.random.seed(int.from_bytes(token, 'big'))", [(5, "seed-from-entropy")]),
+        ("seed = int(time.time())\nrandom.seed(seed)", [(4, "seed-from-clock")]),
+        ("t = time.time()\nrandom.seed(0)\nlog(t)", []),
+    ],
+)
+def test_generators_seeded_from_the_clock_through_names(code: str, found: list[tuple[int, str]]) -> None:
+    source = f"import os, random, time\nfrom datetime import datetime\nimport numpy as np\n{code}\n"
+    assert rules_in(source) == found
+
+
+@pytest.mark.parametrize(
+    ("call", "flagged"),
+    [
+        ("RandomForestClassifier(n_estimators=10)", True),
+        ("KMeans(n_clusters=3, random_state=None)", True),
+        ("train_test_split(X, y, test_size=0.2)", True),
+        ("KFold(5, shuffle=True)", True),
+        ("TSNE(n_components=2)", True),
+        ("RandomForestClassifier(random_state=0)", False),
+        ("train_test_split(X, y, shuffle=False)", False),
+        ("KFold(5)", False),
+        ("LogisticRegression()", False),
+        ("RandomForestClassifier(**params)", False),
+        ("mylib.RandomForestClassifier()", False),
+    ],
+)
+def test_sklearn_without_random_state(call: str, flagged: bool) -> None:
+    source = (
+        "import mylib\nfrom sklearn.ensemble import RandomForestClassifier\n"
+        "from sklearn.cluster import KMeans\nfrom sklearn.manifold import TSNE\n"
+        "from sklearn.linear_model import LogisticRegression\n"
+        "from sklearn.model_selection import KFold, train_test_split\n"
+        f"model = {call}\n"
+    )
+    assert rules_in(source) == ([(7, "sklearn-random-state")] if flagged else [])
+
+
+def test_sklearn_random_state_is_neutralised_under_reprobox() -> None:
+    (finding,) = scan_source("import sklearn.ensemble as e\nm = e.ExtraTreesRegressor()\n", "t.py")
+    assert finding.message.startswith("ExtraTreesRegressor() without random_state draws from NumPy's global")
+    assert "random_state=seed" in finding.fix
+    assert "NumPy's global RNG" in COVERED_BY_REPROBOX[finding.rule]
+
+
+@pytest.mark.parametrize(
+    ("call", "flagged"),
+    [
+        ("lgb.LGBMClassifier(n_estimators=10)", True),
+        ("LGBMRegressor(deterministic=True)", True),
+        ("lgb.train({'objective': 'binary'}, data)", True),
+        ("lgb.cv(dict(objective='binary', deterministic=True), data)", True),
+        ("lgb.LGBMClassifier(deterministic=True, force_row_wise=True)", False),
+        ("lgb.train({'deterministic': True, 'force_col_wise': True}, data)", False),
+        ("lgb.train(params, data)", False),
+        ("lgb.LGBMClassifier(**options)", False),
+        ("lgb.Dataset(features, labels)", False),
+    ],
+)
+def test_lightgbm_without_deterministic_mode(call: str, flagged: bool) -> None:
+    source = f"import lightgbm as lgb\nfrom lightgbm import LGBMRegressor\nmodel = {call}\n"
+    assert rules_in(source) == ([(3, "lightgbm-nondeterministic")] if flagged else [])
+
+
+def test_dataloader_workers_are_reported_as_handled_by_reprobox() -> None:
+    (finding,) = scan_source(
+        "from torch.utils.data import DataLoader\nDataLoader(d, num_workers=4)\n", "t.py"
+    )
+    assert "reprobox seeds torch's global RNG" in COVERED_BY_REPROBOX[finding.rule]
+
+
+def test_audit_says_info_findings_do_not_fail_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from reprobox import cli
+
+    (tmp_path / "job.yaml").write_text("version: 1\nname: retrain\ncommand: [python, train.py]\n")
+    (tmp_path / "train.py").write_text(
+        "from transformers import AutoTokenizer\n"
+        "AutoTokenizer.from_pretrained('gpt2').train_new_from_iterator(['a b'], 300)\n"
+    )
+    capsys.readouterr()
+    assert cli.main(["audit", str(tmp_path), "--static-only"]) == 0
+    text = capsys.readouterr()
+    assert "tokenizer-retraining" in text.out + text.err
+    assert "no hazards that fail the audit; 1 to check (info)" in text.out + text.err

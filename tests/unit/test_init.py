@@ -14,6 +14,7 @@ from foreign_repos import make_repo
 
 from reprobox import cli
 from reprobox.jobfile import load_job
+from reprobox.scaffold._classify import _tool_settings
 
 
 def listing(folder: Path) -> list[str]:
@@ -50,7 +51,7 @@ def test_a_repository_as_its_authors_left_it(repo: Path, capsys) -> None:
     assert "s3cr3t-value" not in text and 'WANDB_API_KEY: "${WANDB_API_KEY}"' in text
     assert [(d.source, d.target) for d in job.data] == [(repo / "data", "/data/data")]
     ignored = {rule.file for rule in job.compare.ignore}
-    assert ignored == {"**/events.out.tfevents.*", "**/*.log"}
+    assert ignored == {"**/*.log"}  # the event files are compared, their stamps excused
     assert data["outputs"]["checkpoint"] == ["out/model-fast.pt"]
     assert data["written"] == [str(repo / "job.yaml")]  # torch is in the image: no requirements
 
@@ -122,3 +123,38 @@ def test_a_data_folder_named_on_the_command_line_becomes_a_variable(
     assert cli.main(["run", "job.yaml", "--runtime", "local", "--json", "-q"]) == 0
     run_dir = Path(json.loads(capsys.readouterr().out)["run_dir"])
     assert (run_dir / "outputs" / "total.txt").read_text() == "6"
+
+
+def test_packages_loaded_for_the_job_and_its_tools_settings_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """torch.utils.tensorboard needs tensorboard though the script imports torch alone; W&B reads its
+    variables in bulk, never one by one: both still belong in the job file."""
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("wandb")
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport wandb.sdk.lib.runid\nfrom torch.utils.tensorboard import SummaryWriter\n"
+        "writer = SummaryWriter()\nwriter.add_scalar('loss', 1.0, 0)\nwriter.close()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # no package index: the lock fails fast, the job file says so
+    code, data = init(capsys, sys.executable, "train.py", extra=("--seconds", "30"))
+    assert code == 0, data
+    wanted = (tmp_path / "requirements.in").read_text()
+    assert "\ntensorboard==" in wanted and "\nwandb==" in wanted
+    text = (tmp_path / "job.yaml").read_text()
+    assert 'WANDB_MODE: "offline"' in text
+    assert "the packages could not be locked here" in text
+
+
+def test_a_tools_variables_count_only_when_the_run_loaded_the_tool() -> None:
+    environ = {
+        "WANDB_MODE": "offline",
+        "MLFLOW_TRACKING_URI": "./mlruns",
+        "HF_HOME": "/cache",
+        "PATH": "/bin",
+    }
+    loaded = {"wandb": "0.31.0", "mlflow_skinny": "3.17.2"}
+    assert _tool_settings(loaded, environ) == {"WANDB_MODE", "MLFLOW_TRACKING_URI"}
+    assert _tool_settings({}, environ) == set()

@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from reprobox.guest import settings
-from reprobox.guest.trail import _bytes_digest
+from reprobox.guest.tensorhash import bytes_digest as _bytes_digest
 from reprobox.records.trail import (
     STOP_FILE,
     HashTrail,

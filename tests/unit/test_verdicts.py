@@ -211,6 +211,37 @@ def test_sentence_and_grade_are_in_the_json(tmp_path: Path) -> None:
         assert result[key] == []
 
 
+def test_a_tools_run_id_in_its_path_is_run_specific_inside_its_files_too(tmp_path: Path) -> None:
+    """MLflow's run meta.yaml holds the run id its folder is named by; W&B's files hold theirs."""
+    ids = ("8b1ddba06a1947bc8555232a1573b850", "219cd6ee86f742dd847c57de4e6992a9")
+
+    def write(out: Path, run: int) -> None:
+        folder = out / "mlruns" / "0" / ids[run]
+        folder.mkdir(parents=True)
+        (folder / "meta.yaml").write_text(
+            f"run_id: {ids[run]}\nartifact_uri: file:///somewhere/mlruns/0/{ids[run]}/artifacts\nstatus: 3\n"
+        )
+
+    result = two_runs(tmp_path, write)
+    assert result.grade == compare.REPRODUCED, result.sentence
+    reasons = {e["name"]: e["reason"] for e in result.run_specific}
+    assert reasons["run_id"] == reasons["artifact_uri"] == "a run id or time in the file's own path"
+    assert reasons["<file>"] == "file name: a random run id"
+
+
+def test_a_changed_value_beside_a_run_id_is_still_real(tmp_path: Path) -> None:
+    ids = ("8b1ddba06a1947bc8555232a1573b850", "219cd6ee86f742dd847c57de4e6992a9")
+
+    def write(out: Path, run: int) -> None:
+        folder = out / "mlruns" / "0" / ids[run]
+        folder.mkdir(parents=True)
+        (folder / "meta.yaml").write_text(f"run_id: {ids[run]}\nstatus: {run + 3}\n")
+
+    result = two_runs(tmp_path, write)
+    assert result.grade == compare.NOT_REPRODUCIBLE
+    assert [e["name"] for e in result.value_differences] == ["status"]
+
+
 # -- the rules themselves ----------------------------------------------------------------------------
 
 
@@ -307,5 +338,5 @@ def test_a_record_naming_a_file_outside_the_outputs_shows_nothing_of_it(tmp_path
     for record in (a, b):
         record.data["checkpoints"][0]["path"] = "../../../../../secret.txt"
     result = compare.compare_runs([a, b])
-    assert result.grade == compare.NOT_REPRODUCIBLE
+    assert result.grade == compare.NO_VERDICT  # what the record points at is never read, so not compared
     assert "topsecret" not in json.dumps(result.to_json())

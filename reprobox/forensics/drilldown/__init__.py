@@ -5,16 +5,9 @@ recorded, and names the first diverging operation and its cause; `analyze` does 
 runs that already hold operation logs.
 """
 
-from reprobox.forensics.drilldown._cause import (
-    DATA,
-    INPUT,
-    OPERATION,
-    PATH,
-    RNG,
-    first_operation,
-    module_text,
-)
+from reprobox.forensics.drilldown._cause import first_operation
 from reprobox.forensics.drilldown._flow import REPLAYS_DIR, DrillDown, analyze, drill_down, replays_dir
+from reprobox.forensics.drilldown._text import DATA, INPUT, OPERATION, PATH, RNG, module_text
 
 __all__ = [
     "DATA",

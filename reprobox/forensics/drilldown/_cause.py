@@ -5,6 +5,8 @@ random draw from a generator whose state already differed), `data` (the batch: d
 augmentation), `input` (a value that entered the step from outside the recorded operations: a
 parameter or optimizer state, a Python number, a tensor made from Python or NumPy data), and `path`
 (the runs ran different operations before any value differed: a decision taken outside torch).
+How many elements of a result differ is `_elements`; how the answer reads (the sentence, the
+operations around it) is `_text`.
 """
 
 from __future__ import annotations
@@ -13,11 +15,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from reprobox.forensics.drilldown._align import Pair, align, first_difference
-from reprobox.records.oplog import Arg, OpEvent, OpLog, read_values
+from reprobox.forensics.drilldown._elements import output_differences
+from reprobox.forensics.drilldown._text import (
+    DATA,
+    INPUT,
+    OPERATION,
+    PATH,
+    RNG,
+    arg_text,
+    context_rows,
+    op_text,
+    path_text,
+    sentence,
+)
+from reprobox.records.oplog import Arg, OpEvent, OpLog
 
-OPERATION, RNG, DATA, INPUT, PATH = "operation", "rng", "data", "input", "path"
-DEVICE_DIGEST = "dev:"  # how a tensor's digest starts when it was computed on a GPU (guest/trail.py)
-CONTEXT_ROWS = 4  # rows shown on each side of the diverging operation
+DEVICE_DIGEST = "dev:"  # how a tensor's digest starts when it was computed on a GPU (guest/tensorhash.py)
 
 # Kernels whose CUDA implementation accumulates with atomic adds (PyTorch's list of operations that
 # torch.use_deterministic_algorithms(True) refuses or replaces), matched by name stem.
@@ -112,7 +125,7 @@ def _cause(
                 ),
                 {},
             )
-        return PATH, _path_text(row), {}
+        return PATH, path_text(row), {}
     a, b = row.a, row.b
     assert a is not None and b is not None
     differing_inputs = _differing(a.inputs, b.inputs)
@@ -125,7 +138,7 @@ def _equal_inputs_cause(
     log_a: OpLog, log_b: OpLog, step: int, a: OpEvent, b: OpEvent
 ) -> tuple[str, str, dict[str, Any]]:
     """Every input equal, a result not: the data, a draw from a differing generator, or the kernel."""
-    detail = {"inputs_equal": True, "outputs": _output_differences(log_a, log_b, a, b)}
+    detail = {"inputs_equal": True, "outputs": output_differences(log_a, log_b, a, b)}
     if a.phase == "data" or _reaches_model_input(log_a, step, a, [x.identity for x in a.outputs]):
         return DATA, "the batch differs: data order or augmentation", detail
     if a.rng is not None and a.rng != b.rng:
@@ -149,11 +162,11 @@ def _outside_input_cause(
     x, y = a.inputs[position], b.inputs[position]
     detail = {
         "inputs_equal": False,
-        "input": {"position": position, "a": _arg_text(x), "b": _arg_text(y), "tag": x.tag},
+        "input": {"position": position, "a": arg_text(x), "b": arg_text(y), "tag": x.tag},
     }
     made_by = _made_on_other_path(rows, index, x)
     if made_by is not None:
-        return PATH, f"this input was made by an operation only run A ran: {_op_text(made_by)}", detail
+        return PATH, f"this input was made by an operation only run A ran: {op_text(made_by)}", detail
     if a.phase == "data" or _is_batch(log_a, step, x) or _reaches_model_input(log_a, step, a, [x.identity]):
         return DATA, "the batch differs: data order or augmentation", detail
     if not x.is_tensor:
@@ -233,59 +246,6 @@ def _made_on_other_path(rows: Sequence[Pair], index: int, arg: Arg) -> OpEvent |
     return None
 
 
-def _output_differences(log_a: OpLog, log_b: OpLog, a: OpEvent, b: OpEvent) -> list[dict[str, Any]]:
-    """For each result that differs: how many elements, and by how much (when its bytes were saved)."""
-    found = []
-    for position, (x, y) in enumerate(zip(a.outputs, b.outputs, strict=False)):
-        if x.identity == y.identity:
-            continue
-        entry: dict[str, Any] = {"position": position, "a": _arg_text(x), "b": _arg_text(y)}
-        entry.update(_elements(log_a, log_b, x, y))
-        found.append(entry)
-    return found
-
-
-def _elements(log_a: OpLog, log_b: OpLog, x: Arg, y: Arg) -> dict[str, Any]:
-    import numpy as np
-
-    if not x.is_tensor or x.dtype != y.dtype or x.shape != y.shape:
-        return {}
-    raw_a, raw_b = read_values(log_a, x), read_values(log_b, y)
-    if raw_a is None or raw_b is None or len(raw_a) != len(raw_b):
-        return {}
-    dtype = _numpy_dtype(x.dtype)
-    if dtype is None:
-        return {}
-    values_a = _decode(np.frombuffer(raw_a, dtype=dtype), x.dtype)
-    values_b = _decode(np.frombuffer(raw_b, dtype=dtype), x.dtype)
-    bits_a, bits_b = np.frombuffer(raw_a, dtype=np.uint8), np.frombuffer(raw_b, dtype=np.uint8)
-    width = max(1, np.dtype(dtype).itemsize)
-    differing = int((bits_a != bits_b).reshape(-1, width).any(axis=1).sum())
-    entry: dict[str, Any] = {"differing_elements": differing, "elements": int(values_a.size)}
-    if values_a.dtype.kind in "fc" and values_a.size:
-        with np.errstate(invalid="ignore", over="ignore"):
-            gap = np.abs(values_a.astype(np.float64) - values_b.astype(np.float64))
-        finite = gap[np.isfinite(gap)]
-        entry["max_abs"] = float(finite.max()) if finite.size else None
-    elif values_a.size and values_a.dtype.kind in "iu":
-        entry["max_abs"] = float(np.abs(values_a.astype(np.float64) - values_b.astype(np.float64)).max())
-    return entry
-
-
-def _numpy_dtype(name: str) -> str | None:
-    known = {"bfloat16": "uint16", "complex64": "complex64", "complex128": "complex128"}
-    plain = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
-    return known.get(name) or (name if name in plain else None)
-
-
-def _decode(values: Any, dtype: str) -> Any:
-    import numpy as np
-
-    if dtype == "bfloat16":  # the upper half of a float32
-        return (values.astype(np.uint32) << 16).view(np.float32)
-    return values
-
-
 def _known_explanation(log_a: OpLog, log_b: OpLog, op: OpEvent) -> str:
     threads_a, threads_b = log_a.header.get("threads"), log_b.header.get("threads")
     if threads_a != threads_b and threads_a is not None and threads_b is not None:
@@ -347,97 +307,5 @@ def _batch_only(step: int, batch: int | None) -> dict[str, Any]:
     return found
 
 
-def context_rows(rows: Sequence[Pair], index: int) -> list[dict[str, Any]]:
-    """The aligned operations around the divergence, for the text, JSON and the report's table."""
-    chosen = []
-    for position in range(max(0, index - CONTEXT_ROWS), min(len(rows), index + CONTEXT_ROWS + 1)):
-        row = rows[position]
-        op = row.a or row.b
-        assert op is not None
-        status = (
-            "differs"
-            if row.differs and row.matched
-            else "equal"
-            if row.matched
-            else ("only in run A" if row.b is None else "only in run B")
-        )
-        chosen.append(
-            {
-                "a": row.a.index if row.a else None,
-                "b": row.b.index if row.b else None,
-                "op": op.op,
-                "module": module_text(op.module, op.module_class),
-                "phase": op.phase,
-                "source": op.source,
-                "inputs": ", ".join(x.describe() for x in op.inputs),
-                "outputs": ", ".join(x.describe() for x in op.outputs),
-                "status": status,
-                "diverges": position == index,
-            }
-        )
-    return chosen
-
-
-def module_text(module: str, module_class: str) -> str:
-    if module:
-        return module
-    return f"{module_class} (outermost module)" if module_class else "outside any module"
-
-
 def _digests(op: OpEvent) -> dict[str, list[str]]:
     return {"inputs": [x.identity for x in op.inputs], "outputs": [x.identity for x in op.outputs]}
-
-
-def _arg_text(arg: Arg) -> str:
-    return f"{arg.describe()} {arg.digest[:16]}" if arg.is_tensor and arg.digest else str(arg.value)
-
-
-def _op_text(op: OpEvent) -> str:
-    where = f" ({op.source})" if op.source else ""
-    module = module_text(op.module, op.module_class)
-    return f"`{op.op}` {f'in `{module}`' if op.module or op.module_class else module}{where}"
-
-
-def _path_text(row: Pair) -> str:
-    if row.a is not None:
-        return f"only run A ran {_op_text(row.a)} here"
-    assert row.b is not None
-    return f"only run B ran {_op_text(row.b)} here"
-
-
-def sentence(found: dict[str, Any]) -> str:
-    """The first line of the answer: what, where, when, why."""
-    step, cause = found["step"], found["cause"]
-    module = module_text(found["module"], found["module_class"])
-    where = f"in `{module}`" if found["module"] or found["module_class"] else module
-    source = f" ({found['source']})" if found.get("source") else ""
-    phase = found.get("phase") or "?"
-    name = f"`{found['name']}`"
-    if cause == DATA:
-        batch = found.get("batch")
-        which = f" (batch {batch} of the epoch)" if isinstance(batch, int) else ""
-        first = f"; first seen in {name}{source}" if found.get("name") else ""
-        return f"batch differs at step {step}{which}: data order or augmentation{first}"
-    if cause == OPERATION:
-        outputs = found.get("outputs") or []
-        counted = next((o for o in outputs if "differing_elements" in o), None)
-        how = "outputs differ"
-        if counted is not None:
-            how += f" in {counted['differing_elements']} of {counted['elements']} elements"
-            if counted.get("max_abs") is not None:
-                how += f" (max {counted['max_abs']:.3g})"
-        return (
-            f"nondeterministic operation {name} {where}{source} during {phase} at step {step}; "
-            f"inputs equal, {how}: {found['explanation']}"
-        )
-    if cause == RNG:
-        return (
-            f"random draw {name} {where}{source} during {phase} at step {step} differs: "
-            f"{found['explanation']}"
-        )
-    if cause == PATH:
-        return f"the runs took different paths at step {step} during {phase}: {found['explanation']}"
-    return (
-        f"an input from outside the recorded operations differs at step {step}: {name} {where}{source} "
-        f"during {phase} reads it; {found['explanation']}"
-    )

@@ -36,7 +36,8 @@ own sha256, one more task) hash on all cores. Tensors are hashed straight from m
 
 This module holds the pool and the entry points; the contract's serialisations and the flattening are in
 ``_canonical``; which reader a file goes to in ``_formats``, the readers in ``_safetensors``,
-``_numpy_files``, ``_text`` and ``_pickle`` (byte sources in ``_arrays``); the output-file selection in
+``_numpy_files``, ``_text``, ``_logformats`` (TensorBoard, MLflow, W&B) and ``_pickle`` (byte sources in
+``_arrays``), each within the limits of ``_bounds``; the output-file selection in
 ``_select`` and ``load_tensors`` in ``_load``.
 """
 
@@ -73,6 +74,9 @@ from reprobox.guest.hashing._formats import (
 from reprobox.guest.hashing._load import (
     load_tensors,
 )
+from reprobox.guest.hashing._logformats import (
+    LOG_FORMATS,
+)
 from reprobox.guest.hashing._select import (
     _files_under,
     _matches,
@@ -101,6 +105,8 @@ __all__ = [
 ]
 
 TEXT_FORMAT_NAMES = frozenset(TEXT_FORMATS.values())
+VALUE_FORMAT_NAMES = TEXT_FORMAT_NAMES | frozenset(LOG_FORMATS)
+"""Formats whose files hold values alone (structured text, logging tools' files): their content is them."""
 
 COPY_BUDGET_BYTES = 8 << 20
 """A non-contiguous tensor is copied to contiguous memory at most this many bytes at a time."""
@@ -132,6 +138,7 @@ class _Pending:
     file_sha256: concurrent.futures.Future[str]
     content: _Content
     array_sha256: list[concurrent.futures.Future[str]]
+    strict: bool = False  # a content refused by a limit is an error (``reprobox hash``), not a note
 
     def result(self) -> CheckpointDigest:
         try:
@@ -141,9 +148,14 @@ class _Pending:
             try:
                 shas = [f.result() for f in self.array_sha256]
             except _ContentError as exc:
-                content, shas = _opaque(str(exc)), []
+                content, shas = _opaque(str(exc), exc.refusal), []
         except OSError as exc:
             raise _read_problem(self.path, exc) from exc
+        if self.strict and content.refusal is not None:
+            raise UsageError(
+                f"{self.path} is refused: {content.refusal}; reprobox reads no checkpoint beyond its limits "
+                "(a damaged or hostile file): write it again, or compare its bytes (sha256sum)"
+            )
         if content.format == "file":
             return CheckpointDigest(
                 self.relpath, size, whole_file, whole_file, "file", (), {}, None, content.note, content.reader
@@ -157,12 +169,12 @@ class _Pending:
                 key=TensorDigest.sort_key,
             )
         )
-        values_only = not tensors and content.format in TEXT_FORMAT_NAMES
+        values_only = not tensors and content.format in VALUE_FORMAT_NAMES
         return CheckpointDigest(
             path=self.relpath,
             size=size,
             file_sha256=whole_file,
-            # a file of values alone (JSON, YAML, CSV) is its values: equal values, equal content
+            # a file of values alone (JSON, YAML, CSV, logs) is its values: equal values, equal content
             content_sha256=metadata_sha256(content.metadata) if values_only else content_sha256(tensors),
             format=content.format,
             tensors=tensors,
@@ -180,7 +192,9 @@ def _read_problem(path: Path, exc: OSError) -> EnvironmentProblem:
     )
 
 
-def _submit(pool: concurrent.futures.ThreadPoolExecutor, path: Path, relpath: str) -> _Pending:
+def _submit(
+    pool: concurrent.futures.ThreadPoolExecutor, path: Path, relpath: str, *, strict: bool = False
+) -> _Pending:
     whole_file = pool.submit(file_sha256, path)  # the largest task: start it first
     try:
         content = _plan(path)
@@ -188,7 +202,7 @@ def _submit(pool: concurrent.futures.ThreadPoolExecutor, path: Path, relpath: st
         raise _read_problem(path, exc) from exc
     largest_first = sorted(content.arrays, key=lambda a: a.nbytes, reverse=True)
     futures = {id(a): pool.submit(_sha256_array, a) for a in largest_first}
-    return _Pending(path, relpath, whole_file, content, [futures[id(a)] for a in content.arrays])
+    return _Pending(path, relpath, whole_file, content, [futures[id(a)] for a in content.arrays], strict)
 
 
 def _check_workers(workers: int | None) -> int:
@@ -199,7 +213,9 @@ def _check_workers(workers: int | None) -> int:
     return workers
 
 
-def _hash_files(files: Sequence[tuple[Path, str]], workers: int | None) -> list[CheckpointDigest]:
+def _hash_files(
+    files: Sequence[tuple[Path, str]], workers: int | None, *, strict: bool = False
+) -> list[CheckpointDigest]:
     """Hash files on one pool, planning a few files ahead so small and large ones overlap."""
     count = _check_workers(workers)
     ahead = max(2, 2 * count)
@@ -208,7 +224,7 @@ def _hash_files(files: Sequence[tuple[Path, str]], workers: int | None) -> list[
     try:
         window: deque[_Pending] = deque()
         for path, relpath in files:
-            window.append(_submit(pool, path, relpath))
+            window.append(_submit(pool, path, relpath, strict=strict))
             if len(window) > ahead:
                 results.append(window.popleft().result())
         while window:
@@ -228,9 +244,15 @@ def _relative_posix(path: Path, root: Path) -> str:
         ) from None
 
 
-def hash_checkpoint(path: Path, *, relative_to: Path, workers: int | None = None) -> CheckpointDigest:
-    """Digest one checkpoint: its file sha256 and canonical content hash, hashed in parallel."""
-    return _hash_files([(path, _relative_posix(path, relative_to))], workers)[0]
+def hash_checkpoint(
+    path: Path, *, relative_to: Path, workers: int | None = None, strict: bool = False
+) -> CheckpointDigest:
+    """Digest one checkpoint: its file sha256 and canonical content hash, hashed in parallel.
+
+    A file whose content a reader's limit refused (``_bounds``) is digested by its bytes with a note
+    saying why; with ``strict`` (``reprobox hash``) it raises UsageError naming the file and the limit.
+    """
+    return _hash_files([(path, _relative_posix(path, relative_to))], workers, strict=strict)[0]
 
 
 def content_digest(path: Path, *, workers: int | None = None) -> tuple[str, tuple[TensorDigest, ...]]:

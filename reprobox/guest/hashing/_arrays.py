@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reprobox.guest.hashing._bounds import limit_reason, over_limit
 from reprobox.guest.hashing._canonical import expand_quantized, numpy_dtype_name, torch_dtype_name
 
 if TYPE_CHECKING:
@@ -20,7 +21,14 @@ if TYPE_CHECKING:
 
 
 class _ContentError(Exception):
-    """The file's content cannot be read as its format says; it is then hashed as a plain file."""
+    """The file's content cannot be read as its format says; it is then hashed as a plain file.
+
+    ``refusal`` is set when a limit refused it (see ``_bounds``): ``reprobox hash`` then exits 2.
+    """
+
+    def __init__(self, note: str, refusal: str | None = None) -> None:
+        super().__init__(note)
+        self.refusal = refusal
 
 
 Buffers = Callable[[int], Iterator[bytes | memoryview]]
@@ -46,10 +54,11 @@ class _Content:
     note: str | None = None
     keepalive: object = None  # the loaded object or mmap the buffers point into
     reader: str = "file bytes"  # what read the content, recorded in the manifest
+    refusal: str | None = None  # the limit that refused the content (see ``_bounds``), if one did
 
 
-def _opaque(note: str | None) -> _Content:
-    return _Content(format="file", note=note)
+def _opaque(note: str | None, refusal: str | None = None) -> _Content:
+    return _Content(format="file", note=note, refusal=refusal)
 
 
 def _first_sentence(text: str) -> str:
@@ -58,8 +67,16 @@ def _first_sentence(text: str) -> str:
 
 def _unreadable(kind: str, exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    reason = _first_sentence(lines[0]) if lines else type(exc).__name__
-    return f"content not hashed: not a readable {kind} file ({reason}); the content hash is the file sha256"
+    reason = limit_reason(exc) if over_limit(exc) else _first_sentence(lines[0]) if lines else ""
+    return (
+        f"content not hashed: not a readable {kind} file ({reason or type(exc).__name__}); "
+        "the content hash is the file sha256"
+    )
+
+
+def _refused(kind: str, exc: BaseException) -> _Content:
+    """The plain-file fallback for a reader's error, marked as refused when a limit refused it."""
+    return _opaque(_unreadable(kind, exc), limit_reason(exc) if over_limit(exc) else None)
 
 
 def contiguous_pieces(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
+from reprobox.guest.hashing._bounds import MAX_NESTING, MAX_VALUES, OverLimit
 
 if TYPE_CHECKING:
     import numpy as np
@@ -222,18 +223,25 @@ def flatten(obj: object) -> tuple[list[tuple[str, Any]], list[tuple[str, object]
     mapping's; files ``torch.load(weights_only=True)`` reads never contain them.
     """
     flattener = _Flattener(_array_types())
-    flattener.visit(obj, ROOT_NAME)
+    flattener.visit(obj, ROOT_NAME, 0)
     return flattener.arrays, flattener.values
 
 
 @dataclass
 class _Flattener:
+    """The walk, bounded (``_bounds``): what ``torch.load`` or a JSON parser built may nest or fan out
+    without limit, and the walk recurses and records a digest per value."""
+
     array_types: tuple[type, ...]
     arrays: list[tuple[str, Any]] = field(default_factory=list)
     values: list[tuple[str, object]] = field(default_factory=list)
     open_containers: set[int] = field(default_factory=set)
 
-    def visit(self, obj: object, name: str) -> None:
+    def visit(self, obj: object, name: str, depth: int) -> None:
+        if depth > MAX_NESTING:
+            raise OverLimit(f"the saved object nests deeper than the limit of {MAX_NESTING} levels")
+        if len(self.arrays) + len(self.values) >= MAX_VALUES:
+            raise OverLimit(f"the saved object holds more than the limit of {MAX_VALUES} values")
         if isinstance(obj, self.array_types):
             self.arrays.append((name, obj))
             return
@@ -250,7 +258,7 @@ class _Flattener:
             raise ValueError(f"the saved object contains itself at '{name}'")
         self.open_containers.add(id(obj))
         for key, value in items:
-            self.visit(value, _join(name, key))
+            self.visit(value, _join(name, key), depth + 1)
         self.open_containers.discard(id(obj))
 
 

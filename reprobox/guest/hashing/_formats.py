@@ -4,7 +4,8 @@ A reader plans one file's hashing: the tensors to hash and the digests of its pl
 plain-file fallback with a note saying why the content could not be read safely. Torch files are read
 by ``torch.load(weights_only=True)`` first (fast, memory-mapped); what it refuses, and plain pickles,
 go to the safe pickle reader (``_pickle``), which imports and runs nothing named in the file.
-Safetensors files are read in ``_safetensors``, NumPy files in ``_numpy_files``, text in ``_text``.
+Safetensors files are read in ``_safetensors``, NumPy files in ``_numpy_files``, text in ``_text``, and
+logging tools' files (TensorBoard, MLflow, W&B) in ``_logformats``, recognised by their name and place.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import pickle
 import warnings
 from pathlib import Path
 
-from reprobox.guest.hashing._arrays import _arrays_from, _Content, _first_sentence, _opaque, _unreadable
+from reprobox.guest.hashing._arrays import _arrays_from, _Content, _first_sentence, _opaque, _refused
+from reprobox.guest.hashing._bounds import check_zip_members, limit_reason, over_limit
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
+from reprobox.guest.hashing._logformats import log_format_of, plan_log
 from reprobox.guest.hashing._numpy_files import plan_npy, plan_npz
 from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, pickled_kind, read_pickle
 from reprobox.guest.hashing._safetensors import plan_safetensors
@@ -28,7 +31,11 @@ def format_of(path: Path) -> str:
     """The format a file is read as: from its suffix, else from its first bytes (``checkpoint.pth.tar``).
 
     Only a zip file's directory is read beyond a few bytes, to find a torch archive's ``data.pkl``.
+    Logging tools' files are named by the tool (``tensorboard``, ``mlflow``, ``wandb``).
     """
+    log_format = log_format_of(path)
+    if log_format is not None:
+        return log_format
     suffix = path.suffix.lower()
     if suffix in TORCH_SUFFIXES:
         return "torch"
@@ -74,6 +81,8 @@ def _torch_load(path: Path) -> object:
 
     with path.open("rb") as f:
         zip_format = f.read(4) == b"PK\x03\x04"  # only the zip format can be memory-mapped
+    if zip_format:
+        check_zip_members(path, "the archive")  # before torch reads its whole directory
     with warnings.catch_warnings():  # e.g. TorchScript archives: refused below, no need to warn too
         warnings.simplefilter("ignore")
         return torch.load(path, weights_only=True, mmap=zip_format, map_location="cpu")
@@ -89,7 +98,7 @@ def _plan_torch(path: Path) -> _Content:
     try:
         named_arrays, values = flatten(obj)
     except (ValueError, RecursionError) as exc:
-        return _opaque(_unreadable("torch", exc))
+        return _refused("torch", exc)
     return _Content(
         format="torch",
         arrays=_arrays_from(named_arrays),
@@ -106,10 +115,11 @@ def _plan_pickle(path: Path, why: str | None = None) -> _Content:
         named_arrays, values = flatten(read.obj)
     except (ValueError, RecursionError) as exc:
         if why is None:
-            return _opaque(_unreadable("pickle", exc))
+            return _refused("pickle", exc)
         return _opaque(
             f"content not hashed: {why} and the safe pickle reader could not read it either "
-            f"({_first_sentence(str(exc))}); the content hash is the file sha256"
+            f"({_first_sentence(limit_reason(exc))}); the content hash is the file sha256",
+            limit_reason(exc) if over_limit(exc) else None,
         )
     return _Content(
         format=read.container,
@@ -121,7 +131,9 @@ def _plan_pickle(path: Path, why: str | None = None) -> _Content:
     )
 
 
-def _plan(path: Path) -> _Content:
+def _plan(path: Path) -> _Content:  # noqa: PLR0911 - one return per format
+    if log_format_of(path) is not None:  # by name and place: an event file is never sniffed as a pickle
+        return plan_log(path)
     if text_format_of(path) is not None:  # by suffix alone: a JSON file is never sniffed as a pickle
         return plan_text(path)
     kind = format_of(path)

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
+from reprobox.guest.hashing._bounds import OverLimit, check_in_memory, limit_reason
 from reprobox.guest.hashing._canonical import ROOT_NAME, _join, expand_quantized, flatten
 from reprobox.guest.hashing._formats import _torch_load, _weights_only_failure, format_of
+from reprobox.guest.hashing._numpy_files import load_npz, open_npy
 from reprobox.guest.hashing._pickle import read_pickle
 from reprobox.guest.hashing._safetensors import read_safetensors_header
 
@@ -21,8 +23,19 @@ if TYPE_CHECKING:
 def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
     """The tensors (memory-mapped where the format allows) and plain values, named as hashing names them.
 
-    A name that occurs twice gets ``#2``, ``#3`` ... appended in saved order.
+    A name that occurs twice gets ``#2``, ``#3`` ... appended in saved order. A file that cannot be read
+    within the readers' limits (``_bounds``) raises UsageError naming the file and the limit, never a
+    MemoryError, RecursionError or OverflowError.
     """
+    try:
+        return _load(path)
+    except (OverLimit, RecursionError, MemoryError, OverflowError) as exc:
+        raise UsageError(
+            f"{path} cannot be read safely ({limit_reason(exc)}), so its tensors are not loaded"
+        ) from None
+
+
+def _load(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
     kind = format_of(path)
     if kind == "torch":
         return _load_torch_tensors(path)
@@ -64,8 +77,8 @@ def _load_pickled_tensors(path: Path, why: str | None) -> tuple[dict[str, torch.
     except (ValueError, RecursionError) as exc:
         before = f"{why}, and " if why else ""
         raise UsageError(
-            f"{path} cannot be read safely ({before}the safe pickle reader: {exc}); save plain tensors with "
-            "torch.save(model.state_dict()) or safetensors to compare it tensor by tensor"
+            f"{path} cannot be read safely ({before}the safe pickle reader: {limit_reason(exc)}); save plain "
+            "tensors with torch.save(model.state_dict()) or safetensors to compare it tensor by tensor"
         ) from None
 
 
@@ -87,7 +100,10 @@ def _numpy_to_torch(array: np.ndarray[Any, Any]) -> torch.Tensor:
     import torch
 
     little = array.dtype.newbyteorder("<")
-    if array.dtype.fields is None and array.dtype.kind in "biufc":
+    plain = array.dtype.fields is None and array.dtype.kind in "biufc"
+    if not plain or array.dtype != little:  # converted in memory, whole
+        check_in_memory(int(array.nbytes), "an array", f"to convert from dtype {array.dtype.str}")
+    if plain:
         if array.dtype != little:
             array = array.astype(little)
         if not array.flags.writeable:  # torch warns on read-only memory; copy-on-write maps avoid this
@@ -103,6 +119,8 @@ def _load_safetensors_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict
 
     try:
         entries, metadata = read_safetensors_header(path)
+    except OverLimit:
+        raise
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path} is not a valid safetensors file ({exc}); write it again") from None
     mapped = np.memmap(path, dtype=np.uint8, mode="c")  # copy-on-write: writable for torch, file untouched
@@ -123,14 +141,12 @@ def _load_safetensors_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict
 
 
 def _load_numpy_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
-    import numpy as np
-
     try:
-        if path.suffix.lower() == ".npz":
-            with np.load(path, allow_pickle=False) as archive:
-                named = [(name, archive[name]) for name in archive.files]
-        else:
-            named = [(ROOT_NAME, np.load(path, mmap_mode="c", allow_pickle=False))]
+        named = load_npz(path) if path.suffix.lower() == ".npz" else [(ROOT_NAME, open_npy(path, "c"))]
+    except OverLimit:
+        raise
     except (ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise UsageError(f"{path} is not a readable NumPy file ({exc}); write it again") from None
+        raise UsageError(
+            f"{path} is not a readable NumPy file ({limit_reason(exc)}); write it again"
+        ) from None
     return _unique([(name, _numpy_to_torch(array)) for name, array in named]), {}

@@ -49,6 +49,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
 from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_torch import (
     LEGACY_MAGIC,
@@ -104,7 +105,8 @@ def pickled_kind(path: Path) -> str | None:
 
 
 def read_pickle(path: Path) -> PickleRead:
-    """The file's object tree, without importing or running anything it names; ValueError if unreadable."""
+    """The file's object tree, without importing or running anything it names; ValueError if unreadable
+    (OverLimit, a ValueError, when a limit refused it)."""
     size = path.stat().st_size
     if size == 0:
         raise ValueError("the file is empty")
@@ -126,14 +128,13 @@ def read_pickle(path: Path) -> PickleRead:
             container = "pickle"
         plain = plainer.plain(obj)
     except _ERRORS as exc:
-        raise ValueError(_reason(exc)) from None
+        raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None
     return PickleRead(plain, container, mapped)
 
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, RecursionError):
-        return "the pickle nests too deeply"
+        return f"the pickle nests too deeply (deeper than the {MAX_NESTING} levels read)"
     if isinstance(exc, MemoryError):
         return "the pickle asks for more memory than there is"
-    text = str(exc).splitlines()[0].strip() if str(exc).strip() else ""
-    return text[:200] or type(exc).__name__
+    return limit_reason(exc)

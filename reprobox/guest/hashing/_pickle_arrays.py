@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._pickle_objects import (
     CLASS_KEY,
     ArraySpec,
@@ -16,7 +17,7 @@ from reprobox.guest.hashing._pickle_objects import (
     ScalarSpec,
     StorageRef,
     TensorSpec,
-    _ints,
+    _shape,
 )
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class TensorMaker:
             offset, numel = ref.view
             itemsize = ref.dtype.itemsize
             if (offset + numel) * itemsize > raw.size:
-                raise ValueError(f"a storage view of '{ref.key}' lies outside its storage")
+                raise OverLimit(f"a storage view of '{ref.key}' lies outside its storage")
             raw = raw[offset * itemsize : (offset + numel) * itemsize]
         return raw
 
@@ -72,10 +73,10 @@ class TensorMaker:
         if 0 not in spec.size:
             extent = spec.offset + sum((s - 1) * t for s, t in zip(spec.size, spec.stride, strict=True)) + 1
         if extent > raw.size // itemsize:
-            raise ValueError(f"a tensor of size {list(spec.size)} lies outside storage '{spec.storage.key}'")
+            raise OverLimit(f"a tensor of size {list(spec.size)} lies outside storage '{spec.storage.key}'")
         self.budget_bytes -= math.prod(spec.size) * itemsize
         if self.budget_bytes < 0:
-            raise ValueError("the tensors span far more bytes than the file holds (repeated strides)")
+            raise OverLimit("the tensors span far more bytes than the file holds (repeated strides)")
         flat = torch.from_numpy(raw).view(spec.dtype) if spec.dtype != torch.uint8 else torch.from_numpy(raw)
         tensor = torch.as_strided(flat, spec.size, spec.stride, spec.offset)
         if spec.metadata.get("conj"):
@@ -111,14 +112,14 @@ def numpy_array(spec: ArraySpec, plain: Plain) -> object:
     if not isinstance(state, tuple) or len(state) not in (4, 5):
         raise ValueError("a NumPy array has no (version, shape, dtype, order, data) state")
     shape, dtype_spec, fortran, raw = state[-4:]
-    shape = _ints(shape, "a NumPy array's shape")
+    shape = _shape(shape, "a NumPy array's shape")
     dtype = dtype_spec.resolve() if isinstance(dtype_spec, DTypeSpec) else None
     if dtype is None or not isinstance(raw, (bytes, bytearray)):
         described = plain(raw)
         kind = dtype_spec.describe() if isinstance(dtype_spec, DTypeSpec) else str(dtype_spec)
         return {CLASS_KEY: "numpy.ndarray", "dtype": kind, "shape": list(shape), "data": described}
     if len(raw) != math.prod(shape) * dtype.itemsize:
-        raise ValueError(f"a NumPy array of shape {list(shape)} does not hold {len(raw)} bytes")
+        raise OverLimit(f"a NumPy array of shape {list(shape)} does not hold {len(raw)} bytes")
     return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
 

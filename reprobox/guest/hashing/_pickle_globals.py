@@ -20,6 +20,7 @@ from reprobox.guest.hashing._pickle_objects import (
     StorageRef,
     TensorSpec,
     _ints,
+    _shape,
     _StandIn,
     stand_in_of,
 )
@@ -52,7 +53,10 @@ def _metadata(value: object) -> dict[str, bool]:
 
 def rebuild_tensor(storage: object, offset: object, size: object, stride: object, *_: object) -> TensorSpec:
     return TensorSpec(
-        _storage(storage), _index(offset, "offset"), _ints(size, "size"), _ints(stride, "stride")
+        _storage(storage),
+        _index(offset, "offset"),
+        _shape(size, "a tensor's size"),
+        _ints(stride, "a tensor's stride"),
     )
 
 
@@ -104,7 +108,9 @@ def rebuild_from_type_v2(func: object, _new_type: object, args: object, _state: 
 
 
 def rebuild_meta_tensor(dtype: object, size: object, stride: object, *_: object) -> MetaTensorSpec:
-    return MetaTensorSpec(_torch_dtype(dtype), _ints(size, "size"), _ints(stride, "stride"))
+    return MetaTensorSpec(
+        _torch_dtype(dtype), _shape(size, "a tensor's size"), _ints(stride, "a tensor's stride")
+    )
 
 
 def rebuild_qtensor(

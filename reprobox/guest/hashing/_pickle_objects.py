@@ -13,20 +13,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from reprobox.guest.hashing._bounds import (
+    MAX_DIMS,
+    MAX_ELEMENTS,
+    MAX_NESTING,
+    MAX_VALUES,
+    OverLimit,
+    check_shape,
+)
+
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
+__all__ = ["MAX_DEPTH", "MAX_DIMS", "MAX_VALUES"]
 
-MAX_DEPTH = 200
+
+MAX_DEPTH = MAX_NESTING
 """Deeper nesting than this is refused: no checkpoint nests this deep, and every walk here recurses."""
 
-
-MAX_VALUES = 2_000_000
-"""Objects after expanding shared references; a small pickle cannot expand into an unbounded tree."""
-
-
-MAX_DIMS = 64
+# MAX_VALUES: objects after expanding shared references; a small pickle cannot expand into an unbounded
+# tree. MAX_DIMS: dimensions of a tensor or array. Both are the limits of every reader (``_bounds``).
 
 
 # How a stand-in reads once plain (the names ``reprobox.guest.hashing._pickle`` documents).
@@ -230,8 +237,14 @@ class ScalarSpec(_Inert):
 
 
 def _ints(value: object, what: str) -> tuple[int, ...]:
+    """A stride: at most MAX_DIMS non-negative integers, each at most MAX_ELEMENTS."""
     if not isinstance(value, (tuple, list)) or len(value) > MAX_DIMS:
-        raise ValueError(f"{what} is not a short sequence of integers")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-        raise ValueError(f"{what} holds something other than non-negative integers")
-    return tuple(value)
+        raise OverLimit(f"{what} is not a short sequence of integers")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_ELEMENTS for v in value):
+        raise OverLimit(f"{what} holds something other than integers from 0 to 2**48 (the limit)")
+    return tuple(int(v) for v in value)
+
+
+def _shape(value: object, what: str) -> tuple[int, ...]:
+    """A size or shape, checked as every reader checks one (``_bounds.check_shape``)."""
+    return check_shape(_ints(value, what), what)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 
 from reprobox.guest.hashing import _pickle_objects as placeholder
+from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._pickle_arrays import TensorMaker, numpy_array, numpy_scalar
 from reprobox.guest.hashing._pickle_objects import (
     ARGS_KEY,
@@ -53,7 +54,7 @@ class Plainer:
         if key in self.done:
             return self.done[key], self.sizes[key]
         if depth > MAX_DEPTH:
-            raise ValueError(f"the pickled object is nested deeper than {MAX_DEPTH} levels")
+            raise OverLimit(f"the pickled object is nested deeper than {MAX_DEPTH} levels")
         if key in self.open:
             return f"<cycle: {_type_name(obj)}>", 1
         self.open.add(key)
@@ -62,7 +63,7 @@ class Plainer:
         finally:
             self.open.discard(key)
         if size > MAX_VALUES:
-            raise ValueError(f"the pickled object expands to more than {MAX_VALUES} values")
+            raise OverLimit(f"the pickled object expands to more than {MAX_VALUES} values")
         self.done[key], self.sizes[key] = result, size
         self.keep.append(obj)
         return result, size
@@ -118,7 +119,7 @@ class Plainer:
             items.append(plain)
             total += size
             if total > MAX_VALUES:
-                raise ValueError(f"the pickled object expands to more than {MAX_VALUES} values")
+                raise OverLimit(f"the pickled object expands to more than {MAX_VALUES} values")
         return items, total
 
     def _mapping(

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, OverLimit, check_zip_members, zip_member_count
 from reprobox.guest.hashing._pickle_objects import StorageRef, StorageType
 from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
@@ -25,7 +26,10 @@ _MAX_PICKLE_BYTES = 1 << 30  # a zip's data.pkl; tensors live outside it
 
 
 def zip_pickle_name(path: Path) -> str | None:
+    """The archive's ``<archive>/data.pkl``, or None (an archive of too many members is not looked into)."""
     try:
+        if zip_member_count(path) > MAX_ARCHIVE_MEMBERS:
+            return None
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
     except (zipfile.BadZipFile, OSError, ValueError):
@@ -61,7 +65,7 @@ class _ZipStorages:
         if info.compress_type != zipfile.ZIP_STORED:
             raise ValueError(f"storage '{key}' is compressed, which torch never writes")
         if info.file_size < nbytes:
-            raise ValueError(f"storage '{key}' holds {info.file_size} bytes, fewer than its {nbytes}")
+            raise OverLimit(f"storage '{key}' holds {info.file_size} bytes, fewer than its {nbytes}")
         start = _member_data_offset(self._mapped, info)
         return _bytes_at(self._mapped, start, nbytes)
 
@@ -79,18 +83,19 @@ def _bytes_at(mapped: mmap.mmap, start: int, nbytes: int) -> np.ndarray[Any, Any
     import numpy as np
 
     if start < 0 or start + nbytes > len(mapped):
-        raise ValueError("a storage runs past the end of the file")
+        raise OverLimit("a storage runs past the end of the file")
     return np.frombuffer(mapped, dtype=np.uint8, count=nbytes, offset=start)  # a view, never copied
 
 
 def read_zip(path: Path, mapped: mmap.mmap, budget: int) -> tuple[object, Plainer]:
+    check_zip_members(path, "the archive")
     name = zip_pickle_name(path)
     if name is None:
         raise ValueError("not a torch zip archive (no <archive>/data.pkl member, or a damaged directory)")
     with zipfile.ZipFile(path) as archive:
         info = archive.getinfo(name)
         if info.compress_type != zipfile.ZIP_STORED or info.file_size > min(len(mapped), _MAX_PICKLE_BYTES):
-            raise ValueError("data.pkl is compressed or larger than the file")
+            raise OverLimit("data.pkl is compressed or larger than the file")
         data = archive.read(info)
         prefix = name.removesuffix("data.pkl")
         byteorder = prefix + "byteorder"
@@ -141,11 +146,11 @@ class _LegacyStorages:
                 raise ValueError(f"storage '{key}' is listed but never used")
             count = self._mapped[position : position + 8]
             if len(count) < 8:
-                raise ValueError("the file ends before its storages")
+                raise OverLimit("the file ends before its storages")
             (numel,) = struct.unpack("<q", count)
             nbytes = numel * root.dtype.itemsize
             if numel < 0 or nbytes != root.nbytes or position + 8 + nbytes > len(self._mapped):
-                raise ValueError(f"storage '{key}' does not fit the file")
+                raise OverLimit(f"storage '{key}' does not fit the file")
             self._spans[key] = (position + 8, nbytes)
             position += 8 + nbytes
 

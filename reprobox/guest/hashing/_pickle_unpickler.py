@@ -9,6 +9,7 @@ import pickletools
 from collections.abc import Callable
 from typing import IO, Any, cast
 
+from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._pickle_globals import MODULE_ALIASES, SAFE_CALLABLES
 from reprobox.guest.hashing._pickle_objects import NdarrayType, StorageType, stand_in_class
 
@@ -31,7 +32,7 @@ class SafeUnpickler(pickle.Unpickler):
         qualified = f"{module}.{name}"
         if qualified not in self._classes:
             if len(self._classes) >= _MAX_GLOBALS:
-                raise ValueError(f"the pickle names more than {_MAX_GLOBALS} globals")
+                raise OverLimit(f"the pickle names more than {_MAX_GLOBALS} globals")
             found = _known_global(module, name)
             self._classes[qualified] = found if found is not None else stand_in_class(qualified)
             self.global_names[id(self._classes[qualified])] = qualified
@@ -101,7 +102,7 @@ def _check_opcodes(stream: IO[bytes] | mmap.mmap, end: int) -> None:
         if op.name == "PROTO" and not 0 <= number <= pickle.HIGHEST_PROTOCOL:
             raise ValueError(f"unknown pickle protocol {arg}")
         if op.name == "FRAME" and number > end - (pos or 0):
-            raise ValueError("a pickle frame runs past the end of the data")
+            raise OverLimit("a pickle frame runs past the end of the data")
         if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and number > ops:
             raise ValueError("a pickle memo index is out of range")
     stream.seek(start)

@@ -3,13 +3,21 @@ tensor hashed straight from the memory-mapped bytes, never copied."""
 
 from __future__ import annotations
 
-import json
+import itertools
 import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from reprobox.guest.hashing._arrays import Buffers, _Array, _Content, _opaque, _unreadable
+from reprobox.guest.hashing._arrays import Buffers, _Array, _Content, _refused
+from reprobox.guest.hashing._bounds import (
+    MAX_HEADER_DEPTH,
+    MAX_VALUES,
+    OverLimit,
+    check_shape,
+    element_count,
+    loads_json,
+)
 from reprobox.guest.hashing._canonical import _join, _metadata_digests
 
 MAX_SAFETENSORS_HEADER = 100 << 20
@@ -54,23 +62,31 @@ class SafetensorsEntry:
 
 
 def read_safetensors_header(path: Path) -> tuple[list[SafetensorsEntry], object]:
-    """Validated tensor entries and the ``__metadata__`` value; ValueError says what is wrong."""
+    """Validated tensor entries and the ``__metadata__`` value; ValueError says what is wrong (OverLimit,
+    a ValueError, when the header declares more than the file holds or than the limits allow)."""
     size = path.stat().st_size
     with path.open("rb") as f:
         prefix = f.read(8)
         if len(prefix) < 8:
             raise ValueError("shorter than the 8-byte header length")
         (header_len,) = struct.unpack("<Q", prefix)
-        if header_len > min(size - 8, MAX_SAFETENSORS_HEADER):
-            raise ValueError(f"header length {header_len} does not fit the file")
+        if header_len > size - 8:
+            raise OverLimit(f"its header length {header_len} is more than the {size - 8} bytes after it")
+        if header_len > MAX_SAFETENSORS_HEADER:
+            raise OverLimit(f"its header length {header_len} is over the limit of {MAX_SAFETENSORS_HEADER}")
         raw = f.read(header_len)
-    header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    header = loads_json(
+        raw.decode("utf-8"), "the header", max_depth=MAX_HEADER_DEPTH, object_pairs_hook=_no_duplicate_keys
+    )
     if not isinstance(header, dict):
         raise ValueError("the header is not a JSON object")
+    if len(header) > MAX_VALUES:
+        raise OverLimit(f"the header lists more than the limit of {MAX_VALUES} entries")
     data_start = 8 + header_len
     data_len = size - data_start
     metadata = header.pop("__metadata__", None)
     entries = [_safetensors_entry(name, info, data_start, data_len) for name, info in header.items()]
+    _check_disjoint(entries)
     return entries, metadata
 
 
@@ -86,24 +102,17 @@ def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 def _safetensors_entry(name: str, info: object, data_start: int, data_len: int) -> SafetensorsEntry:
     if not isinstance(info, dict):
         raise ValueError(f"entry '{name}' is not an object")
-    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    dtype, offsets = info.get("dtype"), info.get("data_offsets")
     if not isinstance(dtype, str):
         raise ValueError(f"entry '{name}' has no dtype")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise ValueError(f"entry '{name}' has an invalid shape")
-    if (
-        not isinstance(offsets, list)
-        or len(offsets) != 2
-        or not all(isinstance(o, int) for o in offsets)
-        or not 0 <= offsets[0] <= offsets[1] <= data_len
-    ):
-        raise ValueError(f"entry '{name}' has data offsets outside the file")
+    shape = list(check_shape(info.get("shape"), f"entry '{name}'"))
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets):
+        raise ValueError(f"entry '{name}' has no data offsets [begin, end]")
+    if not 0 <= offsets[0] <= offsets[1] <= data_len:
+        raise OverLimit(f"entry '{name}' has data offsets {offsets} outside the {data_len} bytes of data")
     canonical, bits = SAFETENSORS_DTYPES.get(dtype, (f"safetensors:{dtype}", 0))
-    count = 1
-    for d in shape:
-        count *= d
-    if bits and offsets[1] - offsets[0] != (count * bits + 7) // 8:
-        raise ValueError(
+    if bits and offsets[1] - offsets[0] != (element_count(tuple(shape)) * bits + 7) // 8:
+        raise OverLimit(
             f"entry '{name}' holds {offsets[1] - offsets[0]} bytes, not what {dtype}{shape} needs"
         )
     if dtype == "F4" and shape:  # torch's float4_e2m1fn_x2 packs two values per element
@@ -113,11 +122,19 @@ def _safetensors_entry(name: str, info: object, data_start: int, data_len: int) 
     )
 
 
+def _check_disjoint(entries: list[SafetensorsEntry]) -> None:
+    """Two tensors never share bytes in a file the safetensors library writes (or reads)."""
+    spans = sorted((e.start, e.end, e.name) for e in entries if e.end > e.start)
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        if start < end:
+            raise OverLimit(f"entries '{first}' and '{second}' overlap in the file")
+
+
 def plan_safetensors(path: Path) -> _Content:
     try:
         entries, metadata = read_safetensors_header(path)
     except (ValueError, UnicodeDecodeError) as exc:
-        return _opaque(_unreadable("safetensors", exc))
+        return _refused("safetensors", exc)
     with path.open("rb") as f:
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     arrays = [_Array(e.name, e.dtype, e.shape, e.end - e.start, _mapped_range(mapped, e)) for e in entries]

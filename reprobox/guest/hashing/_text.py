@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 
 from reprobox.guest.hashing._arrays import _Content, _opaque
+from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
+from reprobox.records.files import JsonTooDeep, loads_bounded
 
 MAX_TEXT_BYTES = 64 << 20
 """Larger text outputs are logs rather than state: hashed as bytes, never parsed into memory."""
@@ -50,9 +51,9 @@ def read_values(path: Path) -> list[tuple[str, object]]:
 
 def _parse(kind: str, text: str, path: Path) -> object:
     if kind == "json":
-        return json.loads(text)
+        return _json(text)
     if kind == "jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [_json(line) for line in text.splitlines() if line.strip()]
     if kind == "yaml":
         from reprobox.errors import SpecError
         from reprobox.yamlsource import parse_yaml
@@ -60,9 +61,21 @@ def _parse(kind: str, text: str, path: Path) -> object:
         try:  # the job files' safe, bounded loader: aliases, nesting and expansion are capped there
             return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
         except SpecError as exc:
-            raise ValueError(exc.problems[0].message) from None
-    rows = list(csv.DictReader(io.StringIO(text)))
+            message = exc.problems[0].message
+            raise (OverLimit if "; refused" in message else ValueError)(message) from None
+    try:
+        rows = list(csv.DictReader(io.StringIO(text)))
+    except csv.Error as exc:  # a field over csv's own limit, or a malformed quote
+        raise (OverLimit if "limit" in str(exc) else ValueError)(f"not valid CSV ({exc})") from None
     return [dict(row) for row in rows]
+
+
+def _json(text: str) -> object:
+    """One JSON document, its nesting bounded as in every reader (``_bounds.MAX_NESTING``)."""
+    try:
+        return loads_bounded(text, max_depth=MAX_NESTING)
+    except JsonTooDeep:
+        raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels") from None
 
 
 def plan_text(path: Path) -> _Content:
@@ -71,12 +84,8 @@ def plan_text(path: Path) -> _Content:
     try:
         values = read_values(path)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return _opaque(f"values not read: not a readable {kind} file ({_short(exc)}); compared as bytes")
+        note = f"values not read: not a readable {kind} file ({limit_reason(exc)}); compared as bytes"
+        return _opaque(note, limit_reason(exc) if over_limit(exc) else None)
     except ImportError:
         return _opaque(f"values not read: the {kind} parser is not installed here; compared as bytes")
     return _Content(format=kind, metadata=_metadata_digests(values), reader=f"{kind} parser")
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:200]

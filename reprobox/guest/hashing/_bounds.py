@@ -1,0 +1,161 @@
+"""The limits every checkpoint reader holds a file to before it trusts what the file declares.
+
+A checkpoint's header is written by the job, so it may declare anything: a shape of ``[0, 2**70]`` over
+zero bytes, a JSON header nested a hundred thousand levels, an array that would fill the machine once
+decompressed. Read naively, those end in an OverflowError, a RecursionError or a MemoryError, which say
+nothing about the file. Every reader (safetensors, NumPy, the safe pickle reader, structured text, the
+logging tools' files, and ``load_tensors`` at compare time) checks what a file declares against these
+limits first and raises ``OverLimit``, a ValueError whose message names the limit. Hashing then records
+the file by its bytes with a note saying why; ``reprobox hash`` refuses it (exit 2); a comparison
+compares it as bytes. The numbers are far beyond any genuine checkpoint and well inside int64.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from reprobox.records.files import JsonTooDeep, json_depth
+
+MAX_DIMS = 64
+"""Dimensions of one tensor (torch allows 64 too)."""
+
+MAX_ELEMENTS = 1 << 48
+"""Each dimension, and the product of the non-zero ones: zeros elsewhere do not make 2**70 a size."""
+_ELEMENTS = "2**48"  # MAX_ELEMENTS as sentences say it
+
+MAX_NESTING = 200
+"""Nesting of lists and mappings in a checkpoint or a values file: no genuine one nests this deep, and
+every walk over them recurses."""
+
+MAX_VALUES = 2_000_000
+"""Named values from one file: the manifest keeps a digest for each."""
+
+MAX_HEADER_DEPTH = 64
+"""Nesting of a safetensors header (a genuine one nests 3 levels: entries, their fields, shapes)."""
+
+MAX_ARCHIVE_MEMBERS = 100_000
+"""Members of a zip archive (.npz, torch's zip format): a zip reader holds its whole directory in memory,
+several hundred bytes a member, so a file of tiny members would cost many times its size."""
+
+MAX_IN_MEMORY_BYTES = 1 << 30
+"""An array that must be held in memory whole (decompressed from an .npz in Fortran order, or converted
+to another byte order for comparison); larger ones are refused rather than risk a MemoryError."""
+
+
+class OverLimit(ValueError):
+    """A file declares more than it holds, or more than the readers' limits: damaged or hostile."""
+
+
+def over_limit(exc: BaseException) -> bool:
+    """Whether a reader's error is a limit refused (rather than a file that merely does not parse)."""
+    return isinstance(exc, (OverLimit, JsonTooDeep, RecursionError, MemoryError, OverflowError))
+
+
+def limit_reason(exc: BaseException) -> str:
+    """A short reason for a reader's error, naming the limit for the errors Python raises itself."""
+    if isinstance(exc, RecursionError):
+        return f"it nests deeper than the {MAX_NESTING} levels read"
+    if isinstance(exc, MemoryError):
+        return "it asks for more memory than there is"
+    if isinstance(exc, OverflowError):
+        return f"it declares a number over the limit of {_ELEMENTS}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+def size_text(nbytes: int) -> str:
+    """A byte count for a sentence: exact bytes when small, else GiB or MiB."""
+    if nbytes >= 1 << 30:
+        return f"{nbytes / (1 << 30):.1f} GiB"
+    if nbytes >= 1 << 20:
+        return f"{nbytes / (1 << 20):.1f} MiB"
+    return f"{nbytes} bytes"
+
+
+def check_shape(shape: object, what: str) -> tuple[int, ...]:
+    """``shape`` as a tuple, if it is a sane one: at most MAX_DIMS non-negative integers, each and the
+    product of the non-zero ones at most MAX_ELEMENTS; OverLimit names what is wrong."""
+    if not isinstance(shape, (list, tuple)):
+        raise OverLimit(f"{what} has a shape that is not a list of integers")
+    if len(shape) > MAX_DIMS:
+        raise OverLimit(f"{what} has {len(shape)} dimensions, over the limit of {MAX_DIMS}")
+    product = 1
+    for dim in shape:
+        if type(dim) is not int:
+            raise OverLimit(f"{what} has a shape that is not a list of integers")
+        if dim < 0:
+            raise OverLimit(f"{what} has a negative dimension ({dim})")
+        product *= max(dim, 1)
+        if product > MAX_ELEMENTS:
+            raise OverLimit(f"{what} declares a shape over the limit of {_ELEMENTS} elements")
+    return tuple(shape)
+
+
+def element_count(shape: tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
+def check_in_memory(nbytes: int, what: str, why: str) -> None:
+    """Refuse an array that would have to be held in memory whole when it is over MAX_IN_MEMORY_BYTES."""
+    if nbytes > MAX_IN_MEMORY_BYTES:
+        raise OverLimit(
+            f"{what} would take {size_text(nbytes)} of memory {why}, over the limit of "
+            f"{size_text(MAX_IN_MEMORY_BYTES)}"
+        )
+
+
+def loads_json(
+    raw: bytes | str,
+    what: str,
+    *,
+    max_depth: int = MAX_NESTING,
+    object_pairs_hook: Callable[[list[tuple[str, object]]], object] | None = None,
+) -> object:
+    """``json.loads`` with its nesting bounded (``records.files.loads_bounded``, with a pairs hook)."""
+    try:
+        document = json.loads(raw, object_pairs_hook=object_pairs_hook)
+    except RecursionError:
+        raise OverLimit(f"{what} nests deeper than the limit of {max_depth} levels") from None
+    if json_depth(document) > max_depth:
+        raise OverLimit(f"{what} nests deeper than the limit of {max_depth} levels")
+    return document
+
+
+_END_RECORD, _ZIP64_LOCATOR, _ZIP64_END_RECORD = b"PK\x05\x06", b"PK\x06\x07", b"PK\x06\x06"
+_END_RECORD_SIZE, _MAX_COMMENT = 22, 0xFFFF
+
+
+def zip_member_count(path: Path) -> int:
+    """The members a zip archive's end record declares (0 if it has none), read from its last bytes
+    before any zip reader loads the directory."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        start = max(0, size - _END_RECORD_SIZE - _MAX_COMMENT)
+        f.seek(start)
+        tail = f.read()
+        at = tail.rfind(_END_RECORD)
+        if at < 0 or len(tail) - at < _END_RECORD_SIZE:
+            return 0  # not a zip archive: the zip reader says so
+        (count,) = struct.unpack_from("<H", tail, at + 10)
+        locator = at - 20
+        if count != 0xFFFF or locator < 0 or tail[locator : locator + 4] != _ZIP64_LOCATOR:
+            return int(count)
+        (offset,) = struct.unpack_from("<Q", tail, locator + 8)
+        f.seek(min(offset, size))
+        record = f.read(56)
+    if len(record) < 40 or record[:4] != _ZIP64_END_RECORD:
+        return int(count)
+    return int(struct.unpack_from("<Q", record, 32)[0])
+
+
+def check_zip_members(path: Path, what: str) -> None:
+    """Refuse an archive that declares more than MAX_ARCHIVE_MEMBERS members, before its directory is read."""
+    count = zip_member_count(path)
+    if count > MAX_ARCHIVE_MEMBERS:
+        raise OverLimit(f"{what} lists {count} members, over the limit of {MAX_ARCHIVE_MEMBERS}")

@@ -1,0 +1,142 @@
+"""The job's processes: its command started in our process group with termination signals forwarded,
+and, once it ends, every process it left behind stopped (a background job, a double-forked daemon),
+so that nothing still writes to its outputs while they are hashed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from reprobox.records.guest import GuestRecord
+
+GRACE_SECONDS = 5.0
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Adopt the job's orphans (Linux): a process that double-forks away, even with a cleared
+    environment and a session of its own, stays our descendant, so stopping the job finds it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def run_command(
+    command: list[str],
+    env: dict[str, str],
+    *,
+    cwd: Path | None = None,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+) -> tuple[int, GuestRecord]:
+    """Run the command in our process group, forward termination signals, stop leftovers after it.
+
+    Returns our own exit status and how the command ended (exit code or signal, processes stopped).
+    """
+    become_subreaper()
+    try:
+        child = subprocess.Popen(command, env=env, cwd=cwd)
+    except OSError as exc:
+        sys.stderr.write(f"reprobox: cannot start {command[0]!r}: {exc.strerror}\n")
+        return 127, GuestRecord(exit_code=127, error=f"cannot start {command[0]!r}: {exc.strerror}")
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    if on_start is not None:
+        on_start(child)
+    returncode = child.wait()
+    stopped = stop_other_group_members()
+    ended = GuestRecord(
+        exit_code=returncode if returncode >= 0 else None,
+        signal=-returncode if returncode < 0 else None,
+        stray_processes_stopped=stopped or None,
+    )
+    return (returncode if returncode >= 0 else 128 - returncode), ended
+
+
+def stop_other_group_members() -> int:
+    """SIGTERM, then SIGKILL, every other process of our process group (background jobs left behind)."""
+    me = os.getpid()
+    if me == 1:  # PID 1 of a container: every other process in it is the job's
+        members = [pid for pid in _all_pids() if pid != me and _alive(pid)]
+    elif os.getpgrp() == me:  # our own process group, as the local runtime starts us, and what we adopted
+        members = [
+            pid
+            for pid in _all_pids()
+            if pid != me and (_in_group(pid, me) or (_alive(pid) and _descends_from(pid, me)))
+        ]
+    else:  # started inside someone else's group: only our descendants are ours
+        members = [pid for pid in _all_pids() if pid != me and _alive(pid) and _descends_from(pid, me)]
+    if not members:
+        return 0
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + (GRACE_SECONDS if sig == signal.SIGTERM else 1.0)
+        while time.monotonic() < deadline and any(_alive(pid) for pid in members):
+            _reap()
+            time.sleep(0.02)
+        _reap()
+        if not any(_alive(pid) for pid in members):
+            break
+    return len(members)
+
+
+def _all_pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _in_group(pid: int, group: int) -> bool:
+    stat = _stat_fields(pid)
+    return stat is not None and stat[0] != "Z" and int(stat[2]) == group
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, ..."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        stat = _stat_fields(pid)
+        if stat is None:
+            return False
+        pid = int(stat[1])
+        if pid == ancestor:
+            return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    stat = _stat_fields(pid)
+    return stat is not None and stat[0] != "Z"
+
+
+def _reap() -> None:
+    """Collect exited children (orphans re-parented to us when we are PID 1 in a container)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
