@@ -183,6 +183,7 @@ def _importer(frame: FrameType | None) -> tuple[str, int] | None:
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
+_PARSED: dict[str, Any] = {}  # importer file -> its syntax tree (ast.Module), or None when unreadable
 _OPTIONAL_CATCHES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
@@ -194,9 +195,13 @@ def _optional(where: tuple[str, int] | None) -> bool:
     import ast
 
     path, line = where
-    try:
-        tree = ast.parse(Path(path).read_bytes())
-    except (OSError, SyntaxError, ValueError):
+    if path not in _PARSED:  # one library file often loads several optional modules
+        try:
+            _PARSED[path] = ast.parse(Path(path).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            _PARSED[path] = None
+    tree = _PARSED[path]
+    if tree is None:
         return False
     for node in ast.walk(tree):
         if not isinstance(node, ast.Try) or not node.body:

@@ -68,7 +68,7 @@ def require_resume(job: JobSpec) -> None:
     if job.resume is None:
         raise UsageError(
             f"{job.job_file}: the job has no 'resume:' section; add one saying where the job saves "
-            "resumable checkpoints and how it resumes and stops (README, 'Long runs')"
+            "resumable checkpoints and how it resumes and stops (docs/long-runs.md)"
         )
 
 
