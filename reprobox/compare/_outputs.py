@@ -55,19 +55,19 @@ class _Pair:
         paths_b = {c["path"] for c in b.record.checkpoints}
         pairs = [(p, p) for p in sorted(paths_a & paths_b)]
         rest_a, rest_b = sorted(paths_a - paths_b), sorted(paths_b - paths_a)
+        names_b = {path: mask_file_name(path, b.context) for path in rest_b}
         masked_b: dict[str, list[str]] = {}
-        for path in rest_b:
-            masked_b.setdefault(mask_file_name(path, b.context)[0], []).append(path)
+        for path, (masked, _) in names_b.items():
+            masked_b.setdefault(masked, []).append(path)
         for path in list(rest_a):
-            matches = masked_b.get(mask_file_name(path, a.context)[0], [])
+            masked, reasons = mask_file_name(path, a.context)
+            matches = masked_b.get(masked, [])
             if len(matches) == 1:
                 other = matches.pop()
                 pairs.append((path, other))
                 rest_a.remove(path)
                 rest_b.remove(other)
-                why = " and ".join(
-                    sorted(mask_file_name(path, a.context)[1] | mask_file_name(other, b.context)[1])
-                )
+                why = " and ".join(sorted(reasons | names_b[other][1]))
                 out.run_specific.append(
                     {
                         "checkpoint": path,
