@@ -4,7 +4,8 @@
 #   1. a Docker engine (Debian's docker.io, docker-compose, debootstrap; dockerd started if none answers),
 #      and Debian's chromium for the browser test of the HTML report
 #   2. a one-node Slurm cluster (Debian's slurm-wlm), for --runtime slurm and its tests
-#   3. .venv with reprobox, torch (2.13.0, the CPU build), the examples' frameworks, and the test tools
+#   3. .venv with reprobox, torch (2.13.0, the CPU build), the examples' frameworks, the test tools and
+#      the docs site's (MkDocs)
 #   4. the offline base image (debootstrap, docker import) and a wheelhouse (the image's lock and the
 #      examples' extra locks), for machines that cannot pull images; .venv/bin/activate exports
 #      REPROBOX_BASE_IMAGE and REPROBOX_WHEELHOUSE for them
@@ -73,7 +74,7 @@ python3 -m venv .venv
 # torch first and pinned: 2.13.0 is the CPU build on this kind of machine's disk; anything looser may
 # fetch a multi-GB CUDA build.
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[torch,report,dev,trackers]"
+.venv/bin/python -m pip install --quiet -e ".[torch,report,dev,trackers,docs]"
 # The examples' frameworks (examples/hf-trainer, examples/lightning) at exactly the versions their image
 # locks pin, so `--runtime local` runs them on the same packages; --no-deps leaves torch as installed.
 example_locks=()

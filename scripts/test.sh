@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: lint, types, then every test, integration tests included when an engine answers.
+# The test command: lint, types, the docs site, then every test, integration tests included when an engine
+# answers (the shell examples of README.md and docs/ among them: tests/doc_examples.py).
 #
 # Usage: scripts/test.sh [pytest arguments...]     (after scripts/setup.sh)
 #        REPROBOX_TEST_WORKERS=N scripts/test.sh   (N test processes; default 2, 0 for none)
@@ -11,6 +12,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ruff check .
 ruff format --check .
 mypy
+# Every warning (a broken link or anchor, a page missing from the nav) fails the build; the site goes to
+# site/ (git-ignored). Not --quiet: it hides the warnings from --strict too. NO_MKDOCS_2_WARNING: Material's
+# notice about its successor is not a warning.
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict
 
 integration=()
 if docker info >/dev/null 2>&1; then
