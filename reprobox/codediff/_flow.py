@@ -258,27 +258,31 @@ def _drill_down(
             for side in (result.a, result.b)
         ]
         replays = [future.result() for future in futures]
+    found: dict[str, Any] = {
+        "step": step,
+        "recorded_steps": recorded,
+        "replays": [str(r.run_dir) for r in replays],
+        "ranks": {},
+    }
+    first["drill_down"] = found
     failed = next((r for r in replays if not r.succeeded), None)
     if failed is not None:
-        result.drill_down = (
-            f"a replay failed ({failed.failure or failed.status}; see {failed.run_dir}): no drill-down"
+        why = failed.failure or failed.status
+        found["sentence"] = result.drill_down = (
+            f"a replay failed ({why}; see {failed.run_dir}): no drill-down"
         )
         return
     operation, ranks = drilldown.analyze(replays[0].run_dir, replays[1].run_dir, versions=True)
+    found["ranks"] = ranks
     if operation is None:
-        result.drill_down = (
+        found["sentence"] = result.drill_down = (
             f"the replays computed the same values in every recorded operation of step(s) "
             f"{', '.join(map(str, recorded))}: the difference came from outside torch's operators"
         )
         return
     operation["change"] = _place_in_change(operation, repo, changes, result)
-    operation["replays"] = [str(r.run_dir) for r in replays]
-    if ranks:
-        operation["ranks"] = ranks
-    first["operation"] = operation
-    result.operation = operation
-    result.drill_down = operation["sentence"]
-    result.comparison.first_divergence = first
+    first["operation"] = result.operation = operation
+    found["sentence"] = result.drill_down = operation["sentence"]
 
 
 def _place_in_change(

@@ -16,7 +16,7 @@ from reprobox import stackdiff, trails
 from reprobox.compare import Comparison, compare_runs
 from reprobox.guest.fingerprint import iter_fields
 from reprobox.records.manifest import RunRecord
-from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short
+from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short, source_text
 from reprobox.render.values import BLANK, show_number, show_value
 
 MAX_FINGERPRINT_ROWS = 400
@@ -179,7 +179,7 @@ def operation_blocks(first: dict[str, Any]) -> list[Block]:
                     str(row.get("op")),
                     str(row.get("module")),
                     str(row.get("phase")),
-                    str(row.get("source")),
+                    source_text(row),
                     str(row.get("inputs")),
                     str(row.get("outputs")),
                     str(row.get("status")),

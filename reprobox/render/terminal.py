@@ -96,11 +96,17 @@ def operation_lines(first: dict[str, Any]) -> list[str]:
         index = f"{'-' if row.get('a') is None else row['a']}/{'-' if row.get('b') is None else row['b']}"
         lines.append(
             f"    {mark} {index:>11} {row.get('phase', ''):<9} {row.get('op', ''):<32} "
-            f"{row.get('module', ''):<24} {row.get('source', ''):<20} {row.get('status', '')}"
+            f"{row.get('module', ''):<24} {source_text(row):<20} {row.get('status', '')}"
         )
     if drill.get("replays"):
         lines.append(f"    replays (with their op logs): {' '.join(drill['replays'])}")
     return lines
+
+
+def source_text(row: dict[str, Any]) -> str:
+    """A context row's source line, both versions' where they differ (`model.py:20 -> model.py:23`)."""
+    source = str(row.get("source") or "")
+    return f"{source} -> {row['source_b']}" if row.get("source_b") else source
 
 
 def divergence_text(first: dict[str, Any]) -> str:

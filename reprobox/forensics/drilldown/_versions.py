@@ -15,7 +15,7 @@ from typing import Any
 from reprobox.forensics.drilldown._align import Pair, align
 from reprobox.forensics.drilldown._cause import first_operation
 from reprobox.forensics.drilldown._elements import output_differences
-from reprobox.forensics.drilldown._text import DATA, context_rows, module_text
+from reprobox.forensics.drilldown._text import context_rows, module_text
 from reprobox.records.oplog import OpEvent, OpLog
 
 CODE = "code"  # the cause of a divergence between versions: the versions computed differently here
@@ -68,7 +68,7 @@ def _describe(log_a: OpLog, log_b: OpLog, step: int, rows: Sequence[Pair], index
         "source_b": row.b.source if row.b else None,
         "phase": op.phase,
         "step": step,
-        "cause": DATA if op.phase == "data" else CODE,
+        "cause": CODE,  # also in the data phase: the new version prepares the batch differently
         "explanation": _explanation(row),
         "rank": log_a.rank,
         "index": {"a": row.a.index if row.a else None, "b": row.b.index if row.b else None},
