@@ -81,6 +81,7 @@ class CodeDiff:
     changed_files: list[str] = field(default_factory=list)
     operation: dict[str, Any] | None = None
     renamed_tensors: dict[str, str] = field(default_factory=dict)  # "file: old name" -> new name
+    max_steps: int | None = None  # only the first K optimizer steps were compared (by their trails)
     drill_down: str | None = None  # what the replays found, as a sentence
 
     @property
@@ -97,6 +98,7 @@ class CodeDiff:
         data["a"], data["b"] = self.a.to_json(), self.b.to_json()
         data["changed_files"] = self.changed_files
         data["renamed_tensors"] = self.renamed_tensors
+        data["max_steps"] = self.max_steps
         return data
 
 
@@ -124,7 +126,7 @@ def diff_versions(job: JobSpec, runtime: Runtime, run_options: RunOptions, optio
     records = [side.record for side in sides if side.record is not None]
     comparison = compare_runs(records)
     comparison.explanation = None  # "different inputs: the code" is this command's premise, not a finding
-    result = CodeDiff(a, b, comparison, changed_files=changes.files)
+    result = CodeDiff(a, b, comparison, changed_files=changes.files, max_steps=run_options.max_steps)
     if comparison.verdict == DIFFERENT:
         _accept_renames(result, renamed_tensors(records[0], records[1], comparison))
     comparison.sentence = _sentence(result)
@@ -194,11 +196,14 @@ def _run(job: JobSpec, runtime: Runtime, options: RunOptions, side: Side) -> Run
 
 def _sentence(result: CodeDiff) -> str:
     comparison = result.comparison
-    if comparison.verdict == IDENTICAL:
+    versions = f"{result.a.revision.label} and {result.b.revision.label}"
+    if comparison.verdict == IDENTICAL and result.max_steps is not None:
         return (
-            "numerically identical: every tensor and value the job saved is equal at "
-            f"{result.a.revision.label} and {result.b.revision.label}"
+            f"numerically identical over the first {result.max_steps} steps: every parameter and loss the "
+            f"trails recorded is equal at {versions} (later steps were not run)"
         )
+    if comparison.verdict == IDENTICAL:
+        return f"numerically identical: every tensor and value the job saved is equal at {versions}"
     if comparison.verdict == FAILED:
         failed = next(
             (s for s in (result.a, result.b) if s.record is not None and not s.record.succeeded), None

@@ -73,11 +73,21 @@ def test_refactor_identical_reassociation_named_at_its_line(
     assert not data["a"]["reused"] and not data["b"]["reused"]
     assert main_runs(repo) == 2
 
+    train = repo / "train.py"  # a saved value that changed, with the same numbers: not identical
+    train.write_text(train.read_text().replace('"steps": STEPS}', '"steps": STEPS, "note": "v2"}'))
+    code, data = diff(capsys, "HEAD")
+    assert code == 1 and data["b"]["run"] and data["a"]["reused"], data["sentence"]
+    assert data["sentence"].startswith(
+        "the numbers are the same at every step, yet what the job saved differs"
+    )
+    assert "first_divergence" not in data
+    git(repo, "checkout", "train.py")
+
     line = edit(repo, REASSOCIATE)  # left uncommitted: the working tree is B
     code, data = diff(capsys, "HEAD")
     assert code == 1, data["sentence"]
     assert data["a"]["reused"], "HEAD's run from the first diff is kept and reused"
-    assert main_runs(repo) == 3, "only the working tree's side ran"
+    assert main_runs(repo) == 4, "only the working tree's side ran"
     operation = data["first_divergence"]["operation"]
     assert (operation["module"], operation["phase"], operation["cause"]) == ("mixer", "forward", "code")
     assert operation["source_b"] == f"model.py:{line}"
