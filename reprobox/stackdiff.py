@@ -55,6 +55,29 @@ def diff_fingerprints(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[FieldD
     return sorted(found, key=lambda d: (not d.affects_numerics, d.rank, _natural(d.field)))
 
 
+def equal_fields(
+    a: Mapping[str, Any], b: Mapping[str, Any], diffs: Sequence[FieldDifference] | None = None
+) -> list[str]:
+    """The fields both fingerprints record with equal values, in recorded order: what a report folds
+    under one line once the differing ones are shown (``diffs``: ``diff_fingerprints(a, b)``, if known)."""
+    differing = {d.field for d in (diff_fingerprints(a, b) if diffs is None else diffs)}
+    in_a = dict(iter_fields(a))
+    return [
+        path
+        for path, value in iter_fields(b)
+        if path in in_a
+        and path not in differing
+        and not is_per_rank(path)
+        and (path != "stack_digest" or in_a[path] == value)  # the one field the walk skips
+    ]
+
+
+def is_per_rank(path: str) -> bool:
+    """A field of a multi-rank run's per-rank copies (``ranks.1.software...``): rank 0's are the fields
+    a person reads; the copies stay in the JSON."""
+    return path.startswith("ranks.")
+
+
 def same_stack(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """True when no field that changes numerics differs."""
     return not any(d.affects_numerics for d in diff_fingerprints(a, b))

@@ -31,6 +31,7 @@ from reprobox.codetree._snapshot import (
 from reprobox.codetree._tree import (
     CODE_TREE_SCHEMA,
     CodeTree,
+    GitFacts,
     changed_files,
     tree_digest,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "CodeSnapshot",
     "CodeTree",
     "DataDigest",
+    "GitFacts",
     "changed_files",
     "digest_data",
     "digest_tree",

@@ -211,6 +211,9 @@ def explain_difference(a: RunRecord, b: RunRecord, closeness_text: str | None) -
             {"field": d.field, "label": d.label, "a": d.a, "b": d.b, "affects_numerics": d.affects_numerics}
             for d in diffs[:EXPLAINED_FIELDS_LIMIT]
         ],
+        # what a person reads: the per-rank copies of a multi-rank run count in neither
+        "differing_fields": sum(not stackdiff.is_per_rank(d.field) for d in diffs),
+        "equal_fields": len(stackdiff.equal_fields(a.fingerprint, b.fingerprint, diffs)),
     }
 
 

@@ -16,7 +16,7 @@ from reprobox import stackdiff, trails
 from reprobox.compare import Comparison, compare_runs
 from reprobox.guest.fingerprint import iter_fields
 from reprobox.records.manifest import RunRecord
-from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short
+from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short, source_text
 from reprobox.render.values import BLANK, show_number, show_value
 
 MAX_FINGERPRINT_ROWS = 400
@@ -37,7 +37,8 @@ class ReportData:
 @dataclass(frozen=True)
 class Block:
     """One piece of the document: a heading, a paragraph (with an optional bold label), a list, a
-    table (rows whose first cell is in `highlight` are marked), or the figure."""
+    table (rows whose first cell is in `highlight` are marked), a fold (a table shown under the one line
+    `text`, closed until opened), or the figure."""
 
     kind: str
     text: str = ""
@@ -106,12 +107,12 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
         ]
     doc += [
         Block("heading", "Checkpoints"),
-        _table(("checkpoint", "identical", *_run_headers(data)), _checkpoint_rows(c)),
+        _table(("checkpoint", "identical", *_run_headers(data.records)), _checkpoint_rows(c)),
     ]
     if any(r.claims for r in data.records):
         doc += [
             Block("heading", "Claimed numbers"),
-            _table(("claim", "source", *_run_headers(data)), _claim_rows(data)),
+            _table(("claim", "source", *_run_headers(data.records)), _claim_rows(data)),
         ]
     if c.differences:
         doc += [
@@ -144,11 +145,49 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
         doc += [Block("heading", "Divergence per step"), Block("figure", "divergence per optimizer step")]
     if c.notes:
         doc += [Block("heading", "Notes"), Block("list", items=tuple(c.notes))]
-    differing = frozenset(d.field for d in data.stack_differences)
-    fingerprints = _table(
-        ("field", *_run_headers(data)), _fingerprint_rows(data, differing), highlight=differing
-    )
-    return [*doc, Block("heading", "Fingerprints"), fingerprints]
+    return [*doc, Block("heading", "Fingerprints"), *fingerprint_blocks(data.records)]
+
+
+def fingerprint_blocks(records: Sequence[RunRecord]) -> list[Block]:
+    """Every fingerprint field side by side, what differs first: the differing fields marked, in the
+    order the stack explanation ranks them, then the equal ones folded under one line that counts them."""
+    columns = [dict(iter_fields(r.fingerprint)) for r in records]
+    recorded = list(dict.fromkeys(f for c in columns for f in c if not stackdiff.is_per_rank(f)))
+    headers = ("field", *_run_headers(records))
+    if not recorded:
+        return [Block("para", "No fingerprint was recorded.")]
+    if len(records) < 2:
+        return [_table(headers, _field_rows(recorded[:MAX_FINGERPRINT_ROWS], columns), ident="fingerprints")]
+    equal, ranked = set(recorded), {}
+    for other in records[1:]:
+        diffs = stackdiff.diff_fingerprints(records[0].fingerprint, other.fingerprint)
+        ranked.update(dict.fromkeys(d.field for d in diffs))  # most numerics-relevant first
+        equal &= set(stackdiff.equal_fields(records[0].fingerprint, other.fingerprint, diffs))
+    shown = set(recorded) - equal
+    differing = list(dict.fromkeys(f for f in [*ranked, *recorded] if f in shown))[:MAX_FINGERPRINT_ROWS]
+    same = [f for f in recorded if f in equal]
+    doc = [
+        _table(
+            headers,
+            _field_rows(differing, columns),
+            highlight=frozenset(differing),
+            ident="fingerprint-differences",
+        )
+        if differing
+        else Block("para", f"No fingerprint field differs between the {len(records)} runs.")
+    ]
+    if same:
+        rows = [(name, _cell(columns[0].get(name))) for name in same[: MAX_FINGERPRINT_ROWS - len(differing)]]
+        doc.append(
+            Block(
+                "fold",
+                f"{len(same)} fields equal",
+                headers=("field", "every run"),
+                rows=tuple(rows),
+                ident="equal-fields",
+            )
+        )
+    return doc
 
 
 # -- tables -------------------------------------------------------------------------------------------
@@ -179,7 +218,7 @@ def operation_blocks(first: dict[str, Any]) -> list[Block]:
                     str(row.get("op")),
                     str(row.get("module")),
                     str(row.get("phase")),
-                    str(row.get("source")),
+                    source_text(row),
                     str(row.get("inputs")),
                     str(row.get("outputs")),
                     str(row.get("status")),
@@ -210,8 +249,8 @@ def _table(
     )
 
 
-def _run_headers(data: ReportData) -> list[str]:
-    return [f"run {chr(ord('A') + i)}" for i in range(len(data.records))]
+def _run_headers(records: Sequence[RunRecord]) -> list[str]:
+    return [f"run {chr(ord('A') + i)}" for i in range(len(records))]
 
 
 def _run_rows(data: ReportData) -> list[list[str]]:
@@ -269,12 +308,8 @@ def _tensor_rows(c: Comparison) -> list[list[str]]:
     return rows
 
 
-def _fingerprint_rows(data: ReportData, differing: frozenset[str]) -> list[list[str]]:
-    """Every fingerprint field side by side, the differing ones first."""
-    columns = [dict(iter_fields(r.fingerprint)) for r in data.records]
-    every = {f for column in columns for f in column if not f.startswith("ranks.")}
-    fields = sorted(every, key=lambda f: (f not in differing, f))[:MAX_FINGERPRINT_ROWS]
-    return [[name, *[_cell(column.get(name)) for column in columns]] for name in fields]
+def _field_rows(names: Sequence[str], columns: Sequence[dict[str, object]]) -> list[list[str]]:
+    return [[name, *[_cell(column.get(name)) for column in columns]] for name in names]
 
 
 def _cell(value: object) -> str:

@@ -22,6 +22,9 @@ th,td{border:1px solid #dde3e8;padding:4px 8px;text-align:left;vertical-align:to
 th{background:#f4f6f8}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.diff td{background:#fff1c2}
+tr.diff td:first-child{font-weight:600;box-shadow:inset 4px 0 #e0a800}
+details{margin:.5rem 0}
+summary{cursor:pointer;color:#3d4a55;padding:4px 0}
 code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 .muted{color:#6b7780}
 figure{margin:1rem 0}
@@ -59,6 +62,10 @@ def html_page(heading: str, doc: Sequence[Block], *, verdict: str, figure_svg: b
             parts.append("<ul>" + "".join(f"<li>{e(item)}</li>" for item in block.items) + "</ul>")
         elif block.kind == "table":
             parts.append(_html_table(block))
+        elif block.kind == "fold":
+            ident = f" id='{e(block.ident)}'" if block.ident else ""
+            table = _html_table(block, ident=False)
+            parts.append(f"<details{ident}><summary>{e(block.text)}</summary>{table}</details>")
         elif block.kind == "figure" and figure_svg is not None:
             svg = figure_svg.decode("utf-8")
             parts.append(f"<figure id='plot'>{svg[svg.index('<svg') :]}</figure>")
@@ -66,11 +73,11 @@ def html_page(heading: str, doc: Sequence[Block], *, verdict: str, figure_svg: b
     return "\n".join(parts)
 
 
-def _html_table(block: Block) -> str:
+def _html_table(block: Block, *, ident: bool = True) -> str:
     e = html.escape
-    ident = f" id='{e(block.ident)}'" if block.ident else ""
+    table_id = f" id='{e(block.ident)}'" if block.ident and ident else ""
     out = [
-        f"<table{ident}><thead><tr>"
+        f"<table{table_id}><thead><tr>"
         + "".join(f"<th>{e(h)}</th>" for h in block.headers)
         + "</tr></thead><tbody>"
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 from reprobox.render.document import Block, ReportData, blocks, title
@@ -27,6 +28,14 @@ def markdown_page(heading: str, doc: Sequence[Block], figure_name: str | None = 
             lines.extend(f"- {item}" for item in block.items)
         elif block.kind == "table":
             lines.append(_md_table(block))
+        elif block.kind == "fold":  # GitHub and most Markdown viewers fold a <details> block
+            lines += [
+                f"<details><summary>{html.escape(block.text)}</summary>",
+                "",
+                _md_table(block),
+                "",
+                "</details>",
+            ]
         elif block.kind == "figure" and figure_name is not None:
             lines.append(f"![{block.text}]({figure_name})")
     return "\n".join(lines) + "\n"

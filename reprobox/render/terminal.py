@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from reprobox.records.manifest import RunRecord
-from reprobox.render.values import show_number
+from reprobox.render.values import show_number, show_value
+from reprobox.stackdiff import is_per_rank
 
 if TYPE_CHECKING:  # `run` prints a run summary without loading the comparison machinery
     from reprobox.compare import Comparison
@@ -18,6 +19,7 @@ VERDICT_SENTENCES = {
     "failed": "no verdict: a run failed or produced nothing to compare",
 }
 LISTED_VALUES = 20
+LISTED_FIELDS = 12
 
 
 def short(digest: str | None, length: int = 16) -> str:
@@ -59,6 +61,7 @@ def comparison_text(comparison: Comparison) -> str:
     lines = [comparison.sentence or VERDICT_SENTENCES.get(comparison.verdict, comparison.verdict).format(n=n)]
     if comparison.explanation and comparison.explanation.get("sentence"):
         lines.append(f"  {comparison.explanation['sentence']}")
+        lines.extend(stack_lines(comparison.explanation))
     for run in comparison.runs:
         lines.append(f"  run {run}")
     for entry in comparison.checkpoints:
@@ -83,6 +86,24 @@ def comparison_text(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
+def stack_lines(explanation: dict[str, Any]) -> list[str]:
+    """The stack fields that differ, those that change numerics first, then the equal ones as one line:
+    what differs is read first, and the rest is only counted."""
+    shown = [f for f in explanation.get("fields") or [] if not is_per_rank(str(f.get("field")))]
+    differing = int(explanation.get("differing_fields", len(shown)))
+    equal = int(explanation.get("equal_fields") or 0)
+    lines = ["  stack fields that differ (reference run -> the other):"] if shown else []
+    for entry in shown[:LISTED_FIELDS]:
+        effect = "" if entry.get("affects_numerics") else "  (no effect on numerics)"
+        lines.append(f"    {entry['label']}: {show_value(entry['a'])} -> {show_value(entry['b'])}{effect}")
+    listed = min(len(shown), LISTED_FIELDS)
+    if differing > listed:
+        lines.append(f"    ... and {differing - listed} more")
+    if equal:
+        lines.append(f"  {equal} stack fields equal" if not shown else f"    {equal} fields equal")
+    return lines
+
+
 def operation_lines(first: dict[str, Any]) -> list[str]:
     """The drill-down's sentence, then the aligned operations around the first diverging one."""
     operation = first.get("operation") or {}
@@ -96,11 +117,17 @@ def operation_lines(first: dict[str, Any]) -> list[str]:
         index = f"{'-' if row.get('a') is None else row['a']}/{'-' if row.get('b') is None else row['b']}"
         lines.append(
             f"    {mark} {index:>11} {row.get('phase', ''):<9} {row.get('op', ''):<32} "
-            f"{row.get('module', ''):<24} {row.get('source', ''):<20} {row.get('status', '')}"
+            f"{row.get('module', ''):<24} {source_text(row):<20} {row.get('status', '')}"
         )
     if drill.get("replays"):
         lines.append(f"    replays (with their op logs): {' '.join(drill['replays'])}")
     return lines
+
+
+def source_text(row: dict[str, Any]) -> str:
+    """A context row's source line, both versions' where they differ (`model.py:20 -> model.py:23`)."""
+    source = str(row.get("source") or "")
+    return f"{source} -> {row['source_b']}" if row.get("source_b") else source
 
 
 def divergence_text(first: dict[str, Any]) -> str:

@@ -17,8 +17,8 @@ from fakes.fake_nvml import (
     NVMLError_LibraryNotFound,
 )
 
-from reprobox.guest.fingerprint import absent, collect, stack_digest
-from reprobox.stackdiff import SAME_STACK, diff_fingerprints, same_stack, stack_verdict
+from reprobox.guest.fingerprint import absent, collect, iter_fields, stack_digest
+from reprobox.stackdiff import SAME_STACK, diff_fingerprints, equal_fields, same_stack, stack_verdict
 
 torch = pytest.importorskip("torch")
 
@@ -191,3 +191,21 @@ def test_explain_does_not_import_torch() -> None:
     )
 
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_equal_fields_are_every_field_but_the_differing_ones(h100: dict[str, Any]) -> None:
+    """What a report folds: a reordered flag list is equal, the digest only when it agrees, the
+    per-rank copies of a multi-rank run are not counted, and the two counts add up to the fields."""
+    other = copy.deepcopy(h100)
+    other["hardware"]["cpu"]["flags"] = list(reversed(other["hardware"]["cpu"]["flags"]))
+    other["software"]["threads"]["OMP_NUM_THREADS"] = "2"
+    other["stack_digest"] = stack_digest(other)
+    other["ranks"] = {"1": copy.deepcopy(other)}
+
+    equal = equal_fields(h100, other)
+
+    assert "software.threads.OMP_NUM_THREADS" not in equal and "stack_digest" not in equal
+    assert "hardware.cpu.flags" in equal and "software.torch.version" in equal
+    assert not any(path.startswith("ranks.") for path in equal)
+    assert len(equal) == len(list(iter_fields(h100))) - 2
+    assert "stack_digest" in equal_fields(h100, copy.deepcopy(h100))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -83,6 +84,7 @@ def test_html_report_renders_in_a_real_browser(diverged_runs: list[Path], tmp_pa
     assert "not reproducible: 4 tensors differ" in dom
     assert 'id="tensors"' in dom and "head.weight" in dom
     assert "<svg" in dom and "first divergence: step 20" in dom
+    assert re.search(r'<details id="equal-fields"><summary>\d+ fields equal</summary>', dom)  # folded
     shot = tmp_path / "review.png"
     subprocess.run(
         [*common, f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri()],

@@ -8,8 +8,10 @@ runs that already hold operation logs.
 from reprobox.forensics.drilldown._cause import first_operation
 from reprobox.forensics.drilldown._flow import REPLAYS_DIR, DrillDown, analyze, drill_down, replays_dir
 from reprobox.forensics.drilldown._text import DATA, INPUT, OPERATION, PATH, RNG, module_text
+from reprobox.forensics.drilldown._versions import CODE, first_changed_operation
 
 __all__ = [
+    "CODE",
     "DATA",
     "INPUT",
     "OPERATION",
@@ -19,6 +21,7 @@ __all__ = [
     "DrillDown",
     "analyze",
     "drill_down",
+    "first_changed_operation",
     "first_operation",
     "module_text",
     "replays_dir",

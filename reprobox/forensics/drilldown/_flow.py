@@ -23,6 +23,7 @@ from typing import Any
 from reprobox import progress
 from reprobox.compare import FAILED, Comparison
 from reprobox.forensics.drilldown._cause import first_operation
+from reprobox.forensics.drilldown._versions import first_changed_operation
 from reprobox.guest import settings
 from reprobox.jobfile import JobSpec, Trail
 from reprobox.records.manifest import RunRecord
@@ -131,13 +132,16 @@ def drill_down(
     )
 
 
-def analyze(run_a: Path, run_b: Path) -> tuple[dict[str, Any] | None, dict[str, str]]:
+def analyze(
+    run_a: Path, run_b: Path, *, versions: bool = False
+) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """The first diverging operation of two runs that recorded op logs (the earliest over ranks), and
-    each rank's own first divergence as a sentence."""
+    each rank's own first divergence as a sentence; `versions`: the runs ran two versions of the code."""
     logs_a, logs_b = read_oplogs(run_a), read_oplogs(run_b)
+    find = first_changed_operation if versions else first_operation
     found: list[dict[str, Any]] = []
     for rank in sorted(set(logs_a) & set(logs_b)):
-        operation = first_operation(logs_a[rank], logs_b[rank])
+        operation = find(logs_a[rank], logs_b[rank])
         if operation is not None:
             found.append(operation)
     ranks = {str(op["rank"]): op["sentence"] for op in found}

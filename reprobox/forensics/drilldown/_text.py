@@ -36,6 +36,7 @@ def context_rows(rows: Sequence[Pair], index: int) -> list[dict[str, Any]]:
                 "module": module_text(op.module, op.module_class),
                 "phase": op.phase,
                 "source": op.source,
+                **_moved_source(row),
                 "inputs": ", ".join(x.describe() for x in op.inputs),
                 "outputs": ", ".join(x.describe() for x in op.outputs),
                 "status": status,
@@ -43,6 +44,13 @@ def context_rows(rows: Sequence[Pair], index: int) -> list[dict[str, Any]]:
             }
         )
     return chosen
+
+
+def _moved_source(row: Pair) -> dict[str, str]:
+    """B's own line where it differs from A's (two versions of the code: the change moved it)."""
+    if row.a is not None and row.b is not None and row.a.source != row.b.source:
+        return {"source_b": row.b.source}
+    return {}
 
 
 def module_text(module: str, module_class: str) -> str:
