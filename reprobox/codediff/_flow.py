@@ -119,7 +119,7 @@ def diff_versions(job: JobSpec, runtime: Runtime, run_options: RunOptions, optio
     options_here = replace(run_options, runs_dir=folder)
     if a.inputs.code.tree.digest == b.inputs.code.tree.digest:
         progress.say(f"the code is the same at {rev_a.label} and {rev_b.label}: nothing to run")
-        same = Comparison(IDENTICAL, [], notes=["the code folder is the same at both versions"])
+        same = Comparison(IDENTICAL, [])
         same.sentence = f"numerically identical: the code is the same at both versions ({_short(a)})"
         return CodeDiff(a, b, same)
     _run_sides(job, runtime, options_here, sides, reuse=options.reuse)
