@@ -13,6 +13,7 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +60,9 @@ def make(code: Path, work: Path) -> WorkCopy:
                 _link(copy, relative, str(source))
             elif source.is_file():
                 shutil.copy2(source, target)
+                # the snapshot is read-only; its copy is the job's to overwrite (a model.pt left there
+                # by an earlier plain run, saved to again)
+                target.chmod(target.stat().st_mode | stat.S_IWUSR)
                 copy.files.append(relative)
     return copy
 

@@ -45,6 +45,22 @@ def test_the_copy_is_taken_away_but_what_the_job_wrote_or_changed(tmp_path: Path
     assert (code / "notes.txt").read_text() == "runs:\n"  # the code itself is never written
 
 
+def test_a_copy_of_a_read_only_snapshot_file_is_the_jobs_to_overwrite(tmp_path: Path) -> None:
+    """The snapshot is read-only; a job that saves over a file it finds (a model.pt left by an earlier
+    plain run) must be able to, as a job user without root's override."""
+    code, work = tmp_path / "code", tmp_path / "work"
+    code.mkdir()
+    work.mkdir()
+    (code / "model.pt").write_bytes(b"old weights")
+    (code / "model.pt").chmod(0o444)
+    (code / "run.sh").write_text("#!/bin/sh\n")
+    (code / "run.sh").chmod(0o555)
+    workcopy.make(code, work)
+    assert (work / "model.pt").stat().st_mode & 0o777 == 0o644
+    assert (work / "run.sh").stat().st_mode & 0o777 == 0o755  # still executable
+    assert (code / "model.pt").stat().st_mode & 0o777 == 0o444  # the snapshot stays read-only
+
+
 def test_a_copy_the_job_replaced_by_a_link_is_left_for_the_hashing_to_refuse(tmp_path: Path) -> None:
     code, work = tmp_path / "code", tmp_path / "work"
     code.mkdir()
