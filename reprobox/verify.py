@@ -44,6 +44,7 @@ class VerifyOptions:
     stop_on_divergence: bool = False  # check each rerun's trail against the reference while it runs
     parallel: int = 1  # runs side by side (on a cluster runtime, on different nodes)
     tensor_details: bool = True
+    what: str = "run"  # what the runs are called while they run: "run 2/3", "drill-down replay 1/2"
 
 
 def verify(
@@ -65,9 +66,10 @@ def verify(
         return _verify_together(job, runtime, run_options, options, inputs=inputs)
     records: list[RunRecord] = []
     comparison: Comparison | None = None
+    series = progress.Series(options.runs, options.what)
     for index in range(options.runs):
         progress.say(f"run {index + 1}/{options.runs} of {job.name} ({runtime.name})")
-        record = execute(job, runtime, run_options, inputs=inputs)
+        record = execute(job, runtime, run_options, inputs=inputs, label=series.label(index + 1))
         records.append(record)
         progress.say(
             f"run {index + 1}/{options.runs}: {record.status}"
@@ -128,15 +130,17 @@ def _verify_together(
     how = "each checked step by step against the first" if live else f"{workers} at a time"
     progress.say(f"{options.runs} runs of {job.name} side by side ({runtime.name}), {how}")
     stop = threading.Event()
+    series = progress.Series(options.runs, options.what)
 
     def start(index: int) -> RunRecord | None:
         """A rerun's directory is made when it starts, and not at all once the verdict is known."""
+        label = series.label(index + 1)
         if index == 0:
-            record = finish(reference, runtime, quiet, stop=stop)
+            record = finish(reference, runtime, quiet, stop=stop, label=label)
         elif stop.is_set():
             return None
         else:
-            record = finish(prepare(job, rerun_options, inputs), runtime, quiet, stop=stop)
+            record = finish(prepare(job, rerun_options, inputs), runtime, quiet, stop=stop, label=label)
         if _ends_verification(record):
             stop.set()  # here, not when the main thread hears of it: no further run may start
         return record
