@@ -68,7 +68,8 @@ def reprobox(*args: str) -> Timed:
     total = time.perf_counter() - started
     if code not in (0, 1):
         raise SystemExit(f"reprobox {' '.join(args)} failed with exit {code}")
-    verdict = next((line.rstrip("\n") for line in result if line.startswith(VERDICTS)), None)
+    # the result comes after the job's own output: its first line is the last that reads as a verdict
+    verdict = next((line.rstrip("\n") for line in reversed(result) if line.startswith(VERDICTS)), None)
     if verdict is None:
         raise SystemExit(f"reprobox {' '.join(args)} printed no verdict")
     return Timed(next((at for at, line in said if line == verdict), total), total)
