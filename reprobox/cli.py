@@ -7,12 +7,12 @@ import json
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from reprobox import crash, errors, progress, signals
 from reprobox._version import __version__
+from reprobox.commands.progress_view import View, is_terminal, view_for
 
 MAIN_EPILOG = """\
 examples:
@@ -30,13 +30,18 @@ exit codes: 0 reproduced/succeeded, 1 not reproducible, 2 bad input,
 
 
 class Output:
-    """Where text goes: human text to stdout, or to stderr when --json reserves stdout for one object."""
+    """Where text goes: human text to stdout, or to stderr when --json reserves stdout for one object.
+
+    Progress goes to stderr: on a terminal with text output, as a live view (a line per running run);
+    otherwise, and with --json, as plain lines; with --quiet, not at all.
+    """
 
     def __init__(self, as_json: bool, quiet: bool = False) -> None:
         self.as_json = as_json
         self.quiet = quiet
         self.text_stream = sys.stderr if as_json else sys.stdout
-        self.reporter: progress.Reporter = progress.Silent() if quiet else TerminalProgress(sys.stderr)
+        self.view: View | None = None if quiet else view_for(sys.stderr, live=not as_json)
+        self.reporter: progress.Reporter = self.view or progress.Silent()
 
     def say(self, text: str) -> None:
         print(text, file=self.text_stream, flush=True)
@@ -44,9 +49,24 @@ class Output:
     def progress(self, text: str) -> None:
         self.reporter.notice(text)
 
+    def early(self, text: str) -> None:
+        """A line of the result said before the rest is known (the verdict, before a drill-down's
+        replays), on stderr with the progress (never on stdout, which --json keeps for one object);
+        --quiet prints only the result itself."""
+        if self.view is not None:
+            self.view.announce(text)
+
+    def close(self) -> None:
+        """Take down the live view before the result or an error is printed."""
+        if self.view is not None:
+            self.view.close()
+
     def job_output(self) -> Callable[[bytes], None] | None:
         if self.quiet:
             return None
+        through = self.view.job_echo() if self.view is not None else None
+        if through is not None and is_terminal(self.text_stream):  # the same terminal as the live view
+            return through
         stream = self.text_stream.buffer if hasattr(self.text_stream, "buffer") else None
 
         def echo(chunk: bytes) -> None:
@@ -59,52 +79,11 @@ class Output:
         return echo
 
     def result(self, data: dict[str, Any], text: str) -> None:
+        self.close()
         if self.as_json:
             print(json.dumps(data, indent=2, sort_keys=True, default=str), flush=True)
         else:
             self.say(text)
-
-
-class TerminalProgress:
-    """The progress reporter of a command: notices as `reprobox: ...` lines on stderr; of an image
-    build's output, each build step (`Step N/M : ...`) as a line and, on a terminal, the output in
-    between as a one-line spinner, so a long pip install visibly moves without flooding."""
-
-    FRAMES = "|/-\\"
-    WIDTH = 100
-    HEADLINES = ("Step ", "building ", "image ", "pulling ")
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.frame = 0
-        # Side-by-side runs report from several threads: one lock and one write per line keep
-        # their notices whole lines (print writes the text and its newline apart).
-        self.lock = threading.Lock()
-
-    def notice(self, text: str) -> None:
-        with self.lock:
-            self._clear()
-            self.stream.write(f"reprobox: {text}\n")
-            self.stream.flush()
-
-    def build_output(self, line: str) -> None:
-        text = line.rstrip()
-        if not text:
-            return
-        if text.startswith(self.HEADLINES):
-            self.notice(text)
-        elif self.tty:
-            with self.lock:
-                self.frame += 1
-                status = f"{self.FRAMES[self.frame % len(self.FRAMES)]} {text}"[: self.WIDTH]
-                self.stream.write("\r" + status.ljust(self.WIDTH))
-                self.stream.flush()
-
-    def _clear(self) -> None:
-        if self.tty and self.frame:
-            self.stream.write("\r" + " " * self.WIDTH + "\r")
-            self.frame = 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,7 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace, out: Output, caught: signals.Caught, argv: list[str] | None) -> int:
     """Run the command's handler and turn how it ended into output and an exit code."""
     try:
-        return int(args.handler(args, out))
+        try:
+            return int(args.handler(args, out))
+        finally:
+            out.close()
     except errors.Interrupted as exc:
         return report_error(_with_signal(exc, caught.first), out)
     except errors.ReproboxError as exc:

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from reprobox import codetree, controller, runspace
+from reprobox import codetree, controller, progress, runspace
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
 from reprobox.jobfile import WORKDIR_COPY, JobSpec, checkpoint_globs
@@ -35,6 +35,7 @@ from reprobox.records.manifest import (
     rewrite_record,
 )
 from reprobox.records.space import DiskFullFact, is_full
+from reprobox.runprogress import watching
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation
 from reprobox.runtimes.launcher import launch_command
 from reprobox.timestamps import utc_now
@@ -202,9 +203,10 @@ def execute(
     *,
     stop: threading.Event | None = None,
     inputs: RunInputs | None = None,
+    label: progress.RunLabel | None = None,
 ) -> RunRecord:
     """Run the job once and write its manifest; raises Interrupted after recording a Ctrl-C."""
-    return finish(prepare(job, options, inputs), runtime, options, stop=stop)
+    return finish(prepare(job, options, inputs), runtime, options, stop=stop, label=label)
 
 
 @dataclass(frozen=True)
@@ -266,13 +268,22 @@ def _plan(job: JobSpec, options: RunOptions, inputs: RunInputs, run_id: str, run
 
 
 def finish(
-    prepared: PreparedRun, runtime: Runtime, options: RunOptions, *, stop: threading.Event | None = None
+    prepared: PreparedRun,
+    runtime: Runtime,
+    options: RunOptions,
+    *,
+    stop: threading.Event | None = None,
+    label: progress.RunLabel | None = None,
 ) -> RunRecord:
     """Run a prepared run to its end and record it, whatever the end was; one that met a full disk is
-    recorded as failed for it, then raises DiskFull."""
+    recorded as failed for it, then raises DiskFull. The run's start, trail steps and end go to the
+    progress reporter, under `label` ("run 2/3") where the caller numbers its runs."""
     plan = prepared.plan
     lost: str | None = None
-    with runspace.releasing(plan.run_dir) as room:
+    with (
+        watching(progress.RunSeen(prepared.job.name, plan.run_dir, label)) as watched,
+        runspace.releasing(plan.run_dir) as room,
+    ):
         try:
             with (plan.run_dir / STDOUT_LOG).open("wb") as log:
                 sink = _TeeSink(log, options.echo)
@@ -286,6 +297,7 @@ def finish(
         except KeyboardInterrupt:  # a signal while recording: record it again, now as interrupted
             outcome.interrupted = True
             record = _record(prepared, runtime, options, outcome, lost, room=room)
+        watched.status = record.status
     point_latest(plan.run_dir)
     if outcome.interrupted:
         raise Interrupted(plan.run_dir)

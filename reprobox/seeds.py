@@ -9,7 +9,7 @@ seeds and compares the two spreads (`compare_spreads`).
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reprobox import progress
@@ -114,7 +114,11 @@ def verify_seeds(
     for index, seed in enumerate(result.seeds):
         progress.say(f"seed {seed} ({index + 1}/{count})")
         comparison, records = verify(
-            job.with_overrides(seed=seed), runtime, run_options, options, inputs=inputs
+            job.with_overrides(seed=seed),
+            runtime,
+            run_options,
+            replace(options, what=f"seed {seed}: {options.what}"),
+            inputs=inputs,
         )
         result.comparisons.append(comparison)
         result.records.append(records)

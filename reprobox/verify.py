@@ -7,13 +7,14 @@ verdict on a job that does not finish); by default so does the first differing r
 
 With `stop_on_divergence` the runs start together instead: each rerun's step hook checks its trail
 against the reference's as both grow, a rerun that diverges stops at that step, and the others are
-then stopped too; the verdict comes as soon as the first differing step is known.
+stopped as soon as it says so (`runstops`); the verdict comes as soon as the first differing step is
+known.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
@@ -32,6 +33,7 @@ from reprobox.runner import (
     prepare,
     prepare_inputs,
 )
+from reprobox.runstops import RunStops
 from reprobox.runtimes.base import Runtime
 
 MAX_RUNS = 100  # each run is a full training job and a run directory; more is a typo, not a plan
@@ -44,6 +46,7 @@ class VerifyOptions:
     stop_on_divergence: bool = False  # check each rerun's trail against the reference while it runs
     parallel: int = 1  # runs side by side (on a cluster runtime, on different nodes)
     tensor_details: bool = True
+    what: str = "run"  # what the runs are called while they run: "run 2/3", "drill-down replay 1/2"
 
 
 def verify(
@@ -65,9 +68,10 @@ def verify(
         return _verify_together(job, runtime, run_options, options, inputs=inputs)
     records: list[RunRecord] = []
     comparison: Comparison | None = None
+    series = progress.Series(options.runs, options.what)
     for index in range(options.runs):
         progress.say(f"run {index + 1}/{options.runs} of {job.name} ({runtime.name})")
-        record = execute(job, runtime, run_options, inputs=inputs)
+        record = execute(job, runtime, run_options, inputs=inputs, label=series.label(index + 1))
         records.append(record)
         progress.say(
             f"run {index + 1}/{options.runs}: {record.status}"
@@ -127,23 +131,30 @@ def _verify_together(
     workers = options.runs if live else max(1, min(options.parallel, options.runs))
     how = "each checked step by step against the first" if live else f"{workers} at a time"
     progress.say(f"{options.runs} runs of {job.name} side by side ({runtime.name}), {how}")
-    stop = threading.Event()
+    stops = RunStops()
+    series = progress.Series(options.runs, options.what)
 
     def start(index: int) -> RunRecord | None:
         """A rerun's directory is made when it starts, and not at all once the verdict is known."""
+        label = series.label(index + 1)
         if index == 0:
-            record = finish(reference, runtime, quiet, stop=stop)
-        elif stop.is_set():
+            record = finish(reference, runtime, quiet, stop=stops.event(index), label=label)
+        elif stops.closed.is_set():
             return None
         else:
-            record = finish(prepare(job, rerun_options, inputs), runtime, quiet, stop=stop)
+            prepared = prepare(job, rerun_options, inputs)
+            stops.watch(index, prepared.plan.run_dir)
+            record = finish(prepared, runtime, quiet, stop=stops.event(index), label=label)
         if _ends_verification(record):
-            stop.set()  # here, not when the main thread hears of it: no further run may start
+            stops.stop()  # here, not when the main thread hears of it: no further run may start
         return record
 
     records: dict[int, RunRecord] = {}
     interrupted = False
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with (
+        stops.watching_divergence() if live else contextlib.nullcontext(),
+        ThreadPoolExecutor(max_workers=workers) as pool,
+    ):
         # Each run in a copy of this context, so that what the runtime reports reaches the same reporter.
         futures = {
             pool.submit(contextvars.copy_context().run, start, index): index for index in range(options.runs)
@@ -158,10 +169,10 @@ def _verify_together(
                     f"run {futures[future] + 1}/{options.runs}: {record.status}" + _stop_text(record)
                 )
                 if _ends_verification(record):
-                    stop.set()  # the verdict is known: stop the others
+                    stops.stop()  # the verdict is known: stop the others
         except KeyboardInterrupt:
             interrupted = True
-            stop.set()
+            stops.interrupt()
             for future, index in futures.items():
                 late = _result_after_interrupt(future)
                 if late is not None:

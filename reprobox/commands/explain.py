@@ -80,6 +80,7 @@ def explain_command(args: argparse.Namespace, out: Output) -> int:
             options = runner.RunOptions(runs_dir=args.runs_dir)
             rerun.check_same_code(records[0], job, args.runs_dir)  # before the code is copied for the replays
             inputs = runner.prepare_inputs(job, options)
+            out.early(verdict_line(comparison))  # known now: the replays only explain it
             found = drilldown.drill_down(job, runtime, options, comparison.first_divergence, inputs=inputs)
         attach(comparison, found)
     if args.html is not None or args.markdown is not None:
@@ -94,6 +95,11 @@ def explain_command(args: argparse.Namespace, out: Output) -> int:
     return {compare.IDENTICAL: EXIT_OK, compare.DIFFERENT: EXIT_NOT_REPRODUCIBLE}.get(
         comparison.verdict, EXIT_JOB_FAILED
     )
+
+
+def verdict_line(comparison: compare.Comparison) -> str:
+    """The verdict's first line, as the result prints it: said early when replays follow."""
+    return terminal.comparison_text(comparison).split("\n", 1)[0]
 
 
 def attach(comparison: compare.Comparison, found: DrillDown) -> None:

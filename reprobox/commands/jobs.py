@@ -231,6 +231,7 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     if comparison.verdict == compare.DIFFERENT and comparison.first_divergence and not args.no_drill_down:
         from reprobox.forensics import drilldown
 
+        out.early(explain.verdict_line(comparison))  # known now: the replays that follow only explain it
         found = drilldown.drill_down(spec, runtime, run_options, comparison.first_divergence, inputs=inputs)
         explain.attach(comparison, found)
     data = comparison.to_json()

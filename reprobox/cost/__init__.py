@@ -150,6 +150,7 @@ class _Measurer:
             echo=None,
         )
         self.records: dict[str, list[RunRecord]] = {}
+        self.series = progress.Series(None, "cost run")  # every run stops at max_steps: alike in length
 
     def add(self, setting: Setting) -> SettingResult:
         self.records[setting.name] = []
@@ -173,7 +174,8 @@ class _Measurer:
             return
         progress.say(f"{label}: {result.setting.name}")
         job = self.job.with_overrides(determinism=result.determinism)
-        record = execute(job, self.runtime, self.run_options, inputs=self.inputs)
+        seen = progress.RunLabel(f"cost {label}: {result.setting.name}", self.series)
+        record = execute(job, self.runtime, self.run_options, inputs=self.inputs, label=seen)
         result.runs.append(str(record.run_dir))
         if not record.succeeded:
             result.failure = record.failure or record.status

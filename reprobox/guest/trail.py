@@ -179,13 +179,20 @@ class _StepRecorder:
             )
 
     def stop(self, stopped: StoppedEarly) -> None:
-        """End the job at once, cleanly (finally blocks run), saying why for the guest to record."""
+        """End the job at once, cleanly (finally blocks and exit handlers run), saying why for the guest
+        to record.
+
+        What is alive now is frozen out of the cyclic collector (it is freed when the process ends):
+        the interpreter's teardown otherwise walks every object of torch's modules in each of its
+        collections, seconds that the verdict waiting for this run's record would wait too.
+        """
         path = self.run_dir / settings.GUEST_STATE / STOP_FILE
         try:
             write_json_atomic(path, stopped.to_json(), indent=None, mode=None)
         except OSError as exc:
             raise stop_job(exc, path) from None
         self.handle.flush()
+        gc.freeze()
         raise SystemExit(0)
 
 

@@ -257,6 +257,29 @@ def read_trail(path: Path, *, root: Path | None = None) -> HashTrail:
     return trail
 
 
+TAIL_BYTES = 64 << 10  # how much of a growing trail's end is read to tell the step it has reached
+_STEP_KEY = b'"' + STEP.encode() + b'":'
+
+
+def last_step(path: Path, *, root: Path | None = None) -> int | None:
+    """The optimizer step of the last step record in the trail's last TAIL_BYTES bytes (None when there
+    is none yet): cheap enough to poll while the job writes the file, and read through saferead, since
+    the job can put anything there. `encode_line` sorts keys and "step" sorts after every other key of
+    a step record, so a line ends with its step even when the tail holds only the end of the line.
+
+    FileNotFoundError passes through (no trail yet); saferead.UnsafeFile when it is not a regular file.
+    """
+    from reprobox import saferead
+
+    whole = saferead.read_tail(path, TAIL_BYTES, root=root).split(b"\n")[:-1]  # the rest is half-written
+    for line in reversed(whole):
+        _, key, value = line.rstrip().rpartition(_STEP_KEY)
+        digits = value[:-1]
+        if key and value.endswith(b"}") and digits.isdigit() and len(digits) <= 18:
+            return int(digits)
+    return None
+
+
 class StoppedEarly(_Record):
     """Why the step hook ended a job before its end (`stop.json`, then the manifest's `stopped_early`)."""
 

@@ -155,9 +155,10 @@ def _run(
     spec: JobSpec, runtime: Runtime, runs: int, run_options: RunOptions, inputs: RunInputs
 ) -> list[RunRecord]:
     records: list[RunRecord] = []
+    series = progress.Series(runs)
     for index in range(runs):
         progress.say(f"run {index + 1}/{runs} of {spec.name} ({runtime.name})")
-        record = execute(spec, runtime, run_options, inputs=inputs)
+        record = execute(spec, runtime, run_options, inputs=inputs, label=series.label(index + 1))
         records.append(record)
         if not record.succeeded:
             break

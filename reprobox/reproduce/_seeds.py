@@ -50,9 +50,11 @@ def reproduce_seeds(
     chosen = check_seed_count(ctx.attestation, ctx.options.seeds)
     published = ctx.attestation.seeds or {}
     runs: list[tuple[int, RunRecord]] = [(chosen[0], records[0])]
+    series = progress.Series(len(chosen), "seed run")
     for index, seed in enumerate(chosen[1:], start=2):
         progress.say(f"seed {seed} ({index}/{len(chosen)}) of {spec.name}")
-        record = execute(spec.with_overrides(seed=seed), runtime, run_options, inputs=inputs)
+        label = series.label(index)
+        record = execute(spec.with_overrides(seed=seed), runtime, run_options, inputs=inputs, label=label)
         runs.append((seed, record))
         result.runs.append(record.run_dir)
         if not record.succeeded:

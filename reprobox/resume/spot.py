@@ -263,7 +263,12 @@ def replay_segment(
         )
     try:
         replayed = execute(
-            job, runtime, replace(options, start=ResumePlan(start, segment.end)), inputs=inputs, stop=stop
+            job,
+            runtime,
+            replace(options, start=ResumePlan(start, segment.end)),
+            inputs=inputs,
+            stop=stop,
+            label=progress.RunLabel(f"spot-check {segment.text()}"),
         )
     except CheckpointAltered as exc:
         return SegmentResult(segment, ALTERED, exc.message)

@@ -57,10 +57,17 @@ def test_trail_records_every_step_from_one(diverged_pair: tuple[Path, Path]) -> 
 
 
 def test_verify_reports_the_first_divergence(tmp_path: Path, capsys) -> None:
-    code, data = run_json(
-        capsys, "verify", str(DIVERGE), "--runtime", "local", "--trail", "5", "--runs-dir", str(tmp_path)
+    capsys.readouterr()
+    code = cli.main(
+        ["verify", str(DIVERGE), "--runtime", "local", "--trail", "5", "--runs-dir", str(tmp_path), "--json"]
     )
+    out, err = capsys.readouterr()
+    data = json.loads(out)  # stdout holds the one object, nothing said early
     assert code == 1 and data["verdict"] == "different"
+    # the verdict is said on stderr as soon as it is known, before the drill-down's replays run
+    said = err.splitlines()
+    drill = next(i for i, line in enumerate(said) if line.startswith("reprobox: drill-down: replaying"))
+    assert said.index(data["sentence"]) < drill
     assert data["first_divergence"]["step"] == 20  # a multiple of 5: the first recorded step that differs
     assert data["first_divergence"]["parameters"] == ["head.weight"]
     # the drill-down replays to step 20 and names the line that nudged the gradient

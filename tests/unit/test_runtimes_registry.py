@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from reprobox import cli, progress, runtimes, verify
+from reprobox.commands.progress_view import TerminalProgress
 from reprobox.errors import UsageError
 from reprobox.jobfile import load_job
 from reprobox.runner import RunOptions
@@ -117,7 +118,7 @@ def test_a_parallel_verify_reports_from_its_worker_threads(tmp_path: Path) -> No
 
 def test_the_terminal_reporter_shows_notices_and_build_steps_but_not_build_chatter() -> None:
     stream = io.StringIO()
-    reporter = cli.TerminalProgress(stream)
+    reporter = TerminalProgress(stream)
     reporter.notice("run 1/2 of tiny (local)")
     reporter.build_output("Step 3/9 : RUN pip install")
     reporter.build_output("Collecting torch")  # not a terminal: no spinner, nothing shown
@@ -138,7 +139,7 @@ def test_notices_from_side_by_side_runs_stay_whole_lines() -> None:
             return written
 
     stream = SlowStream()
-    reporter = cli.TerminalProgress(stream)
+    reporter = TerminalProgress(stream)
     threads = [
         threading.Thread(target=lambda n=n: [reporter.notice(f"run {n}: step {i}") for i in range(20)])
         for n in range(4)

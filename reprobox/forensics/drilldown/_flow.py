@@ -32,6 +32,7 @@ from reprobox.runner import RunInputs, RunOptions
 from reprobox.runtimes.base import Runtime
 
 REPLAYS_DIR = ".drill-down"
+REPLAY = "drill-down replay"  # how a replay is named while it runs
 
 
 @dataclass
@@ -88,7 +89,7 @@ def drill_down(
             every_step,
             runtime,
             replace(options, max_steps=step if isinstance(step, int) else run_options.max_steps),
-            VerifyOptions(runs=2, stop_on_divergence=True, tensor_details=False),
+            VerifyOptions(runs=2, stop_on_divergence=True, tensor_details=False, what=REPLAY),
             inputs=inputs,
         )
         replays = [str(r.run_dir) for r in records]
@@ -111,7 +112,7 @@ def drill_down(
             every_step,
             runtime,
             replace(options, max_steps=step, extra_env=env),
-            VerifyOptions(runs=2, parallel=2, keep_going=True, tensor_details=False),
+            VerifyOptions(runs=2, parallel=2, keep_going=True, tensor_details=False, what=REPLAY),
             inputs=inputs,
         )
         replays = [str(r.run_dir) for r in records]

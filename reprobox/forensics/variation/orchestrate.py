@@ -64,11 +64,18 @@ class _Runner:
         self.options = replace(options, echo=None) if quiet else options
         self.stop = threading.Event()
         self.done: dict[tuple[object, ...], RunRecord] = {}
+        self.series = progress.Series(None, "vary run")  # the job as it is, each time one thing changed
 
     def run(self, change: Change, label: str) -> RunRecord:
         job, options = apply_change(self.job, self.options, change)
         progress.say(f"{label}: {change.describe()}")
-        record = finish(prepare(job, options, self.inputs), self.runtime, options, stop=self.stop)
+        record = finish(
+            prepare(job, options, self.inputs),
+            self.runtime,
+            options,
+            stop=self.stop,
+            label=progress.RunLabel(label, self.series),
+        )
         progress.say(f"{label}: {record.status}" + (f" ({record.failure})" if record.failure else ""))
         return record
 
