@@ -60,6 +60,7 @@ class Side:
     inputs: RunInputs
     record: RunRecord | None = None
     reused: bool = False
+    key: str | None = None  # where a run of a commit is kept (`_cache`); None for the working tree
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -157,12 +158,11 @@ def _run_sides(
     job: JobSpec, runtime: Runtime, options: RunOptions, sides: list[Side], *, reuse: bool
 ) -> None:
     """Run each version once; a version at a commit is taken from the kept runs when one matches."""
-    keys = {}
     for side in sides:
         if side.revision.commit is None:
             continue
-        keys[id(side)] = key = cache_key(side.inputs.code.tree.digest, job, runtime, options.max_steps)
-        kept = cached_run(options.runs_dir, key) if reuse else None
+        side.key = cache_key(side.inputs.code.tree.digest, job, runtime, options.max_steps)
+        kept = cached_run(options.runs_dir, side.key) if reuse else None
         if kept is not None:
             side.record, side.reused = kept, True
             progress.say(f"{side.revision.label}: reusing its run {kept.run_dir}")
@@ -181,8 +181,8 @@ def _run_sides(
             )
             side.record, side.reused = _run(job, runtime, options, side), False
     for side in sides:
-        if side.record is not None and id(side) in keys and not side.reused:
-            keep_run(options.runs_dir, keys[id(side)], side.record)
+        if side.record is not None and side.key is not None and not side.reused:
+            keep_run(options.runs_dir, side.key, side.record)
 
 
 def _run(job: JobSpec, runtime: Runtime, options: RunOptions, side: Side) -> RunRecord:

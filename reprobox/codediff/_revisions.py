@@ -9,7 +9,6 @@ whose tree equals the working tree's runs from the same snapshot.
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import subprocess
 import tarfile
@@ -21,7 +20,6 @@ from reprobox import codetree
 from reprobox.errors import EnvironmentProblem, UsageError
 
 WORKING_TREE = "working tree"
-_REDIRECTING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR")
 _TIMEOUT_S = 300
 ARCHIVE_LIMIT = 4 << 30  # a code tree larger than this is data checked in by mistake, not code
 
@@ -62,13 +60,11 @@ class Revision:
 
 
 def run_git(folder: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k not in _REDIRECTING}
-    env["GIT_OPTIONAL_LOCKS"] = "0"  # reading must not take the index lock of the user's own git
     try:
         return subprocess.run(
             ["git", "-C", str(folder), *args],
             capture_output=True,
-            env=env,
+            env=codetree.git_environment(),
             timeout=_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
             check=False,

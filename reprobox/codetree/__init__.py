@@ -16,6 +16,7 @@ from reprobox.codetree._data import (
 from reprobox.codetree._digest import (
     digest_tree,
 )
+from reprobox.codetree._git import git_environment
 from reprobox.codetree._select import (
     ATTESTATION_NAME,
     MODE_GIT,
@@ -49,6 +50,7 @@ __all__ = [
     "changed_files",
     "digest_data",
     "digest_tree",
+    "git_environment",
     "is_reprobox_artefact",
     "select_files",
     "snapshot_code",

@@ -69,10 +69,17 @@ def _status_paths(status: str, prefix: str) -> list[str]:
     return paths
 
 
+def git_environment() -> dict[str, str]:
+    """This process's environment less the variables that would point git at another repository, and
+    with git's optional locks off: reading must not take the index lock of the user's own git."""
+    env = {k: v for k, v in os.environ.items() if k not in _REDIRECTING}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    return env
+
+
 def _git(folder: Path, *args: str) -> str | None:
     """git's stdout, or None when it failed."""
-    env = {k: v for k, v in os.environ.items() if k not in _REDIRECTING}
-    env["GIT_OPTIONAL_LOCKS"] = "0"  # `git status` must not take the index lock of the user's own git
+    env = git_environment()
     command = ["git", "-C", str(folder), *args]
     try:
         done = subprocess.run(
