@@ -110,28 +110,47 @@ class Observer:
 
     def imported(self) -> None:
         """The distribution and version of each module the job's own code imported (as it ran, and as
-        its files say: a module some library had imported first raised no event when the job did)."""
+        its files say: a module some library had imported first raised no event when the job did).
+
+        The watch's Ctrl-C often lands as the job exits, and its terminate ten seconds later: neither
+        may cut this record short, so both are ignored from here on, and an interrupt that came before
+        they were starts the record again (what is written already is not written twice)."""
         import signal
+
+        for _attempt in range(3):
+            try:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    with contextlib.suppress(ValueError, OSError):  # not the main thread
+                        signal.signal(sig, signal.SIG_IGN)
+                self._record_imports()
+                return
+            except KeyboardInterrupt:
+                continue
+
+    def _record_imports(self) -> None:
         from importlib import metadata
 
-        with contextlib.suppress(ValueError):  # the stop's Ctrl-C must not cut this record short
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        loaded = {name.partition(".")[0] for name in list(sys.modules)}
+        job_imports = self.job_imports | self.imports_in_code()
+        installed: list[str] = []
+        for root in sorted(job_imports & loaded):  # the job's own code first: it needs no metadata
+            location = getattr(sys.modules.get(root), "__file__", None) or ""
+            if "-packages" + os.sep in location:
+                installed.append(root)
+            elif location and not location.startswith((self.code_dir, *self.skip)):
+                self.write("external", root, file=location)  # code of the job's beyond its folder
         try:
             owners = metadata.packages_distributions()
         except Exception:  # noqa: BLE001 - a broken distribution's metadata must not break the job's exit
             owners = {}
-        loaded = {name.partition(".")[0] for name in list(sys.modules)}
-        job_imports = self.job_imports | self.imports_in_code()
         # Every installed package loaded counts, not only those the job names: torch.utils.tensorboard
         # needs tensorboard, and a job that imports torch alone still cannot run without it.
         # ... but not what a library tries to import and does without (torch.hub's tqdm progress bars)
         needed = {root for root in loaded - self.at_start if not _optional(self.importers.get(root))}
-        for root in sorted(job_imports & loaded | needed):
+        for root in sorted(set(installed) | needed):
             location = getattr(sys.modules.get(root), "__file__", None) or ""
             if "-packages" + os.sep not in location:
-                if root in job_imports and location and not location.startswith((self.code_dir, *self.skip)):
-                    self.write("external", root, file=location)  # code of the job's beyond its folder
-                continue  # else the standard library, built-ins, the job's own code
+                continue  # the standard library, built-ins, the job's own code
             for distribution in sorted(set(owners.get(root, []))):
                 try:
                     version = metadata.version(distribution)
