@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -20,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import determinism, processes, settings, variation, watch, workcopy
-from reprobox.records.guest import write_guest_record
+from reprobox.guest import determinism, processes, settings, variation, warmup, watch, workcopy
+from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
 
@@ -71,8 +72,7 @@ def main(argv: list[str]) -> int:
         stopwatch = watch.from_environment(env, output_dir, run_dir, known)
         cwd = _start_folder(env, child_env, work.work if work else None)
         started_at = utc_now()
-        on_start = stopwatch.start if stopwatch else None
-        returncode, ended = processes.run_command(command, child_env, cwd=cwd, on_start=on_start)
+        returncode, ended = _run_job(command, child_env, cwd, stopwatch)
         if stopwatch is not None:
             stopwatch.finish()
         if work is not None:
@@ -180,6 +180,23 @@ def _make_boot_dir() -> Path:
     shutil.copyfile(Path(__file__).with_name("_boot") / "sitecustomize.py", boot_dir / "sitecustomize.py")
     (boot_dir / "reprobox").symlink_to(package_dir, target_is_directory=True)
     return boot_dir
+
+
+def _run_job(
+    command: list[str], child_env: dict[str, str], cwd: Path | None, stopwatch: watch.StopWatch | None
+) -> tuple[int, GuestRecord]:
+    """The command run to its end, with what hashing its outputs needs imported meanwhile."""
+    warm_up = warmup.WarmUp()
+
+    def on_start(child: subprocess.Popen[bytes]) -> None:
+        if stopwatch is not None:
+            stopwatch.start(child)
+        warm_up.start()
+
+    try:
+        return processes.run_command(command, child_env, cwd=cwd, on_start=on_start)
+    finally:
+        warm_up.finish()
 
 
 def _hash_outputs(output_dir: Path) -> tuple[list[dict[str, Any]], str | None]:

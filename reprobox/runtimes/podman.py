@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -168,10 +169,14 @@ class PodmanService:
             )
         service = cls(process, folder)
         try:
-            return service.wait_until_answering(), service
+            engine = service.wait_until_answering()
         except BaseException:
             service.stop()
             raise
+        # Stopped with the last use of its engine: a program that runs many commands in one process
+        # (a notebook, a test run) does not keep a service per command until it exits.
+        weakref.finalize(engine, service.stop)
+        return engine, service
 
     def wait_until_answering(self) -> Engine:
         deadline = time.monotonic() + SERVICE_START_SECONDS

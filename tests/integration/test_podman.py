@@ -6,6 +6,7 @@ namespaces for a rootless user). Images come over from the Docker engine the oth
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -67,6 +68,7 @@ def test_verify_example_under_podman_and_reproduce_it(
     containers_added,
 ) -> None:
     before = set(podman.list_containers([MANAGED_LABEL]))
+    services = podman_services()  # the session's own, when it started one
     code, data = verify_example("tiny-mlp", "podman")
     assert code == 0, data
     assert data["verdict"] == "identical"
@@ -94,6 +96,22 @@ def test_verify_example_under_podman_and_reproduce_it(
     result = json.loads(capsys.readouterr().out)
     assert result["verdict"] == "bit-identical", result["sentence"]
     assert [read_record(run).runtime_name for run in result["runs"]] == ["podman"]
+    gc.collect()  # each command's service stops with the last use of its engine, not when we exit
+    assert podman_services() == services
+
+
+def podman_services() -> set[int]:
+    """The `podman system service` processes this test process started."""
+    found: set[int] = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rpartition(")")[2].split()[1])
+            command = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and command[1:3] == [b"system", b"service"]:
+            found.add(int(stat.parent.name))
+    return found
 
 
 def test_a_container_that_fails_to_start_is_removed(
