@@ -73,8 +73,6 @@ def main(argv: list[str]) -> int:
         cwd = _start_folder(env, child_env, work.work if work else None)
         started_at = utc_now()
         returncode, ended = _run_job(command, child_env, cwd, stopwatch)
-        if stopwatch is not None:
-            stopwatch.finish()
         if work is not None:
             workcopy.prune(work)
         shutil.rmtree(output_dir / settings.RESUME_INPUT, ignore_errors=True)  # an input, not an output
@@ -185,7 +183,8 @@ def _make_boot_dir() -> Path:
 def _run_job(
     command: list[str], child_env: dict[str, str], cwd: Path | None, stopwatch: watch.StopWatch | None
 ) -> tuple[int, GuestRecord]:
-    """The command run to its end, with what hashing its outputs needs imported meanwhile."""
+    """The command run to its end, watched by `init`'s stop watch where there is one, with what hashing
+    its outputs needs imported meanwhile."""
     warm_up = warmup.WarmUp()
 
     def on_start(child: subprocess.Popen[bytes]) -> None:
@@ -196,6 +195,8 @@ def _run_job(
     try:
         return processes.run_command(command, child_env, cwd=cwd, on_start=on_start)
     finally:
+        if stopwatch is not None:
+            stopwatch.finish()
         warm_up.finish()
 
 

@@ -57,7 +57,8 @@ def memory_limited(cgroups: Path = CGROUPS, own: Path = OWN_CGROUPS) -> bool:
         lines = own.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         lines = []
-    files: list[Path] = [cgroups / "memory.max", cgroups / "memory" / "memory.limit_in_bytes"]
+    # the roots too: inside a container on cgroup v1 its own cgroup is mounted there
+    files = {cgroups / "memory.max", cgroups / "memory" / "memory.limit_in_bytes"}
     for line in lines:
         parts = line.split(":", 2)
         if len(parts) != 3:
@@ -65,10 +66,10 @@ def memory_limited(cgroups: Path = CGROUPS, own: Path = OWN_CGROUPS) -> bool:
         _number, controllers, path = parts
         relative = path.strip("/")
         if controllers == "":  # v2: one hierarchy, memory.max at each level
-            files += [folder / "memory.max" for folder in _up_to(cgroups / relative, cgroups)]
+            files.update(folder / "memory.max" for folder in _up_to(cgroups / relative, cgroups))
         elif "memory" in controllers.split(","):
             mount = cgroups / "memory"
-            files += [f / "memory.limit_in_bytes" for f in _up_to(mount / relative, mount)]
+            files.update(f / "memory.limit_in_bytes" for f in _up_to(mount / relative, mount))
     return any(_limit(path) < UNLIMITED for path in files)
 
 
