@@ -20,22 +20,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from reprobox import codetree
 from reprobox.attest._keys import is_ecdsa, load_private_key, load_public_key
 from reprobox.attest._signing import open_envelope, verify_envelope
 from reprobox.errors import EnvironmentProblem, Problem, SpecError, UsageError
+from reprobox.guest.filehash import file_sha256
 from reprobox.records.files import loads_bounded
 
-MODEL_SIGNATURE_SUFFIX = "model.sig"
 OMS_PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 MAX_MODEL_SIGNATURE_BYTES = 64 << 20
 _INSTALL = "install it with: pip install 'reprobox[signing]'"
 
 
 def model_signature_path_for(attestation: Path) -> Path:
-    """Where the model's signature goes: beside the attestation, `*.attestation.json` -> `*.model.sig`."""
+    """Where the model's signature goes: beside the attestation, `[<job>.]reprobox.attestation.json` ->
+    `[<job>.]reprobox.model.sig`, `<name>.json` -> `<name>.reprobox.model.sig` (never part of the code)."""
     name = attestation.name
-    stem = name[: -len("attestation.json")] if name.endswith("attestation.json") else name + "."
-    return attestation.with_name(stem + MODEL_SIGNATURE_SUFFIX)
+    if name.endswith(codetree.ATTESTATION_NAME):
+        return attestation.with_name(name[: -len(codetree.ATTESTATION_NAME)] + codetree.MODEL_SIGNATURE_NAME)
+    return attestation.with_name(f"{attestation.stem}.{codetree.MODEL_SIGNATURE_NAME}")
 
 
 def signs_models(key: Path) -> bool:
@@ -132,8 +135,16 @@ def check_model_signature(
         try:
             config.set_ignore_unsigned_files(True).verify(checkpoints, signature)
         except (ValueError, OSError) as exc:
+            found = {n: file_sha256(checkpoints / n) for n in signed if (checkpoints / n).is_file()}
+            detail = _difference(found, signed, "signed") or str(exc)[:300]
             raise SpecError(
-                [_problem(signature, f"does not verify the checkpoint files in {checkpoints}: {exc}")]
+                [
+                    _problem(
+                        signature,
+                        f"does not verify the checkpoint files in {checkpoints} ({detail}): "
+                        "they are not the files the author signed",
+                    )
+                ]
             ) from None
         facts["checkpoints_verified"] = str(checkpoints)
     return facts
@@ -199,12 +210,14 @@ def _not_checkpoints(outputs: Path, checkpoints: set[str]) -> list[str]:
     return ignored
 
 
-def _difference(signed: Mapping[str, str], expected: Mapping[str, str]) -> str:
-    changed = sorted(n for n in expected if n in signed and signed[n] != expected[n])
-    missing = sorted(set(expected) - set(signed))
-    extra = sorted(set(signed) - set(expected))
-    parts = [f"{n} differs from its attested sha256" for n in changed]
-    parts += [f"{n} is not signed" for n in missing] + [f"{n} is not attested" for n in extra]
+def _difference(found: Mapping[str, str], expected: Mapping[str, str], what: str = "attested") -> str:
+    """What differs between files found and files expected: changed, missing or extra, by name."""
+    changed = sorted(n for n in expected if n in found and found[n] != expected[n])
+    missing = sorted(set(expected) - set(found))
+    extra = sorted(set(found) - set(expected))
+    absent = "is missing" if what == "signed" else "is not signed"
+    parts = [f"{n} differs from its {what} sha256" for n in changed]
+    parts += [f"{n} {absent}" for n in missing] + [f"{n} is not {what}" for n in extra]
     return "; ".join(parts[:4]) + ("; ..." if len(parts) > 4 else "")
 
 

@@ -318,3 +318,18 @@ def test_keys_and_envelopes_made_before_keep_verifying(tmp_path: Path, published
     envelope["signatures"][0]["keyid"] = old_id
     target.write_text(json.dumps(envelope))
     assert attest.read_attestation(target, verify_signature=public).signature_verified
+
+
+@pytest.mark.parametrize(
+    ("attestation", "signature"),
+    [
+        ("reprobox.attestation.json", "reprobox.model.sig"),
+        ("job-2threads.reprobox.attestation.json", "job-2threads.reprobox.model.sig"),
+        ("paper.json", "paper.reprobox.model.sig"),
+    ],
+)
+def test_the_model_signature_sits_beside_the_attestation_and_outside_the_code(
+    attestation: str, signature: str
+) -> None:
+    assert attest.model_signature_path_for(Path("paper") / attestation) == Path("paper") / signature
+    assert codetree.is_reprobox_artefact(signature)  # writing it beside the job file changes no code digest
