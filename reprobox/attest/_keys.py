@@ -90,6 +90,11 @@ def is_ecdsa(public: PublicKey) -> bool:
     return isinstance(public, EllipticCurvePublicKey)
 
 
+def is_ecdsa_key(path: Path) -> bool:
+    """Whether the public key file at `path` holds an ECDSA key (the kind model signatures are made with)."""
+    return is_ecdsa(load_public_key(path))
+
+
 def sign(private: PrivateKey, message: bytes) -> bytes:
     """An Ed25519 signature, or a DER-encoded ECDSA one over the curve's own hash (as DSSE tools expect)."""
     from cryptography.hazmat.primitives.asymmetric import ec

@@ -38,6 +38,12 @@ def signature_facts(
             "covered by the attestation's signature alone"
         )
         return facts
+    if not attest.is_ecdsa_key(key):
+        notes.append(
+            f"{model.name} beside the attestation was not checked: OpenSSF model signatures are made with "
+            f"ECDSA keys, and {key.name} is an Ed25519 key"
+        )
+        return facts
     facts["model"] = attest.check_model_signature(
         model, attestation.statement, key, checkpoints=_outputs(published)
     )

@@ -19,7 +19,7 @@ import pytest
 
 from reprobox import attest, cli, codetree
 from reprobox.attest._keys import legacy_key_id
-from reprobox.errors import SpecError, UsageError
+from reprobox.errors import EnvironmentProblem, SpecError, UsageError
 from reprobox.guest.hashing import file_sha256
 from reprobox.records.manifest import RunRecord, write_record
 from reprobox.reproduce import ReproduceOptions
@@ -333,3 +333,34 @@ def test_the_model_signature_sits_beside_the_attestation_and_outside_the_code(
 ) -> None:
     assert attest.model_signature_path_for(Path("paper") / attestation) == Path("paper") / signature
     assert codetree.is_reprobox_artefact(signature)  # writing it beside the job file changes no code digest
+
+
+def test_an_ed25519_key_leaves_the_model_signature_unchecked_with_a_note(published, tmp_path: Path) -> None:
+    """An author who signs the attestation with an Ed25519 key cannot have made the model signature."""
+    private, public = attest.generate_key(tmp_path / "ed.key", key_type=attest.ED25519)
+    target = tmp_path / attest.ATTESTATION_NAME
+    attest.write_attestation(
+        target, statement_of(published["attestation"]), key=private, checkpoints=published["outputs"]
+    )
+    assert not attest.model_signature_path_for(target).exists()
+    attest.model_signature_path_for(target).write_bytes(published["model_sig"].read_bytes())
+    loaded = attest.read_attestation(target, verify_signature=public)
+    notes: list[str] = []
+    facts = signature_facts(loaded, ReproduceOptions(verify_signature=public), None, notes)
+    assert facts["verified"] and facts["model"] is None
+    assert any("is an Ed25519 key" in note for note in notes)
+
+
+def test_without_model_signing_an_ecdsa_signature_says_what_to_install(
+    published, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "model_signing", None)  # as if the signing extra were not installed
+    target = tmp_path / attest.ATTESTATION_NAME
+    with pytest.raises(EnvironmentProblem, match=r"pip install 'reprobox\[signing\]'"):
+        attest.write_attestation(
+            target,
+            statement_of(published["attestation"]),
+            key=published["key"],
+            checkpoints=published["outputs"],
+        )
+    assert list(tmp_path.iterdir()) == []
