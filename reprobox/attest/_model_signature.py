@@ -61,13 +61,15 @@ def sign_checkpoints(outputs: Path, statement: Mapping[str, Any], key: Path, tar
     missing = sorted(name for name in expected if not (outputs / name).is_file())
     if missing:
         raise UsageError(
-            f"cannot sign the model: {', '.join(missing)} not in {outputs}; sign on the machine that "
-            "holds the runs' outputs, or sign without the model's signature using an Ed25519 key"
+            f"cannot sign the model: {', '.join(missing)} not in {outputs}; sign on the machine that holds "
+            "the runs' outputs (a key from `reprobox keygen --type ed25519` signs the attestation alone)"
         )
     model_signing = _model_signing()
     ignored = _not_checkpoints(outputs, set(expected))
     hashing = model_signing.hashing.Config().set_ignored_paths(paths=ignored, ignore_git_paths=False)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    # named like the signature (`.tmp-XXXX.reprobox.model.sig`), so that a crash leaves no file the code
+    # tree would count
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=f".{target.name}", dir=target.parent)
     os.close(handle)
     made = Path(temporary)
     try:
