@@ -292,6 +292,7 @@ def test_a_model_signature_changed_or_by_another_key_is_refused(published, tmp_p
     tampered.write_text(json.dumps(bundle))
     with pytest.raises(SpecError, match="changed after it was signed"):
         attest.check_model_signature(tampered, statement, published["pub"])
+    assert model_signing_verify(published["outputs"], tampered, published["pub"]).returncode != 0
     _ed, ed_pub = attest.generate_key(tmp_path / "ed.key", key_type=attest.ED25519)
     with pytest.raises(SpecError, match="Ed25519 key"):
         attest.check_model_signature(published["model_sig"], statement, ed_pub)
