@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.attest._model import ATTESTATION_NAME
+from reprobox.attest._model_signature import model_signature_path_for, sign_checkpoints, signs_models
 from reprobox.attest._signing import open_envelope, signed_envelope, verify_envelope
 from reprobox.attest._validate import validate_statement
 from reprobox.errors import Problem, SpecError
@@ -21,14 +22,32 @@ def check_statement(statement: dict[str, Any], path: Path = Path(ATTESTATION_NAM
         raise SpecError(problems)
 
 
-def write_attestation(path: Path, statement: dict[str, Any], *, key: Path | None = None) -> Path:
-    """Write the statement atomically: as is, or signed with `key` inside a DSSE envelope."""
+def write_attestation(
+    path: Path, statement: dict[str, Any], *, key: Path | None = None, checkpoints: Path | None = None
+) -> Path:
+    """Write the statement atomically: as is, or signed with `key` inside a DSSE envelope.
+
+    With an ECDSA `key` and `checkpoints` (the folder holding the run's checkpoint files, its outputs)
+    the model's OpenSSF signature is written beside it too (`model_signature_path_for`); a checkpoint
+    missing or changed since its run is refused before anything is written.
+    """
     check_statement(statement, path)
     if key is None:
         write_text_atomic(path, json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return path
     envelope = signed_envelope(statement, key)  # before anything is written: a bad key changes nothing
-    write_text_atomic(path, json.dumps(envelope, indent=2) + "\n")
+    model = None
+    if checkpoints is not None and signs_models(key):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        model = sign_checkpoints(checkpoints, statement, key, model_signature_path_for(path))
+    try:
+        write_text_atomic(path, json.dumps(envelope, indent=2) + "\n")
+    except BaseException:
+        if model is not None:
+            model.unlink(missing_ok=True)
+        raise
+    if model is not None:
+        model.replace(model_signature_path_for(path))
     return path
 
 

@@ -21,6 +21,7 @@ from reprobox.codetree._select import (
     ATTESTATION_NAME,
     MODE_GIT,
     MODE_IGNORE_FILE,
+    MODEL_SIGNATURE_NAME,
     is_reprobox_artefact,
     select_files,
 )
@@ -40,6 +41,7 @@ from reprobox.codetree._tree import (
 __all__ = [
     "ATTESTATION_NAME",
     "CODE_TREE_SCHEMA",
+    "MODEL_SIGNATURE_NAME",
     "MODE_GIT",
     "MODE_IGNORE_FILE",
     "SNAPSHOTS_DIR",

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 IGNORE_FILE = ".reproboxignore"
 ATTESTATION_NAME = "reprobox.attestation.json"  # and <job>.reprobox.attestation.json
+MODEL_SIGNATURE_NAME = "reprobox.model.sig"  # the model's signature beside it, and <job>.reprobox.model.sig
 IGNORED_DIRS = frozenset(
     {
         ".git",
@@ -50,8 +51,9 @@ MODE_IGNORE_FILE = "reproboxignore"
 
 
 def is_reprobox_artefact(name: str) -> bool:
-    """An attestation file reprobox writes next to a job file: never part of the code."""
-    return name == ATTESTATION_NAME or name.endswith("." + ATTESTATION_NAME)
+    """An attestation (or the model's signature beside it) reprobox writes next to a job file: never part
+    of the code."""
+    return any(name == kind or name.endswith("." + kind) for kind in (ATTESTATION_NAME, MODEL_SIGNATURE_NAME))
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="check that resuming is exact: run the job stopped after step K, resumed from its step-K "
         "checkpoint, and uninterrupted, and compare what both leave after K (needs a resume: section)",
     )
-    ver.add_argument("--sign", type=Path, metavar="KEY", help="sign the attestation with this Ed25519 key")
+    ver.add_argument("--sign", type=Path, metavar="KEY", help="sign the attestation (ECDSA: the model too)")
     ver.add_argument(
         "--parallel",
         type=int,
@@ -241,7 +241,9 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         from reprobox import attest
 
         target = args.attestation or attest.attestation_path_for(spec.job_file)
-        attest.write_attestation(target, attest.build_attestation(records), key=args.sign)
+        attest.write_attestation(
+            target, attest.build_attestation(records), key=args.sign, checkpoints=records[0].output_dir
+        )
         data["attestation"] = str(target)
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target}")
     out.result(data, "\n".join([terminal.comparison_text(comparison), *terminal.claim_lines(judged)]))
@@ -292,7 +294,8 @@ def _verify_seeds(
 
         target = args.attestation or attest.attestation_path_for(spec.job_file)
         statement = attest.build_attestation(result.records[0], extra={"seeds": result.attestation_entry()})
-        attest.write_attestation(target, statement, key=args.sign)
+        outputs = result.records[0][0].output_dir
+        attest.write_attestation(target, statement, key=args.sign, checkpoints=outputs)
         data["attestation"] = str(target)
         out.progress(f"wrote {target}; a reviewer runs: reprobox reproduce {target} --seeds {args.seeds}")
     out.result(data, "\n".join(lines))

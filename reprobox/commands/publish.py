@@ -30,7 +30,9 @@ Writes reprobox.attestation.json next to the job file (or -o PATH): an in-toto S
 subject is the checkpoints and whose predicate holds what a reviewer needs to rerun the job (job
 file, code digests, image, seed, thread counts, fingerprint, checkpoint hashes). Commit it with the
 code. `reprobox verify` writes it too when its runs are bit-identical.
-With --sign the file is a DSSE envelope signed with Ed25519; publish the key's .pub next to it.
+With --sign the file is a DSSE envelope (checked by securesystemslib and in-toto tools too) and, with
+an ECDSA key (the `reprobox keygen` default), the checkpoints get an OpenSSF model signature beside it
+(reprobox.model.sig, which `model_signing verify key` checks); publish the key's .pub next to them.
 It is safe to publish: paths are relative to the code folder, and the host name, user name, home
 folder, runs folder and interpreter path are withheld (the fingerprint keeps every stack fact that
 decides the numerics). --show prints the statement and writes nothing.
@@ -87,8 +89,12 @@ KEYGEN_EPILOG = """\
 examples:
   reprobox keygen                         ~/.config/reprobox/signing.key and signing.key.pub
   reprobox keygen -o keys/paper.key
+  reprobox keygen --type ed25519          an Ed25519 key: signs the attestation, not the model
 
-Publish the .pub file (in the paper or the repository); keep the other one private.
+Both files are PEM (PKCS#8 and SubjectPublicKeyInfo), as securesystemslib, model_signing, cosign and
+openssl read them. ECDSA P-256 (the default) signs the attestation and the model (OpenSSF model
+signing takes NIST curves only). Publish the .pub file (in the paper or the repository); keep the
+other one private.
 """
 
 
@@ -102,7 +108,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"where to write it (default: {attest.ATTESTATION_NAME} next to the job file)",
     )
     att.add_argument(
-        "--sign", type=Path, metavar="KEY", help="sign with this Ed25519 private key (reprobox keygen)"
+        "--sign",
+        type=Path,
+        metavar="KEY",
+        help="sign with this private key (reprobox keygen); an ECDSA key also signs the model",
     )
     att.add_argument(
         "--show",
@@ -158,7 +167,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "every claim of the job file holding within its tolerance",
     )
     rep.add_argument(
-        "--verify-signature", type=Path, metavar="PUBKEY", help="require the author's signature (their .pub)"
+        "--verify-signature",
+        type=Path,
+        metavar="PUBKEY",
+        help="require the author's signature (their .pub) on the attestation and on the model beside it",
     )
     rep.add_argument(
         "--segments",
@@ -202,13 +214,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_output_flags(pck)
     pck.set_defaults(handler=pack_command)
 
-    key = add_command(commands, "keygen", "make an Ed25519 key pair for signing attestations", KEYGEN_EPILOG)
+    key = add_command(commands, "keygen", "make a key pair to sign attestations and models", KEYGEN_EPILOG)
     key.add_argument(
         "-o",
         "--output",
         type=Path,
         default=attest.DEFAULT_KEY,
         help=f"private key path (default: {attest.DEFAULT_KEY})",
+    )
+    key.add_argument(
+        "--type",
+        choices=attest.KEY_TYPES,
+        default=attest.ECDSA_P256,
+        help=f"the key's algorithm (default: {attest.ECDSA_P256})",
     )
     key.add_argument("--force", action="store_true", help="replace an existing key")
     add_output_flags(key)
@@ -227,11 +245,16 @@ def attest_command(args: argparse.Namespace, out: Output) -> int:
     job_file = records[0].job_file or Path("job.yaml")
     target = args.output or attest.attestation_path_for(job_file)
     check_output_file(target, "-o", example="reprobox.attestation.json")  # the default: beside the job file
-    attest.write_attestation(target, statement, key=args.sign.expanduser() if args.sign else None)
+    key = args.sign.expanduser() if args.sign else None
+    model_signature = attest.model_signature_path_for(target) if key and attest.signs_models(key) else None
+    if model_signature is not None:
+        check_output_file(model_signature, "-o", example="reprobox.attestation.json")
+    attest.write_attestation(target, statement, key=key, checkpoints=records[0].output_dir)
     predicate = statement["predicate"]
     data = {
         "attestation": str(target),
         "signed": args.sign is not None,
+        "model_signature": str(model_signature) if model_signature else None,
         "verified_runs": predicate["runs"]["verified"],
         "checkpoints": statement["subject"],
         "code_sha256": predicate["code"]["sha256"],
@@ -242,6 +265,13 @@ def attest_command(args: argparse.Namespace, out: Output) -> int:
     lines = [f"wrote {target} ({runs} verified run{plural}, {len(statement['subject'])} checkpoint(s))"]
     if runs == 1:
         lines.append("  note: one run proves nothing about reruns; `reprobox verify` runs the job twice")
+    if model_signature is not None:
+        lines.append(f"  the checkpoints' OpenSSF model signature: {model_signature}")
+    elif key is not None:
+        lines.append(
+            "  note: no model signature: OpenSSF model signing takes ECDSA keys; "
+            "make one with `reprobox keygen --type ecdsa-p256`"
+        )
     lines.append(f"  a reviewer runs: reprobox reproduce {target}")
     out.result(data, "\n".join(lines))
     return EXIT_OK
@@ -334,11 +364,11 @@ def keygen_command(args: argparse.Namespace, out: Output) -> int:
     path = args.output.expanduser()
     for target in (path, path.with_name(path.name + ".pub")):  # the private key and the public one beside it
         check_output_file(target, "-o", make_folders=True, example="keys/paper.key")
-    private, public = attest.generate_key(path, force=args.force)
+    private, public = attest.generate_key(path, key_type=args.type, force=args.force)
     keyid = attest.key_id(attest.load_public_key(public))
     out.result(
-        {"private_key": str(private), "public_key": str(public), "keyid": keyid},
-        f"wrote {private} (keep it private) and {public} (publish it)\n"
+        {"private_key": str(private), "public_key": str(public), "keyid": keyid, "type": args.type},
+        f"wrote {private} (keep it private) and {public} (publish it), {args.type}, key id {keyid[:16]}\n"
         f"  sign with: reprobox attest RUN_DIR... --sign {private}\n"
         f"  reviewers check with: reprobox reproduce ATTESTATION --verify-signature {public.name}",
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 from reprobox import attest, bundle, progress
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_OK, UsageError
@@ -25,6 +24,7 @@ from reprobox.reproduce._replay import replay_job
 from reprobox.reproduce._report import write_reports
 from reprobox.reproduce._seeds import check_seed_count, reproduce_seeds
 from reprobox.reproduce._segments import check_segment_options, reproduce_segments
+from reprobox.reproduce._signature import signature_facts
 from reprobox.runner import RunInputs, RunOptions, execute, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
@@ -48,7 +48,8 @@ def reproduce(source: Path, options: ReproduceOptions) -> ReproduceResult:
     result = ReproduceResult(
         verdict="", sentence="", exit_code=EXIT_OK, attestation=attestation_path, notes=ctx.notes
     )
-    result.signature = _signature_facts(attestation, ctx.notes)
+    published = options.published or (opened.published if opened else None)
+    result.signature = signature_facts(attestation, options, published, ctx.notes)
     result.bundle = opened.to_json() if opened else None
     if opened is not None and opened.digest_source == "none":
         ctx.notes.append(
@@ -112,21 +113,6 @@ def _check_options(options: ReproduceOptions) -> None:
         raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
     if options.runtime not in (None, "docker", "local"):
         raise UsageError(f"--runtime must be docker or local, not {options.runtime!r}")
-
-
-def _signature_facts(attestation: attest.Attestation, notes: list[str]) -> dict[str, Any]:
-    if attestation.signed and not attestation.signature_verified:
-        notes.append(
-            f"the attestation is signed (key id {str(attestation.keyid)[:16]}) but the signature was not "
-            "checked: pass --verify-signature AUTHOR.pub"
-        )
-    elif not attestation.signed:
-        notes.append("the attestation is not signed: anyone could have written it; ask the author to sign it")
-    return {
-        "signed": attestation.signed,
-        "keyid": attestation.keyid,
-        "verified": attestation.signature_verified,
-    }
 
 
 def _code_changes(

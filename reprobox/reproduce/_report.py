@@ -65,6 +65,10 @@ def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[document.Bloc
     signature = "absent"
     if result.signature.get("signed"):
         signature = "verified" if result.signature.get("verified") else "not checked"
+    model = result.signature.get("model") or {}
+    if model.get("verified"):
+        files = "and the checkpoint files" if model.get("checkpoints_verified") else "(files not at hand)"
+        signature += f"; model signature {Path(model['path']).name} verified {files}"
     how = f" ({image['how']})" if image.get("how") else ""
     items = [
         f"attestation: {result.attestation} ({ctx.attestation.verified_runs} verified run(s) by the "

@@ -330,7 +330,7 @@ def test_a_bad_signing_key_writes_nothing(tmp_path: Path, verified) -> None:
     key = tmp_path / "not-a-key"
     key.write_text("hello")
     target = tmp_path / "out" / "att.json"
-    with pytest.raises(UsageError, match="not an Ed25519 private key"):
+    with pytest.raises(UsageError, match="not an ECDSA or Ed25519 private key"):
         attest.write_attestation(target, attest.build_attestation(records), key=key)
     assert not target.exists() and not (tmp_path / "out").exists()
 
@@ -378,15 +378,17 @@ def test_attest_command_writes_next_to_the_job_file_and_prints_json(verified, ca
     assert attest.read_attestation(target).statement["subject"][0]["name"] == "model.pt"
 
 
-def test_attest_command_signs_with_a_key(tmp_path: Path, verified, capsys) -> None:
+def test_attest_command_signs_with_an_ed25519_key(tmp_path: Path, verified, capsys) -> None:
     _code, records = verified
-    assert cli.main(["keygen", "-o", str(tmp_path / "my.key"), "--json"]) == 0
+    assert cli.main(["keygen", "--type", "ed25519", "-o", str(tmp_path / "my.key"), "--json"]) == 0
     keys = json.loads(capsys.readouterr().out)
     target = tmp_path / "att.json"
     assert (
         cli.main(["attest", str(records[0].run_dir), "-o", str(target), "--sign", keys["private_key"]]) == 0
     )
-    assert "one run proves nothing" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "one run proves nothing" in said and "OpenSSF model signing takes ECDSA keys" in said
+    assert not attest.model_signature_path_for(target).exists()  # the model is signed by ECDSA keys only
     assert attest.read_attestation(target, verify_signature=Path(keys["public_key"])).signature_verified
 
 

@@ -50,6 +50,8 @@ def test_wheel_carries_the_image_files_and_package_data(unpacked: Path) -> None:
         p.name for p in (ROOT / "env").iterdir()
     )
     assert (unpacked / "reprobox" / "py.typed").is_file()
+    schema = unpacked / "reprobox" / "attest" / "schemas" / "predicate-v1.schema.json"
+    assert schema.read_bytes() == (ROOT / "reprobox" / "attest" / "schemas" / schema.name).read_bytes()
     boot = sorted(p.name for p in (ROOT / "reprobox" / "guest" / "_boot").glob("*.py"))
     assert boot and sorted(p.name for p in (unpacked / "reprobox" / "guest" / "_boot").glob("*.py")) == boot
 
@@ -58,7 +60,7 @@ def test_wheel_metadata_keeps_version_extras_and_script(unpacked: Path) -> None:
     (info,) = unpacked.glob("reprobox-*.dist-info")
     metadata = (info / "METADATA").read_text()
     assert f"\nVersion: {__version__}\n" in metadata
-    for extra in ("torch", "report", "dev", "examples"):
+    for extra in ("torch", "report", "dev", "examples", "signing"):
         assert f"\nProvides-Extra: {extra}\n" in metadata
     assert "reprobox = reprobox.cli:main" in (info / "entry_points.txt").read_text()
 
