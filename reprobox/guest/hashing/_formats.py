@@ -61,7 +61,7 @@ def _stand_in_note(path: Path, values: list[tuple[str, object]]) -> str | None:
     if not classes:
         return None
     named = ", ".join(classes[:3]) + (f" and {len(classes) - 3} more" if len(classes) > 3 else "")
-    refused = "which torch.load(weights_only=True) refused"
+    refused = "which torch.load(weights_only=True) would have refused"
     return f"the file names classes beyond tensors and containers ({named}), {refused}; {how}"
 
 
@@ -71,16 +71,17 @@ def _torch_needed_note(exc: TorchNeeded) -> str:
 
 def _plan_torch(path: Path) -> _Content:
     """A torch.save file (zip or legacy format), read by the safe pickle reader without torch."""
-    return _plan_pickle(path)
+    return _plan_pickle(path, "torch")
 
 
-def _plan_pickle(path: Path) -> _Content:
-    """A pickled file (torch.save's or plain) through the safe reader, tensors as views of the file."""
+def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
+    """A pickled file (torch.save's or plain) through the safe reader, tensors as views of the file;
+    ``kind`` is what the file was taken for, named when it cannot be read."""
     try:
         read = read_pickle(path)
         named_arrays, values = flatten(read.obj)
     except (ValueError, RecursionError) as exc:
-        return _refused("torch" if pickled_kind(path) == "torch" else "pickle", exc)
+        return _refused(kind, exc)
     except TorchNeeded as exc:
         return _opaque(_torch_needed_note(exc))
     return _Content(
