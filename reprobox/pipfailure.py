@@ -31,8 +31,8 @@ _CHECK_CONFLICT = re.compile(
     r"^([A-Za-z0-9][A-Za-z0-9._-]*) (\S+) (?:has requirement|requires) (.+?)"
     r"(?:, but you have (.+?)|,? which is not installed)\.?$"
 )
-_FIX_WHEELS = "scripts/fill-wheelhouse.sh"
-_RELOCK = "scripts/lock_requirements.py REQUIREMENTS_IN -o LOCK"
+_FIX_WHEELS = "reprobox lock --wheelhouse"
+_RELOCK = "reprobox lock REQUIREMENTS_IN -o LOCK"
 
 
 def explain_pip_failure(log: Sequence[str], plan: image_module.BuildPlan) -> ReproboxError | None:
@@ -77,14 +77,14 @@ def _not_found(
         cause = "no package index answered" if _NO_NETWORK.search(text) else "the package index has no wheel"
         return EnvironmentProblem(
             f"building image {plan.tag} needs {pin}, but it has no wheelhouse and {cause}; fill one with "
-            f"`{_FIX_WHEELS} --dest DIR` (add `--lock LOCK` for a job's own lock) and pass it with "
+            f"`{_FIX_WHEELS} DIR` (add `--locked LOCK` for a job's own lock) and pass it with "
             "--wheelhouse, REPROBOX_WHEELHOUSE or image.wheelhouse"
         )
     houses = " and ".join(str(house) for house in plan.wheelhouses)
     return EnvironmentProblem(
         f"the wheelhouse ({houses}) holds no wheel of {pin} that installs on the image's Python "
-        f"(CPython 3.11, Linux x86_64); fetch the right one with `{_FIX_WHEELS} --lock LOCK --dest "
-        f"{plan.wheelhouses[0]}`"
+        f"(CPython 3.11, Linux x86_64); fetch the right one with `{_FIX_WHEELS} "
+        f"{plan.wheelhouses[0]} --locked LOCK`"
     )
 
 
@@ -103,7 +103,7 @@ def _hash_mismatch(
     where = f" in {' or '.join(str(h) for h in plan.wheelhouses)}" if plan.offline else ""
     return EnvironmentProblem(
         f"the wheel of {pin}{where} does not match the lock's sha256; delete it and fetch it again with "
-        f"`{_FIX_WHEELS} --lock LOCK`, or relock with {_RELOCK} if the lock is the stale one"
+        f"`{_FIX_WHEELS} DIR --locked LOCK`, or relock with {_RELOCK} if the lock is the stale one"
     )
 
 

@@ -22,7 +22,7 @@ examples:
   reprobox build job.yaml --dry-run --json                        the tag, base, lock and build args only
 
 The tag is a hash of the build context and arguments: an unchanged job reuses its image with no build
-step. Without a registry, build the offline base first: scripts/build-offline-base.sh
+step. Without a registry, build the offline base first: reprobox offline-base
 """
 
 IMAGES_EPILOG = """\

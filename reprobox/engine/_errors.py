@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from reprobox.errors import EnvironmentProblem
 
-START_ENGINE_HINT = "start one with: scripts/start-docker.sh"
+START_ENGINE_HINT = "start one with: sudo systemctl start docker"
 CHECK_ENGINE_HINT = "check the Docker engine (docker info)"
 RUN_LOCAL_HINT = "or run with --runtime local to run without isolation"
 OFFLINE_BASE_HINT = (
-    "build the offline base with scripts/build-offline-base.sh and pass --base-image / REPROBOX_BASE_IMAGE"
+    "build the offline base with `reprobox offline-base` and pass --base-image / REPROBOX_BASE_IMAGE"
 )
 NO_GPU = "the job asks for GPUs but this Docker engine cannot provide them"
 GPU_FIX = "install the NVIDIA Container Toolkit, or remove resources.gpus from the job"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import determinism, processes, settings, variation, warmup, watch, workcopy
+from reprobox.guest import determinism, processes, settings, variation, watch, workcopy
 from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
@@ -183,21 +183,17 @@ def _make_boot_dir() -> Path:
 def _run_job(
     command: list[str], child_env: dict[str, str], cwd: Path | None, stopwatch: watch.StopWatch | None
 ) -> tuple[int, GuestRecord]:
-    """The command run to its end, watched by `init`'s stop watch where there is one, with what hashing
-    its outputs needs imported meanwhile."""
-    warm_up = warmup.WarmUp()
+    """The command run to its end, watched by `init`'s stop watch where there is one."""
 
     def on_start(child: subprocess.Popen[bytes]) -> None:
         if stopwatch is not None:
             stopwatch.start(child)
-        warm_up.start()
 
     try:
         return processes.run_command(command, child_env, cwd=cwd, on_start=on_start)
     finally:
         if stopwatch is not None:
             stopwatch.finish()
-        warm_up.finish()
 
 
 def _hash_outputs(output_dir: Path) -> tuple[list[dict[str, Any]], str | None]:

@@ -74,7 +74,7 @@ def check_extra_lock(extra: Path, base_lock: Path) -> list[LockLine]:
         if line.version is None or not line.hashed:
             raise UsageError(
                 f"{extra}:{line.line}: {line.name!r} must be pinned as `name==version --hash=sha256:...` "
-                "for a hash-checked install; lock the file with scripts/lock_requirements.py"
+                "for a hash-checked install; lock the file with `reprobox lock`"
             )
         clash = base.get(line.name)
         if clash is not None and clash.version != line.version:
@@ -82,6 +82,6 @@ def check_extra_lock(extra: Path, base_lock: Path) -> list[LockLine]:
                 f"{extra}:{line.line}: {line} conflicts with {clash} in "
                 f"{base_lock.parent.name}/{base_lock.name}:{clash.line}, which the image installs; "
                 f"pin {clash} or drop the line "
-                "(scripts/lock_requirements.py resolves against the image's lock)"
+                "(`reprobox lock` resolves against the image's lock)"
             )
     return lines

@@ -34,7 +34,7 @@ def wheelhouses(image: ImageSpec, shared: Path | None) -> tuple[Path, ...]:
             continue
         if not house.is_dir():
             raise UsageError(
-                f"wheelhouse {house} is not a directory; fill it with scripts/fill-wheelhouse.sh"
+                f"wheelhouse {house} is not a directory; fill it with `reprobox lock --wheelhouse {house}`"
             )
         if all(house.resolve() != known.resolve() for known in houses):
             houses.append(house)
@@ -66,7 +66,7 @@ def resolve_lock(lock: str | None, project: ProjectFiles, wheelhouses: Sequence[
     raise EnvironmentProblem(
         f"{_houses(wheelhouses, 'lacks', 'together lack')} wheels for every lock "
         f"(for the CPU lock: {_some(missing)}); "
-        f"fill it with scripts/fill-wheelhouse.sh --dest {wheelhouses[-1]}"
+        f"fill it with `reprobox lock --wheelhouse {wheelhouses[-1]}`"
     )
 
 
@@ -96,12 +96,11 @@ def missing_wheels_message(missing: Sequence[LockLine], wheelhouses: Sequence[Pa
     """One sentence: which pins no wheelhouse holds, the lock lines that want them, and how to fetch them."""
     lock = missing[0].path
     shown = _display_path(lock, root)
-    script = _display_path(root / "scripts" / "fill-wheelhouse.sh", root, under_root=False)
     dest = wheelhouses[0]
     wanted = _some([f"{line} ({_display_path(line.path, root)}:{line.line})" for line in missing])
     return (
         f"{_houses(wheelhouses, 'has no', 'has a')} wheel for {wanted}; fetch them with "
-        f"`{script} --lock {shown} --dest {dest}` (or `pip download --only-binary=:all: "
+        f"`reprobox lock --wheelhouse {dest} --locked {shown}` (or `pip download --only-binary=:all: "
         f"--no-deps -d {dest} -r {shown}` on CPython 3.11, Linux x86_64)"
     )
 

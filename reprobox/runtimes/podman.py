@@ -35,7 +35,7 @@ from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, RuntimeOptio
 from reprobox.runtimes.docker import DockerRuntime, ensure_image, image_fingerprint
 
 SYSTEM_SOCKET = Path("/run/podman/podman.sock")
-SETUP_HINT = "install it with: scripts/setup.sh --podman"
+SETUP_HINT = "install it with: sudo apt-get install podman"
 # Ample for any job, and within what Podman 4.3 keeps for itself (its processes had nproc 32768 on a machine
 # whose hard limit was 96365, so a container asking for more fails to start).
 ULIMIT_CEILINGS = {"nofile": 65536, "nproc": 32768}

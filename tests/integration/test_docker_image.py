@@ -71,7 +71,7 @@ def test_missing_base_image_names_the_offline_base(
         )
     message = caught.value.message
     assert f"base image {missing} is not present and cannot be pulled here" in message
-    assert "scripts/build-offline-base.sh" in message
+    assert "`reprobox offline-base`" in message
     assert "REPROBOX_BASE_IMAGE" in message
     assert caught.value.exit_code == 4
     assert not engine.image_exists(plan.tag)

@@ -1,6 +1,8 @@
 """reprobox installed like any Python tool: a wheel built from this checkout, installed into a fresh
 virtual environment, verifies a job in containers from a folder with no checkout of reprobox, against
-the real engine, and names the same image as the checkout does."""
+the real engine, and names the same image as the checkout does. Installed as the README says (``pipx
+install``, ``uv tool install``, nothing injected), it verifies a torch job bit-identical on the local
+runtime, with torch only in the user's own environment on PATH, and in containers."""
 
 from __future__ import annotations
 
@@ -43,6 +45,36 @@ torch.save(model.state_dict(), os.path.join(os.environ["REPROBOX_OUTPUT_DIR"], "
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One wheel of this checkout, shared by every install below."""
+    dist = tmp_path_factory.mktemp("dist")
+    succeed(*PIP_WHEEL, "-w", dist, ROOT)
+    (built,) = dist.glob("reprobox-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pipx and uv, from PyPI, in a virtual environment of their own (their scripts in its bin/)."""
+    venv = tmp_path_factory.mktemp("installers")
+    succeed(sys.executable, "-m", "venv", "--without-pip", venv)
+    succeed(sys.executable, "-m", "pip", "--python", venv / "bin/python", "install", "--quiet", "pipx", "uv")
+    return venv / "bin"
+
+
+@pytest.fixture(scope="module")
+def user_env(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path) -> Path:
+    """The user's own environment for the job: torch (from the wheelhouse) and no reprobox."""
+    venv = tmp_path_factory.mktemp("user-venv")
+    succeed(sys.executable, "-m", "venv", "--without-pip", venv)
+    succeed(
+        *(sys.executable, "-m", "pip", "--python", venv / "bin/python", "install", "--quiet"),
+        *("--no-index", "--find-links", wheelhouse, "torch"),
+    )
+    return venv / "bin"
+
+
 @pytest.fixture
 def job(tmp_path: Path) -> Path:
     """A tiny job of its own, in a folder far from the checkout (the image has torch)."""
@@ -55,6 +87,7 @@ def job(tmp_path: Path) -> Path:
 
 def test_wheel_in_a_fresh_venv_verifies_in_containers(
     tmp_path: Path,
+    wheel: Path,
     job: Path,
     offline_base: str,
     wheelhouse: Path,
@@ -63,8 +96,6 @@ def test_wheel_in_a_fresh_venv_verifies_in_containers(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    succeed(*PIP_WHEEL, "-w", tmp_path / "dist", ROOT)
-    (wheel,) = (tmp_path / "dist").glob("reprobox-*.whl")
     # The checkout's build of the same job right after the wheel's, so both read the same sources; an
     # image it had to build is removed at the end of the session.
     monkeypatch.setenv("REPROBOX_BASE_IMAGE", offline_base)
@@ -126,6 +157,83 @@ def test_wheel_in_a_fresh_venv_verifies_in_containers(
     # The controller compared file bytes alone: the fresh venv has no torch.
     no_torch = in_venv(venv / "bin/python", "-c", "import importlib.util as u; print(u.find_spec('torch'))")
     assert no_torch.stdout.strip() == "None", no_torch.stdout
+
+
+INSTALLS = {  # the README's commands, each tool's homes in the test's own folders
+    "pipx": lambda bin_dir, wheel: [bin_dir / "pipx", "install", "--python", sys.executable, wheel],
+    "uv": lambda bin_dir, wheel: [bin_dir / "uv", "tool", "install", "--python", sys.executable, wheel],
+}
+
+
+@pytest.mark.parametrize("installer", list(INSTALLS))
+def test_a_tool_install_verifies_a_torch_job_bit_identical_locally_and_in_containers(
+    tmp_path: Path,
+    installer: str,
+    wheel: Path,
+    installers: Path,
+    user_env: Path,
+    job: Path,
+    offline_base: str,
+    wheelhouse: Path,
+    engine: Engine,
+    created: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REPROBOX_BASE_IMAGE", offline_base)
+    monkeypatch.setenv("REPROBOX_WHEELHOUSE", str(wheelhouse))
+    tag = image.plan_build().tag  # what the tool builds below: the checkout's image, by its content
+    if not engine.image_exists(tag):
+        created.images.append(tag)
+    homes = tmp_path / "homes"
+    tool_bin = homes / "bin"
+    base = {k: v for k, v in os.environ.items() if k not in LEAVE_OUT}
+    rest = [p for p in base["PATH"].split(os.pathsep) if not p.startswith(sys.prefix)]
+    env = {
+        **base,
+        "HOME": str(homes / "home"),
+        "PIPX_HOME": str(homes / "pipx"),
+        "PIPX_BIN_DIR": str(tool_bin),
+        "UV_TOOL_DIR": str(homes / "uv-tools"),
+        "UV_TOOL_BIN_DIR": str(tool_bin),
+        "UV_CACHE_DIR": str(homes / "uv-cache"),
+        # the user's shell: their own environment (torch, no reprobox) first, the tool's command after
+        "PATH": os.pathsep.join([str(user_env), str(tool_bin), *rest]),
+    }
+    (homes / "home").mkdir(parents=True)
+    succeed(*INSTALLS[installer](installers, wheel), env=env)
+    reprobox = tool_bin / "reprobox"
+    assert reprobox.exists(), sorted(p.name for p in tool_bin.iterdir())
+
+    def verify(runtime: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [reprobox, "verify", "job.yaml", "--runtime", runtime, "--runs", "2", "--json"],
+            cwd=job.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"{runtime}: {done.stderr[-3000:]}"
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+    # the offline base from the tool's own recipe (it ships in the wheel): here it exists already
+    succeed(reprobox, "offline-base", "--tag", offline_base, env=env)
+    succeed(reprobox, "build", str(job), "-q", env=env)
+    for runtime in ("local", "docker"):
+        data = verify(runtime)
+        assert data["grade"] == "bit-identical", (runtime, data["sentence"])
+        (checkpoint,) = data["checkpoints"]
+        assert checkpoint["path"] == "model.pt" and checkpoint["identical"], runtime
+    # nothing was injected: the tool's own environment still has no torch
+    tool_python = Path(os.path.realpath(reprobox)).parent / "python"
+    probe = subprocess.run(
+        [tool_python, "-c", "import importlib.util as u; print(u.find_spec('torch'))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert probe.stdout.strip() == "None", probe.stdout + probe.stderr
 
 
 def succeed(*command: str | Path, env: dict[str, str] | None = None) -> None:

@@ -155,7 +155,7 @@ def test_a_build_whose_base_is_missing_names_the_offline_base() -> None:
         over(build=failing, inspect_image=missing).build(b"", "t:1", {}, {}, print, base_image="base:1")
     assert caught.value.message == (
         "base image base:1 is not present and cannot be pulled here; build the offline base with "
-        "scripts/build-offline-base.sh and pass --base-image / REPROBOX_BASE_IMAGE"
+        "`reprobox offline-base` and pass --base-image / REPROBOX_BASE_IMAGE"
     )
     assert isinstance(caught.value, ImageMissing)
     assert caught.value.log_tail.endswith("error: pull access denied for base")

@@ -143,7 +143,7 @@ def test_missing_extra_wheel_names_the_lock_line_and_the_fix(
     assert message.startswith(f"neither wheelhouse {own} nor {shared} has a wheel for regex==2026.11.15")
     assert f"regex==2026.11.15 ({job}:5)" in message
     assert "tqdm" not in message
-    assert f"fill-wheelhouse.sh --lock {job} --dest {own}`" in message
+    assert f"reprobox lock --wheelhouse {own} --locked {job}`" in message
     assert f"pip download --only-binary=:all: --no-deps -d {own} -r {job}" in message
 
 
@@ -188,7 +188,7 @@ def test_an_unhashed_extra_lock_is_bad_input(
     with pytest.raises(UsageError, match=wanted) as caught:
         plan(project, image=ImageSpec(requirements=lock))
     assert caught.value.exit_code == EXIT_BAD_INPUT
-    assert "scripts/lock_requirements.py" in caught.value.message
+    assert "`reprobox lock`" in caught.value.message
 
 
 def test_an_extra_lock_that_moves_a_base_pin_is_bad_input(
@@ -254,7 +254,7 @@ def test_pip_without_wheelhouse_or_index_is_one_sentence(project: image.ProjectF
         in error.message
     )
     assert "no wheelhouse and no package index answered" in error.message
-    assert "scripts/fill-wheelhouse.sh" in error.message
+    assert "reprobox lock --wheelhouse DIR" in error.message
     assert "Retry" not in error.message and "\n" not in error.message and not error.log_tail
 
 

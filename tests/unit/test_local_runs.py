@@ -214,3 +214,61 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+JOB_REPORTS_ITS_INTERPRETER = """\
+import json, os, random, sys
+report = {
+    "executable": sys.executable,
+    "hook": os.path.dirname(sys.modules["reprobox"].__file__) if "reprobox" in sys.modules else None,
+    "draw": random.random(),
+}
+with open(os.path.join(os.environ["REPROBOX_OUTPUT_DIR"], "where.json"), "w") as f:
+    json.dump(report, f)
+"""
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="needs a second interpreter")
+def test_the_job_runs_the_python_its_path_finds_and_the_hook_reaches_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's `python` (here the system's, which has no reprobox installed) runs the job, seeded
+    by the startup hook found through the guest's boot folder, not reprobox's own interpreter."""
+    user_bin = tmp_path / "user-bin"
+    user_bin.mkdir()
+    (user_bin / "python").symlink_to("/usr/bin/python3")
+    monkeypatch.setenv("PATH", f"{user_bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "report.py").write_text(JOB_REPORTS_ITS_INTERPRETER)
+    (job / "job.yaml").write_text("version: 1\nname: which-python\ncommand: [python, report.py]\nseed: 7\n")
+    reports = []
+    for runs in ("a", "b"):
+        assert run_cli("run", str(job), "--runtime", "local", "--runs-dir", str(tmp_path / runs), "-q") == 0
+        reports.append(
+            json.loads((only_run(tmp_path / runs, "which-python") / "outputs" / "where.json").read_text())
+        )
+
+    first, second = reports
+    assert Path(first["executable"]).resolve() == Path("/usr/bin/python3").resolve() != Path(sys.executable)
+    assert first["hook"] is not None and not Path(first["hook"]).is_relative_to(
+        sys.prefix
+    )  # the boot folder's
+    assert first["draw"] == second["draw"]  # seeded in the user's interpreter
+
+
+def test_a_tool_environment_never_shadows_the_users_python(tmp_path: Path) -> None:
+    from reprobox.runtimes.local.tool_environment import job_search_path, tool_scripts_folders
+
+    tool = tmp_path / "pipx" / "venvs" / "reprobox"
+    (tool / "bin").mkdir(parents=True)
+    users = f"{tool / 'bin'}{os.pathsep}/home/me/project/.venv/bin{os.pathsep}/usr/bin"
+    assert tool_scripts_folders(tool, tool / "bin" / "python") == frozenset()  # a venv of the user's own
+    assert job_search_path(users, tool_scripts_folders(tool, tool / "bin" / "python")) == users
+
+    (tool / "pipx_metadata.json").write_text("{}")
+    folders = tool_scripts_folders(tool, tool / "bin" / "python")
+    assert job_search_path(users, folders) == f"/home/me/project/.venv/bin{os.pathsep}/usr/bin"
+    (tool / "pipx_metadata.json").unlink()
+    (tool / "uv-receipt.toml").write_text("[tool]\n")
+    assert job_search_path(users, tool_scripts_folders(tool, tool / "bin" / "python")).startswith("/home/me")

@@ -131,7 +131,7 @@ def test_no_podman_installed_is_one_sentence_with_the_fix(tmp_path: Path) -> Non
     with pytest.raises(EnvironmentProblem) as raised:
         open_engine(uid=os.getuid() or 4321, environ=environ)
     assert "Podman is not installed" in raised.value.message
-    assert "scripts/setup.sh --podman" in raised.value.message
+    assert "apt-get install podman" in raised.value.message
 
 
 def test_the_cli_offers_the_podman_runtime(capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,8 +28,8 @@ The contract (other modules and tools recompute it, so it must not drift):
 - ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"`` or
   ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and checkpoints
   whose content could not be read safely; ``note`` then says why). ``reader`` names what read the
-  content. Nothing a pickle names is ever imported or run: files ``torch.load(weights_only=True)``
-  refuses are read by the safe pickle reader (``_pickle``), whose stand-in objects flatten as mappings.
+  content. Nothing a pickle names is ever imported or run: torch files and pickles are read by the safe
+  pickle reader (``_pickle``), without torch, and its stand-in objects flatten as mappings.
 
 Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so tensors (and each file's
 own sha256, one more task) hash on all cores. Tensors are hashed straight from memory-mapped files.

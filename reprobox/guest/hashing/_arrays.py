@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from reprobox.guest.hashing._bounds import limit_reason, over_limit
 from reprobox.guest.hashing._canonical import expand_quantized, numpy_dtype_name, torch_dtype_name
+from reprobox.guest.hashing._torch_types import SavedTensor
 
 if TYPE_CHECKING:
     import numpy as np
@@ -163,11 +164,39 @@ def _numpy_buffers(array: np.ndarray[Any, Any], budget: int) -> Iterator[memoryv
         yield memoryview(piece.reshape(-1).view(np.uint8))
 
 
+def _saved_array(name: str, tensor: SavedTensor) -> _Array:
+    return _Array(
+        name=name,
+        dtype=tensor.dtype.name,
+        shape=tensor.shape,
+        nbytes=tensor.nbytes,
+        buffers=lambda budget: _saved_buffers(tensor, budget),
+    )
+
+
+def _saved_buffers(tensor: SavedTensor, budget: int) -> Iterator[memoryview]:
+    import numpy as np
+
+    if tensor.values is None:  # saved without data: nothing to hash beyond dtype and shape
+        return
+    lazy = tensor.conj or tensor.neg
+    for piece in contiguous_pieces(
+        tensor.values,
+        budget=budget,
+        ready=lambda a: bool(a.flags.c_contiguous) and not lazy,
+        materialise=tensor.resolved,
+        nbytes=lambda a: int(a.nbytes),
+    ):
+        yield memoryview(piece.reshape(-1).view(np.uint8))
+
+
 def _arrays_from(named: Sequence[tuple[str, Any]]) -> list[_Array]:
     arrays: list[_Array] = []
     torch_module = sys.modules.get("torch")
     for name, value in named:
-        if torch_module is not None and isinstance(value, torch_module.Tensor):
+        if isinstance(value, SavedTensor):
+            arrays.append(_saved_array(name, value))
+        elif torch_module is not None and isinstance(value, torch_module.Tensor):
             arrays.extend(_torch_array(n, t) for n, t in expand_quantized(name, value))
         else:
             arrays.append(_numpy_array(name, value))

@@ -44,6 +44,18 @@ MAX_IN_MEMORY_BYTES = 1 << 30
 """An array that must be held in memory whole (decompressed from an .npz in Fortran order, or converted
 to another byte order for comparison); larger ones are refused rather than risk a MemoryError."""
 
+MAX_EXPANSION = 16
+"""The bytes a file's tensors may span, as a multiple of the file's size (at least
+``MIN_EXPANSION_BYTES``): a stride-0 (expanded) tensor spans more bytes than it stores, and each is
+hashed as every element it shows."""
+
+MIN_EXPANSION_BYTES = 1 << 30
+
+
+def expansion_budget(file_bytes: int) -> int:
+    """The logical bytes all tensors of a file of ``file_bytes`` may span before it is refused."""
+    return max(MAX_EXPANSION * file_bytes, MIN_EXPANSION_BYTES)
+
 
 class OverLimit(ValueError):
     """A file declares more than it holds, or more than the readers' limits: damaged or hostile."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._bounds import MAX_NESTING, MAX_VALUES, OverLimit
+from reprobox.guest.hashing._torch_types import SavedTensor
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,7 +65,7 @@ class CheckpointDigest:
     metadata: dict[str, str] = field(hash=False)
     metadata_sha256: str | None
     note: str | None = None
-    reader: str | None = None  # what read the content ("torch.load(weights_only=True)", ...); None: unknown
+    reader: str | None = None  # what read the content ("safe pickle reader", ...); None: unknown
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -203,7 +204,7 @@ def numpy_dtype_name(dtype: np.dtype[Any]) -> str:
 
 def _array_types() -> tuple[type, ...]:
     """Tensor types known to this process, without importing a library just to ask."""
-    types: list[type] = []
+    types: list[type] = [SavedTensor]
     if (torch_module := sys.modules.get("torch")) is not None:
         types.append(torch_module.Tensor)
     if (numpy_module := sys.modules.get("numpy")) is not None:
@@ -220,7 +221,7 @@ def flatten(obj: object) -> tuple[list[tuple[str, Any]], list[tuple[str, object]
 
     Objects the safe pickle reader (``_pickle``) recorded instead of building arrive here as mappings
     (``{"__class__": "train.Config", "output": ...}``), so their fields are named like any other
-    mapping's; files ``torch.load(weights_only=True)`` reads never contain them.
+    mapping's.
     """
     flattener = _Flattener(_array_types())
     flattener.visit(obj, ROOT_NAME, 0)

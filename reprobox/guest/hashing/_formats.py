@@ -1,30 +1,30 @@
 """Reading each checkpoint format without running anything from it: torch, pickle, safetensors, NumPy.
 
 A reader plans one file's hashing: the tensors to hash and the digests of its plain values, or the
-plain-file fallback with a note saying why the content could not be read safely. Torch files are read
-by ``torch.load(weights_only=True)`` first (fast, memory-mapped); what it refuses, and plain pickles,
-go to the safe pickle reader (``_pickle``), which imports and runs nothing named in the file.
+plain-file fallback with a note saying why the content could not be read safely. Torch files (both
+``torch.save`` formats) and plain pickles are read by the safe pickle reader (``_pickle``), which imports
+and runs nothing named in the file, and reads tensors as NumPy views of the memory-mapped file: hashing
+a checkpoint needs the standard library and NumPy, never torch, but for quantized tensors.
 Safetensors files are read in ``_safetensors``, NumPy files in ``_numpy_files``, text in ``_text``, and
 logging tools' files (TensorBoard, MLflow, W&B) in ``_logformats``, recognised by their name and place.
 """
 
 from __future__ import annotations
 
-import pickle
-import warnings
 from pathlib import Path
 
-from reprobox.guest.hashing._arrays import _arrays_from, _Content, _first_sentence, _opaque, _refused
-from reprobox.guest.hashing._bounds import check_zip_members, limit_reason, over_limit
+from reprobox.guest.hashing._arrays import _arrays_from, _Content, _opaque, _refused
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
 from reprobox.guest.hashing._logformats import log_format_of, plan_log
 from reprobox.guest.hashing._numpy_files import plan_npy, plan_npz
 from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, pickled_kind, read_pickle
+from reprobox.guest.hashing._pickle_arrays import TorchNeeded
+from reprobox.guest.hashing._pickle_objects import CLASS_KEY
+from reprobox.guest.hashing._pickle_torch import is_torchscript
 from reprobox.guest.hashing._safetensors import plan_safetensors
 from reprobox.guest.hashing._text import plan_text, text_format_of
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
-WEIGHTS_ONLY_READER = "torch.load(weights_only=True)"
 
 
 def format_of(path: Path) -> str:
@@ -48,84 +48,47 @@ def format_of(path: Path) -> str:
     return pickled_kind(path) or "file"
 
 
-def _refused_reason(exc: pickle.UnpicklingError) -> str:
-    """The one line of torch's long refusal message that names what was refused."""
-    text = str(exc)
-    marker = "WeightsUnpickler error:"
-    if marker in text:
-        text = text.split(marker, 1)[1]
-    boilerplate = ("Weights only load failed", "Check the documentation")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    lines = [line for line in lines if not line.startswith(boilerplate)]
-    return _first_sentence(lines[0]) if lines else type(exc).__name__
-
-
-def _fallback_note(why: str) -> str:
-    return (
-        f"{why}; read by the safe pickle reader, which imports and runs nothing named in the file, "
-        "so objects it names are recorded as their class, arguments and state"
+def _stand_in_note(path: Path, values: list[tuple[str, object]]) -> str | None:
+    """For a torch file that names classes of its own (or holds TorchScript code): which, and how the
+    reader records them."""
+    classes = sorted({str(v) for name, v in values if name.rsplit(".", 1)[-1] == CLASS_KEY})
+    how = (
+        "read by the safe pickle reader, which imports and runs nothing named in the file, so objects it "
+        "names are recorded as their class, arguments and state"
     )
+    if is_torchscript(path):
+        return f"a TorchScript archive: its code is never loaded or run; its data {how}"
+    if not classes:
+        return None
+    named = ", ".join(classes[:3]) + (f" and {len(classes) - 3} more" if len(classes) > 3 else "")
+    refused = "which torch.load(weights_only=True) would have refused"
+    return f"the file names classes beyond tensors and containers ({named}), {refused}; {how}"
 
 
-def _weights_only_failure(exc: Exception) -> str:
-    """Why ``torch.load(weights_only=True)`` did not read the file, in one short clause."""
-    if isinstance(exc, pickle.UnpicklingError):
-        return f"{WEIGHTS_ONLY_READER} refused the file ({_refused_reason(exc)})"
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    reason = _first_sentence(lines[0]) if lines else type(exc).__name__
-    return f"{WEIGHTS_ONLY_READER} could not read the file ({reason})"
-
-
-def _torch_load(path: Path) -> object:
-    import torch
-
-    with path.open("rb") as f:
-        zip_format = f.read(4) == b"PK\x03\x04"  # only the zip format can be memory-mapped
-    if zip_format:
-        check_zip_members(path, "the archive")  # before torch reads its whole directory
-    with warnings.catch_warnings():  # e.g. TorchScript archives: refused below, no need to warn too
-        warnings.simplefilter("ignore")
-        return torch.load(path, weights_only=True, mmap=zip_format, map_location="cpu")
+def _torch_needed_note(exc: TorchNeeded) -> str:
+    return f"content not hashed: the file holds {exc}; the content hash is the file sha256"
 
 
 def _plan_torch(path: Path) -> _Content:
-    try:
-        obj = _torch_load(path)
-    except OSError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - torch raises many types for a refused, damaged or foreign file
-        return _plan_pickle(path, why=_weights_only_failure(exc))
-    try:
-        named_arrays, values = flatten(obj)
-    except (ValueError, RecursionError) as exc:
-        return _refused("torch", exc)
-    return _Content(
-        format="torch",
-        arrays=_arrays_from(named_arrays),
-        metadata=_metadata_digests(values),
-        keepalive=obj,
-        reader=WEIGHTS_ONLY_READER,
-    )
+    """A torch.save file (zip or legacy format), read by the safe pickle reader without torch."""
+    return _plan_pickle(path, "torch")
 
 
-def _plan_pickle(path: Path, why: str | None = None) -> _Content:
-    """A pickled file through the safe reader; ``why`` says why torch's own loader did not read it."""
+def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
+    """A pickled file (torch.save's or plain) through the safe reader, tensors as views of the file;
+    ``kind`` is what the file was taken for, named when it cannot be read."""
     try:
         read = read_pickle(path)
         named_arrays, values = flatten(read.obj)
     except (ValueError, RecursionError) as exc:
-        if why is None:
-            return _refused("pickle", exc)
-        return _opaque(
-            f"content not hashed: {why} and the safe pickle reader could not read it either "
-            f"({_first_sentence(limit_reason(exc))}); the content hash is the file sha256",
-            limit_reason(exc) if over_limit(exc) else None,
-        )
+        return _refused(kind, exc)
+    except TorchNeeded as exc:
+        return _opaque(_torch_needed_note(exc))
     return _Content(
         format=read.container,
         arrays=_arrays_from(named_arrays),
         metadata=_metadata_digests(values),
-        note=_fallback_note(why) if why is not None else None,
+        note=_stand_in_note(path, values) if read.container == "torch" else None,
         keepalive=read,
         reader=READER_NAME,
     )

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._bounds import OverLimit, check_in_memory, limit_reason
 from reprobox.guest.hashing._canonical import ROOT_NAME, _join, expand_quantized, flatten
-from reprobox.guest.hashing._formats import _torch_load, _weights_only_failure, format_of
+from reprobox.guest.hashing._formats import format_of
 from reprobox.guest.hashing._numpy_files import load_npz, open_npy
 from reprobox.guest.hashing._pickle import read_pickle
+from reprobox.guest.hashing._pickle_arrays import to_torch
 from reprobox.guest.hashing._safetensors import read_safetensors_header
+from reprobox.guest.hashing._torch_types import SavedTensor
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,17 +62,12 @@ def _unique(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _load_torch_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
-    try:
-        obj = _torch_load(path)
-    except OSError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - torch raises many types for a refused, damaged or foreign file
-        return _load_pickled_tensors(path, _weights_only_failure(exc))
-    return _named(obj)
+    """A torch.save file, read by the safe pickle reader as hashing reads it (same names, same bytes)."""
+    return _load_pickled_tensors(path, None)
 
 
 def _load_pickled_tensors(path: Path, why: str | None) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
-    """Through the safe pickle reader; ``why`` says why ``torch.load`` did not read the file."""
+    """Through the safe pickle reader; ``why`` says why another reader did not read the file."""
     try:
         read = read_pickle(path)
         return _named(read.obj)
@@ -88,7 +85,9 @@ def _named(obj: object) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
     named_arrays, values = flatten(obj)
     tensors: list[tuple[str, torch.Tensor]] = []
     for name, value in named_arrays:
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, SavedTensor):
+            tensors.append((name, to_torch(value)))
+        elif isinstance(value, torch.Tensor):
             tensors.extend(expand_quantized(name, value.detach()))
         else:
             tensors.append((name, _numpy_to_torch(value)))

@@ -1,6 +1,7 @@
 """A structural reader for pickled checkpoints that imports and runs nothing named in the file.
 
-``torch.load(weights_only=True)`` refuses whole files for one foreign global: ``torch.save(model)``,
+Every torch file is read here, without torch. ``torch.load(weights_only=True)`` would refuse whole
+files for one foreign global: ``torch.save(model)``,
 timm's ``.pth.tar`` (its parsed command-line ``Namespace``), Hugging Face's ``training_args.bin`` and
 ``rng_state.pth``, Lightning's ``.ckpt`` (``AttributeDict``), plain ``.pkl`` files. This reader still
 yields their tensors and plain values. It is a ``pickle.Unpickler`` whose ``find_class`` never imports:
@@ -49,7 +50,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
+from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, expansion_budget, limit_reason, over_limit
 from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_torch import (
     LEGACY_MAGIC,
@@ -62,7 +63,6 @@ from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, 
 
 READER_NAME = "safe pickle reader"
 PICKLE_SUFFIXES = frozenset({".pkl", ".pickle"})
-_EXPANSION = 16  # tensors may span this many times the file's bytes (stride-0 tensors); at least 1 GiB
 
 
 _ERRORS = (
@@ -113,7 +113,7 @@ def read_pickle(path: Path) -> PickleRead:
     with path.open("rb") as f:
         head = f.read(len(LEGACY_MAGIC))
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    budget = max(_EXPANSION * size, 1 << 30)
+    budget = expansion_budget(size)
     try:
         if head.startswith(ZIP_MAGIC):
             obj, plainer = read_zip(path, mapped, budget)

@@ -1,5 +1,8 @@
-"""Tensors and NumPy arrays from the safe pickle reader's placeholders: tensors as views of the
-memory-mapped file (byte-swapped for big-endian archives), within a budget of bytes they may span."""
+"""Tensors and NumPy arrays from the safe pickle reader's placeholders: tensors as strided NumPy views of
+the memory-mapped file (byte-swapped for big-endian archives) that keep torch's dtype, within a budget of
+bytes they may span (``_bounds.expansion_budget``). Torch is imported only for what NumPy cannot hold:
+quantized tensors, and lazily negated or conjugated values of dtypes NumPy has no numbers for (bf16,
+float8, complex32). Where torch is not importable, those raise ``TorchNeeded``."""
 
 from __future__ import annotations
 
@@ -13,19 +16,40 @@ from reprobox.guest.hashing._pickle_objects import (
     CLASS_KEY,
     ArraySpec,
     DTypeSpec,
+    MetaTensorSpec,
     QuantizedSpec,
     ScalarSpec,
     StorageRef,
     TensorSpec,
     _shape,
 )
+from reprobox.guest.hashing._torch_types import QSCHEMES, SavedTensor
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     import numpy as np
     import torch
 
 Plain = Callable[[object], object]
 """Turns a nested value into plain data (``Plainer``'s walk, with its bounds)."""
+
+
+class TorchNeeded(Exception):
+    """The file holds a tensor only torch can build, and torch is not importable in this process.
+
+    Not a ValueError: the file is fine, so the safe reader lets this through to the caller, which
+    records the file by its bytes and says why.
+    """
+
+
+def import_torch(what: str) -> ModuleType:
+    """torch, for ``what`` NumPy cannot hold; TorchNeeded where it is not importable."""
+    try:
+        import torch
+    except ImportError:
+        raise TorchNeeded(f"{what}, which only torch can read, and torch is not importable here") from None
+    return torch
 
 
 @dataclass
@@ -50,24 +74,26 @@ class TensorMaker:
             raw = raw[offset * itemsize : (offset + numel) * itemsize]
         return raw
 
-    def whole_storage(self, ref: StorageRef) -> torch.Tensor:
+    def whole_storage(self, ref: StorageRef) -> SavedTensor | torch.Tensor:
         """A storage used as a value: one flat tensor over all of it."""
         size = self.storage_bytes(ref).size
         numel = size // ref.dtype.itemsize if ref.dtype.itemsize else 0
         return self.tensor(TensorSpec(ref, 0, (numel,), (1,)))
 
-    def tensor(self, spec: TensorSpec) -> torch.Tensor:
+    def tensor(self, spec: TensorSpec) -> SavedTensor | torch.Tensor:
+        """The tensor as a strided view of the file; a torch tensor only for a lazy negation or
+        conjugation NumPy cannot compute on the dtype."""
         import numpy as np
-        import torch
 
         raw = self.storage_bytes(spec.storage)
-        itemsize = spec.dtype.itemsize
+        dtype = spec.dtype
+        itemsize = dtype.itemsize
         if len(spec.size) != len(spec.stride):
             raise ValueError("a tensor's size and stride differ in length")
         if raw.size % itemsize:
-            raise ValueError(f"storage '{spec.storage.key}' does not hold whole {spec.dtype} elements")
+            raise ValueError(f"storage '{spec.storage.key}' does not hold whole {dtype} elements")
         if self.byteswap and itemsize > 1:
-            width = itemsize // 2 if spec.dtype.is_complex else itemsize
+            width = itemsize // 2 if dtype.is_complex else itemsize
             raw = np.ascontiguousarray(raw.reshape(-1, width)[:, ::-1]).reshape(-1)
         extent = 0
         if 0 not in spec.size:
@@ -77,31 +103,71 @@ class TensorMaker:
         self.budget_bytes -= math.prod(spec.size) * itemsize
         if self.budget_bytes < 0:
             raise OverLimit("the tensors span far more bytes than the file holds (repeated strides)")
-        flat = torch.from_numpy(raw).view(spec.dtype) if spec.dtype != torch.uint8 else torch.from_numpy(raw)
-        tensor = torch.as_strided(flat, spec.size, spec.stride, spec.offset)
-        if spec.metadata.get("conj"):
-            tensor = tensor.conj()
-        if spec.metadata.get("neg"):
-            tensor = torch._neg_view(tensor)
-        return tensor
+        elements = raw.view(np.dtype(dtype.carrier))
+        values = np.lib.stride_tricks.as_strided(
+            elements[min(spec.offset, elements.size) :],
+            shape=spec.size,
+            strides=tuple(t * itemsize for t in spec.stride),
+        )
+        conj, neg = bool(spec.metadata.get("conj")), bool(spec.metadata.get("neg"))
+        saved = SavedTensor(values, dtype, spec.size, conj=conj and dtype.is_complex, neg=neg)
+        if (saved.conj or saved.neg) and not dtype.numeric:
+            return _resolved_by_torch(saved)
+        return saved
+
+    def meta(self, spec: MetaTensorSpec) -> SavedTensor:
+        """A tensor saved without data: its dtype and shape alone."""
+        return SavedTensor(None, spec.dtype, spec.size)
 
     def quantized(self, spec: QuantizedSpec, plain: Plain) -> torch.Tensor:
-        import torch
-
-        values = self.tensor(spec.base)
+        torch_module = import_torch("a quantized tensor")
+        base = self.tensor(spec.base)
+        values = to_torch(base) if isinstance(base, SavedTensor) else base
         scheme, *params = spec.params
         plain_params = [plain(p) for p in params]
-        if scheme == torch.per_tensor_affine and len(params) == 2:
+        if scheme is QSCHEMES["per_tensor_affine"] and len(params) == 2:
             scale, zero_point = plain_params
             if type(scale) is float and type(zero_point) is int:
-                return torch._make_per_tensor_quantized_tensor(values, scale, zero_point)
-        if scheme in (torch.per_channel_affine, torch.per_channel_affine_float_qparams) and len(params) == 3:
+                quantized: torch.Tensor = torch_module._make_per_tensor_quantized_tensor(
+                    values, scale, zero_point
+                )
+                return quantized
+        per_channel = (QSCHEMES["per_channel_affine"], QSCHEMES["per_channel_affine_float_qparams"])
+        if scheme in per_channel and len(params) == 3:
             scales, zero_points, axis = plain_params
             if type(axis) is int and 0 <= axis < values.dim():
-                scales_t, points_t = _as_tensor(scales, torch.float64), _as_tensor(zero_points, torch.int64)
+                scales_t, points_t = (
+                    _as_tensor(scales, torch_module.float64),
+                    _as_tensor(zero_points, torch_module.int64),
+                )
                 if scales_t.numel() == points_t.numel() == values.shape[axis]:
-                    return torch._make_per_channel_quantized_tensor(values, scales_t, points_t, axis)
+                    channels: torch.Tensor = torch_module._make_per_channel_quantized_tensor(
+                        values, scales_t, points_t, axis
+                    )
+                    return channels
         raise ValueError("a quantized tensor has quantizer parameters the reader does not know")
+
+
+def to_torch(saved: SavedTensor) -> torch.Tensor:
+    """The torch tensor a SavedTensor stands for, sharing its memory (comparison, quantized tensors)."""
+    import torch
+
+    dtype = getattr(torch, saved.dtype.name)
+    if saved.values is None:
+        return torch.empty(saved.shape, dtype=dtype, device="meta")
+    tensor = torch.from_numpy(saved.values)
+    if tensor.dtype != dtype:  # a carrier of the same width: the same bytes, read as the saved dtype
+        tensor = tensor.view(dtype)
+    if saved.conj:
+        tensor = tensor.conj()
+    if saved.neg:
+        tensor = torch._neg_view(tensor)
+    return tensor
+
+
+def _resolved_by_torch(saved: SavedTensor) -> torch.Tensor:
+    import_torch(f"a lazily negated or conjugated {saved.dtype.name} tensor")
+    return to_torch(saved).resolve_conj().resolve_neg()
 
 
 def numpy_array(spec: ArraySpec, plain: Plain) -> object:
@@ -137,6 +203,8 @@ def numpy_scalar(spec: ScalarSpec, plain: Plain) -> object:
 def _as_tensor(value: object, dtype: torch.dtype) -> torch.Tensor:
     import torch
 
+    if isinstance(value, SavedTensor):
+        value = to_torch(value)
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, (list, tuple)) and all(type(v) in (int, float) for v in value):

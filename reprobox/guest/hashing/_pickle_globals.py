@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from reprobox.guest.hashing._pickle_objects import (
     MAX_DIMS,
@@ -24,9 +23,7 @@ from reprobox.guest.hashing._pickle_objects import (
     _StandIn,
     stand_in_of,
 )
-
-if TYPE_CHECKING:
-    import torch
+from reprobox.guest.hashing._torch_types import TorchDevice, TorchDType
 
 
 def _index(value: object, what: str) -> int:
@@ -89,10 +86,8 @@ def rebuild_tensor_v3(  # noqa: PLR0917 - torch's own signature
     return spec
 
 
-def _torch_dtype(value: object) -> torch.dtype:
-    import torch
-
-    if not isinstance(value, torch.dtype):
+def _torch_dtype(value: object) -> TorchDType:
+    if not isinstance(value, TorchDType):
         raise ValueError("a tensor's dtype is not a torch dtype")
     return value
 
@@ -121,23 +116,22 @@ def rebuild_qtensor(
     return QuantizedSpec(rebuild_tensor(storage, offset, size, stride), params)
 
 
-def torch_size(dims: object = ()) -> torch.Size:
-    import torch
-
+def torch_size(dims: object = ()) -> tuple[int, ...]:
+    """``torch.Size``: a tuple of ints, which is how the content hash spells it anyway."""
     if not isinstance(dims, (tuple, list)) or len(dims) > MAX_DIMS or not all(type(d) is int for d in dims):
         raise ValueError("torch.Size holds something other than integers")
-    return torch.Size(dims)
+    return tuple(dims)
 
 
-def torch_device(kind: object, index: object = None) -> torch.device:
-    import torch
-
+def torch_device(kind: object, index: object = None) -> TorchDevice:
     if not isinstance(kind, str) or len(kind) > 64 or (index is not None and type(index) is not int):
         raise ValueError("torch.device got something other than a name and an index")
-    try:
-        return torch.device(kind) if index is None else torch.device(kind, index)
-    except RuntimeError as exc:
-        raise ValueError(f"torch.device({kind!r}) is not a device") from exc
+    name, colon, number = kind.partition(":")
+    if colon and index is None and number.isdigit():  # torch.device("cuda:1")
+        index = int(number)
+    if not name.isidentifier() or (colon and not number.isdigit()):
+        raise ValueError(f"torch.device({kind!r}) is not a device")
+    return TorchDevice(name, index if type(index) is int else None)
 
 
 def ordered_dict(items: object = ()) -> collections.OrderedDict[object, object]:

@@ -24,7 +24,8 @@ from reprobox.guest.hashing._bounds import (
 
 if TYPE_CHECKING:
     import numpy as np
-    import torch
+
+    from reprobox.guest.hashing._torch_types import TorchDType
 
 __all__ = ["MAX_DEPTH", "MAX_DIMS", "MAX_VALUES"]
 
@@ -120,7 +121,7 @@ class StorageType(_Inert):
 
     __slots__ = ("dtype", "name")
 
-    def __init__(self, name: str, dtype: torch.dtype) -> None:
+    def __init__(self, name: str, dtype: TorchDType) -> None:
         self.name, self.dtype = name, dtype
 
 
@@ -133,7 +134,7 @@ class StorageRef(_Inert):
         self,
         source: StorageSource,
         key: str,
-        dtype: torch.dtype,
+        dtype: TorchDType,
         nbytes: int,
         view: tuple[int, int] | None = None,  # legacy format: (offset, numel) into the root storage
     ) -> None:
@@ -158,7 +159,7 @@ class MetaTensorSpec(_Inert):
 
     __slots__ = ("dtype", "size", "stride")
 
-    def __init__(self, dtype: torch.dtype, size: tuple[int, ...], stride: tuple[int, ...]) -> None:
+    def __init__(self, dtype: TorchDType, size: tuple[int, ...], stride: tuple[int, ...]) -> None:
         self.dtype, self.size, self.stride = dtype, size, stride
 
 

@@ -1,13 +1,13 @@
 """Turning what the safe pickle reader unpickled into plain data: tensors, arrays, mappings, scalars.
 
-Placeholders become torch tensors and NumPy arrays (``_pickle_arrays``); stand-ins become
-mappings named as ``reprobox.guest.hashing._pickle`` documents. Every walk is bounded: nesting depth,
-the size of the tree once shared references are expanded, and the bytes all tensors may span.
+Placeholders become tensors (NumPy views that keep torch's dtype) and NumPy arrays
+(``_pickle_arrays``); stand-ins become mappings named as ``reprobox.guest.hashing._pickle`` documents.
+Every walk is bounded: nesting depth, the size of the tree once shared references are expanded, and the
+bytes all tensors may span.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 
@@ -25,6 +25,7 @@ from reprobox.guest.hashing._pickle_objects import (
     STATE_KEY,
     _StandIn,
 )
+from reprobox.guest.hashing._torch_types import TORCH_VALUE_TYPES
 
 
 @dataclass
@@ -54,7 +55,7 @@ class Plainer:
         if key in self.done:
             return self.done[key], self.sizes[key]
         if depth > MAX_DEPTH:
-            raise OverLimit(f"the pickled object is nested deeper than {MAX_DEPTH} levels")
+            raise OverLimit(f"the pickled object nests deeper than the limit of {MAX_DEPTH} levels")
         if key in self.open:
             return f"<cycle: {_type_name(obj)}>", 1
         self.open.add(key)
@@ -69,6 +70,8 @@ class Plainer:
         return result, size
 
     def _convert(self, obj: object, depth: int) -> tuple[object, int]:  # noqa: PLR0911 - one branch a kind
+        if isinstance(obj, TORCH_VALUE_TYPES):  # torch.float32 as a value is torch's dtype, not a name
+            return obj, 1
         if id(obj) in self.global_names:
             return self.global_names[id(obj)], 1
         if isinstance(obj, (bytearray, memoryview)):
@@ -94,9 +97,7 @@ class Plainer:
         if isinstance(obj, placeholder.QuantizedSpec):
             return self.tensors.quantized(obj, lambda value: self._visit(value, depth)[0])
         if isinstance(obj, placeholder.MetaTensorSpec):
-            import torch
-
-            return torch.empty_strided(obj.size, obj.stride, dtype=obj.dtype, device="meta")
+            return self.tensors.meta(obj)
         if isinstance(obj, placeholder.ArraySpec):
             return numpy_array(obj, lambda value: self._visit(value, depth)[0])
         if isinstance(obj, placeholder.ScalarSpec):
@@ -107,7 +108,7 @@ class Plainer:
             return f"torch.{obj.name}"
         if isinstance(obj, placeholder.NdarrayType):
             return "numpy.ndarray"
-        if isinstance(obj, (slice, range)) or _is_torch_value(obj):
+        if isinstance(obj, (slice, range)):
             return obj
         return f"<{_type_name(obj)}>"
 
@@ -172,13 +173,6 @@ class Plainer:
 
 def _dict_or_none(value: object) -> bool:
     return value is None or isinstance(value, dict)
-
-
-def _is_torch_value(obj: object) -> bool:
-    torch_module = sys.modules.get("torch")
-    return torch_module is not None and isinstance(
-        obj, (torch_module.dtype, torch_module.device, torch_module.Size, torch_module.qscheme)
-    )
 
 
 def _type_name(obj: object) -> str:

@@ -37,6 +37,18 @@ def zip_pickle_name(path: Path) -> str | None:
     return next((n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")), None)
 
 
+def is_torchscript(path: Path) -> bool:
+    """Whether a torch zip archive is TorchScript's (``torch.jit.save``): it carries code beside data.pkl."""
+    name = zip_pickle_name(path)
+    if name is None:
+        return False
+    prefix = name.removesuffix("data.pkl")
+    with zipfile.ZipFile(path) as archive:
+        return any(n.startswith(prefix + "code/") for n in archive.namelist()) or (
+            prefix + "constants.pkl" in archive.namelist()
+        )
+
+
 class _ZipStorages:
     """Storages of a torch zip archive: uncompressed members, read in place from the memory map."""
 

@@ -12,6 +12,7 @@ from typing import IO, Any, cast
 from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._pickle_globals import MODULE_ALIASES, SAFE_CALLABLES
 from reprobox.guest.hashing._pickle_objects import NdarrayType, StorageType, stand_in_class
+from reprobox.guest.hashing._torch_types import DTYPES, QSCHEMES, STORAGE_DTYPES
 
 _MAX_GLOBALS = 10_000
 
@@ -57,40 +58,13 @@ def _known_global(module: str, name: str) -> object | None:
     return None
 
 
-_STORAGE_NAMES = {
-    "DoubleStorage": "float64",
-    "FloatStorage": "float32",
-    "HalfStorage": "float16",
-    "BFloat16Storage": "bfloat16",
-    "LongStorage": "int64",
-    "IntStorage": "int32",
-    "ShortStorage": "int16",
-    "CharStorage": "int8",
-    "ByteStorage": "uint8",
-    "BoolStorage": "bool",
-    "ComplexDoubleStorage": "complex128",
-    "ComplexFloatStorage": "complex64",
-    "UntypedStorage": "uint8",
-    # quantized storages hold their integer representation
-    "QInt8Storage": "int8",
-    "QUInt8Storage": "uint8",
-    "QInt32Storage": "int32",
-    "QUInt4x2Storage": "uint8",
-    "QUInt2x4Storage": "uint8",
-}
-
-
 def _storage_types() -> dict[str, StorageType]:
-    import torch
-
-    return {name: StorageType(name, getattr(torch, dtype)) for name, dtype in _STORAGE_NAMES.items()}
+    return {name: StorageType(name, dtype) for name, dtype in STORAGE_DTYPES.items()}
 
 
 def _torch_values() -> dict[str, object]:
     """torch's dtypes and quantization schemes by name (``torch.float32`` pickled as a global)."""
-    import torch
-
-    return {n: v for n, v in vars(torch).items() if isinstance(v, (torch.dtype, torch.qscheme))}
+    return {**DTYPES, **QSCHEMES}
 
 
 def _check_opcodes(stream: IO[bytes] | mmap.mmap, end: int) -> None:

@@ -33,6 +33,7 @@ from reprobox.runtimes.local._namespace import (
 )
 from reprobox.runtimes.local._process import supervise
 from reprobox.runtimes.local.fixed_paths import StagingStopped, ensure_root, staged_run
+from reprobox.runtimes.local.tool_environment import job_search_path
 from reprobox.runtimes.stable_paths import (
     BASE_DIR,
     MODE_FIXED,
@@ -91,9 +92,12 @@ class LocalRuntime:
         return plan.run_dir.parent / SHARED_STABLE_DIR if _spans_nodes(plan) else BASE_DIR
 
     def environment(self, plan: RunPlan, layout: StableLayout | None = None) -> dict[str, str]:
-        """The host environment plus the plan's settings, with every location at its stable path."""
+        """The host environment (its PATH less reprobox's tool environment) plus the plan's settings,
+        with every location at its stable path."""
         layout = layout or self.layout(plan)
         env = dict(os.environ)
+        if "PATH" in env:  # the user's, never shadowed by reprobox's own tool environment
+            env["PATH"] = job_search_path(env["PATH"])
         env.update(plan.guest_env)
         env.update(plan.variation.guest_env())
         env.update(plan.variation.file_order_roots(str(layout.code), map(str, layout.data.values())))

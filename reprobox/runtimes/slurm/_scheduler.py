@@ -40,7 +40,7 @@ def sbatch_version() -> str:
     if shutil.which("sbatch") is None:
         raise EnvironmentProblem(
             "no Slurm here: `sbatch` is not on PATH; run reprobox on a cluster's login node, "
-            "or start a single-node test cluster with `scripts/start-slurm.sh`"
+            "or install Slurm on this machine (a single node will do: apt-get install slurm-wlm)"
         )
     done = _slurm(["sbatch", "--version"])
     return done.stdout.strip()

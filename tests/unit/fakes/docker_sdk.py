@@ -14,7 +14,7 @@ import requests.exceptions
 
 from reprobox import engine
 
-START = "start one with: scripts/start-docker.sh"
+START = "start one with: sudo systemctl start docker"
 CHECK = "check the Docker engine (docker info)"
 GPU_WORDS = 'could not select device driver "" with capabilities: [[gpu]]'
 
