@@ -168,7 +168,11 @@ def _how(seen: Observation) -> str:
 
 def _check_usable(seen: Observation, options: InitOptions) -> None:
     record = seen.record
-    lines = [line for line in seen.log_tail.splitlines() if line.strip()][-LOG_LINES:]
+    lines = [line for line in seen.log_tail.splitlines() if line.strip()]
+    if seen.stopped_by_us and lines and "KeyboardInterrupt" in lines[-1] and "Traceback" in "".join(lines):
+        # the traceback of our own Ctrl-C says nothing of the job: its lines before it do
+        lines = lines[: max(i for i, line in enumerate(lines) if line.startswith("Traceback"))]
+    lines = lines[-LOG_LINES:]
     shown = "\n  ".join(lines) or "(it printed nothing)"
     if not record.succeeded and not seen.stopped_by_us:
         raise InitFailed(
