@@ -158,13 +158,12 @@ def test_the_budget_counts_cpu_time_and_the_clock_bounds_it(tmp_path: Path) -> N
     assert watch._spent(elapsed=wall_limit(10.0), cpu=2.0)
     assert watch._spent(elapsed=10.0, cpu=None)  # no /proc: the clock alone
     burn = "import time\nwhile time.process_time() < 0.5: pass\nprint('burnt', flush=True)\ntime.sleep(60)\n"
-    busy = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
-    try:
-        assert busy.stdout is not None and busy.stdout.readline() == "burnt\n"
-        used = tree_cpu_seconds(busy.pid)
-    finally:
-        busy.kill()
-        busy.wait()
+    with subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True) as busy:
+        try:
+            assert busy.stdout is not None and busy.stdout.readline() == "burnt\n"
+            used = tree_cpu_seconds(busy.pid)
+        finally:
+            busy.kill()
     assert used is not None and 0.4 < used < 30  # what it burnt, on however busy a machine
 
 
