@@ -146,7 +146,8 @@ def _installed_from_tree(
 def _module_in_tree(root: str, source: Path) -> Path:
     """Where `root` lies under the folder a package was installed from: at its top, in src/, or one
     folder down; the folder itself when it is not found (its module may be made by the build)."""
-    for base in (source, source / "src", *sorted(p for p in source.iterdir() if p.is_dir())):
+    below = sorted(p for p in source.iterdir() if p.is_dir()) if source.is_dir() else []
+    for base in (source, source / "src", *below):
         for candidate in (base / root / "__init__.py", base / f"{root}.py"):
             if candidate.is_file():
                 return candidate
