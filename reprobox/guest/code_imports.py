@@ -13,10 +13,11 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 MAX_FILES = 2000  # modules of the job's own code parsed; a larger tree is read up to there
+MAX_NAMES = 32  # dotted names kept per top-level module
 OPTIONAL_CATCHES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
@@ -27,6 +28,7 @@ class CodeImport:
     root: str
     file: str
     line: int
+    modules: tuple[str, ...] = ()  # the dotted names imported under it (`google.protobuf`, ...)
 
 
 def imports_in_code(
@@ -54,7 +56,10 @@ def imports_in_code(
             own = _own_modules(name, level, path, [str(Path(path).parent), code_dir, *folders], root_dir)
             queue += [p for p in own if p not in parsed]
             if level == 0 and name:
-                found.setdefault(name.partition(".")[0], CodeImport(name.partition(".")[0], path, line))
+                root = name.partition(".")[0]
+                first = found.setdefault(root, CodeImport(root, path, line))
+                if "." in name and name not in first.modules and len(first.modules) < MAX_NAMES:
+                    found[root] = replace(first, modules=(*first.modules, name))
     return found
 
 

@@ -166,7 +166,10 @@ class Observer:
             if location is None or location.startswith(self.code_dir):
                 continue
             if "-packages" + os.sep in location:
-                self._distributions(root, owners.get(root, []), self._why(root, in_code))
+                owned = owners.get(root, [])
+                if location.endswith(os.sep):  # a namespace package: only who provides what is imported
+                    owned = _providers(owned, in_code[root].modules) or owned
+                self._distributions(root, owned, self._why(root, in_code))
             elif not location.startswith(self.skip):
                 self.write("external", root, file=location)
 
@@ -214,6 +217,24 @@ def _origin(root: str) -> str | None:
         return spec.origin
     locations = list(spec.submodule_search_locations or [])
     return os.path.join(locations[0], "") if locations else None  # noqa: PTH118 - a namespace package
+
+
+def _providers(distributions: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Those of the distributions sharing a namespace package (`google`) whose files hold one of the
+    modules imported under it (`google.protobuf`: protobuf, not google-auth)."""
+    from importlib import metadata
+
+    wanted = {"/".join(name.split(".")[:2]) for name in modules}
+    found = []
+    for distribution in distributions:
+        try:
+            files = metadata.distribution(distribution).files or []
+        except Exception:  # noqa: BLE001, S112 - broken metadata: not known to provide it
+            continue
+        names = {file.as_posix() for file in files}
+        if any(f"{w}.py" in names or any(n.startswith(f"{w}/") for n in names) for w in wanted):
+            found.append(distribution)
+    return found
 
 
 def _installed_from(distribution: str) -> str | None:

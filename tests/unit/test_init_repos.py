@@ -176,3 +176,22 @@ def test_the_code_left_as_it_was_is_not_listed_as_written(tmp_path: Path) -> Non
         "README.md": hashlib.sha256(b"as committed\n").hexdigest(),
     }
     assert _outputs(tmp_path, code) == [("README.md", 19), ("model.pt", 1)]
+
+
+def test_an_import_the_run_never_reached_is_recorded_with_its_distribution(tmp_path: Path) -> None:
+    """In a fresh interpreter, as the job's is: `google` is a namespace several distributions share;
+    only the one holding `google.protobuf` is what the code needs."""
+    pytest.importorskip("google.protobuf")
+    (tmp_path / "evaluate.py").write_text("def run():\n    from google.protobuf import message\n")
+    record = tmp_path / "observed.jsonl"
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom reprobox.guest.observe import Observer\n"
+        f"o = Observer(Path({str(record)!r}), {str(tmp_path)!r})\n"
+        f"o.sources.add({str(tmp_path / 'evaluate.py')!r})\n"
+        "o.imported()\nassert 'google.protobuf' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [(line["distribution"], line["why"]) for line in lines if "distribution" in line] == [
+        ("protobuf", "imported by evaluate.py:2")
+    ]
