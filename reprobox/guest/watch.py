@@ -3,7 +3,7 @@
 The observation needs a short run, never a whole training: a thread of the guest watches the working
 folder and, once a file that looks like a checkpoint has stopped growing, or once the budget is spent,
 interrupts the job as Ctrl-C would (so its `finally` blocks and exit handlers run and record what it
-imported), then terminates it if it has not ended ten seconds later, and kills it ten seconds after.
+imported), then terminates it if it has not ended ten seconds later, and kills it a minute after.
 Why it stopped is written to `.reprobox/observe-stop.json` for the controller.
 
 The budget counts the job's own CPU time (its processes', from /proc), not the clock: on a busy
@@ -29,6 +29,7 @@ from reprobox.records.observed import STOP_FILE
 
 POLL_SECONDS = 0.5
 GRACE_SECONDS = 10.0
+RECORD_SECONDS = 60.0  # after the terminate, for the record of what the job imported to be written
 WALL_FACTOR = 4.0  # the clock's bound on a budget: a job that gets a quarter of a core still gets it
 MAX_WATCHED = 10_000  # files looked at per poll: a job writing more is stopped by its budget alone
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".npz", ".pkl", ".h5", ".msgpack")
@@ -93,12 +94,18 @@ class StopWatch:
         path.write_text(json.dumps(data, sort_keys=True))
 
     def _stop(self, child: subprocess.Popen[bytes]) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        """Ctrl-C, terminate, then kill: the job's record of its imports ignores the first two while it
+        is written, so the kill waits longer (and still comes before the run's own timeout)."""
+        for sig, wait in (
+            (signal.SIGINT, GRACE_SECONDS),
+            (signal.SIGTERM, RECORD_SECONDS),
+            (signal.SIGKILL, GRACE_SECONDS),
+        ):
             if child.poll() is not None:
                 return
             child.send_signal(sig)
             try:
-                child.wait(GRACE_SECONDS)
+                child.wait(wait)
             except subprocess.TimeoutExpired:
                 continue
             return
