@@ -68,25 +68,43 @@ class Selection:
 
 def select_files(root: Path, *, exclude: tuple[Path, ...] = ()) -> Selection:
     """The files that make up the code in `root`; `exclude` names folders to leave out (the runs dir)."""
+    return _select(root, exclude, frozenset())
+
+
+def _select(root: Path, exclude: tuple[Path, ...], above: frozenset[Path]) -> Selection:
+    """`select_files`, knowing the folders it is already selecting in (`above`), so that no folder is
+    ever entered twice, whatever git lists."""
     rules = _Rules(root, exclude)
     view = git_view(root)
     if view is None:
         return Selection(root, tuple(sorted(_walk(root, rules))), MODE_IGNORE_FILE)
+    above = above | {root.resolve()}
     files: list[str] = []
     for relative in view.paths:
-        path = root / relative.rstrip("/")
+        prefix = relative.rstrip("/")
+        path = root / prefix
+        if prefix in ("", ".") or path.resolve() in above:
+            continue  # the folder itself, as git lists an uninitialised submodule from inside it
         if path.is_dir() and not path.is_symlink():
-            # A submodule or a nested repository: its own git (or its own walk) decides its files.
-            prefix = relative.rstrip("/")
             if rules.keeps(prefix, is_dir=True):
-                inner = select_files(path, exclude=exclude)
-                files += [f"{prefix}/{p}" for p in inner.files if rules.keeps(f"{prefix}/{p}")]
+                files += [
+                    f"{prefix}/{p}" for p in _nested(path, exclude, above) if rules.keeps(f"{prefix}/{p}")
+                ]
         elif rules.keeps(relative) and rules.keeps_entry(path, refuse_special=True):
             files.append(relative)
     # Dirty means a change in the code itself: not an attestation just written, nor this process's log.
     dirty = any(_counts(rules, root, changed) for changed in view.changed)
     facts = GitFacts(commit=view.commit, dirty=dirty, root=view.root)
     return Selection(root, tuple(sorted(set(files))), MODE_GIT, facts)
+
+
+def _nested(path: Path, exclude: tuple[Path, ...], above: frozenset[Path]) -> tuple[str, ...]:
+    """The files of a submodule, nested repository or worktree inside the code: its own git decides
+    them. A submodule never initialised (a clone made without --recursive) has no git of its own and
+    holds nothing of the code; whatever lies in it is taken as a plain folder."""
+    if (path / ".git").exists():
+        return _select(path, exclude, above).files
+    return tuple(sorted(_walk(path, _Rules(path, exclude))))
 
 
 def _counts(rules: _Rules, root: Path, changed: str) -> bool:

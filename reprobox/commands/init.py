@@ -21,14 +21,16 @@ examples:
 
 The command runs once, in a writable copy of the folder (on the local runtime: your own Python and
 packages), with what your git ignores mounted read-only where it lies, until it writes its first
-checkpoint or its time is up (60 s by default): never a whole training. From what it did, job.yaml
-says:
+checkpoint or its budget is spent: 60 s of its own CPU time by default (--seconds), so that a busy
+machine gives it the same progress as an idle one, and never more than 4 times that by the clock:
+never a whole training. From what it did, job.yaml says:
   workdir: copy   it runs in a copy of its folder; what it writes or changes there is its output
   compare         its *.log files and profiler traces, listed not compared (TensorBoard, W&B, MLflow and
                   Hydra records are compared: their numbers read, their stamps excused)
   data            what it read that is not code (git-ignored files beside it, folders elsewhere)
   env             variables it read that your shell sets (secrets as ${NAME}, never their values)
-  image           packages it imports that the reprobox image lacks (requirements.in to lock)
+  image           packages its code imports that the reprobox image lacks, each with where (requirements.in,
+                  locked); its repository's own package, installed from the tree, is code, not locked
   resume          HF Trainer or Lightning checkpoints it can be resumed from
 each with a comment saying why. Then: reprobox verify job.yaml.
 
@@ -50,7 +52,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=float,
         default=60.0,
         metavar="N",
-        help="stop the short run after N seconds if it has written no checkpoint by then (default: 60)",
+        help="stop the short run once it has used N seconds of CPU time (and N seconds by the clock) "
+        "without writing a checkpoint; never after more than 4N seconds by the clock (default: 60)",
     )
     parser.add_argument(
         "--job-file", type=Path, default=Path("job.yaml"), help="where to write (default: ./job.yaml)"

@@ -3,14 +3,16 @@ filled with every wheel of a lock for builds with no network.
 
 A job adds packages to its image with `image: {requirements: LOCK, wheelhouse: DIR}`. The lock must fit
 the image: resolved for its interpreter (CPython 3.11, manylinux x86_64) against the pins of its own
-lock, which it leaves out, every line `name==version --hash=sha256:...`. pip does the resolving and the
-downloading (`pip install --dry-run --report`, `pip download --require-hashes`), with the image's
-interpreter given explicitly, so the lock is one the build's pip accepts; reprobox adds the reading of
-the job's requirements, the choice of the image's lock, the lock file and one sentence for each failure.
+lock, which it leaves out, every line `name==version --hash=sha256:...`. uv resolves (`uv pip compile
+--generate-hashes`, in seconds), pip where uv is absent or finds no resolution (`pip install --dry-run
+--report`, whose failures are told as sentences); pip downloads (`pip download --require-hashes`); the
+image's interpreter is given explicitly, so the lock is one the build's pip accepts. reprobox adds the
+reading of the job's requirements, the choice of the image's lock, the lock file and one sentence for
+each failure.
 
-Inputs `_inputs`; the image's lock `_base`; the interpreter and wheel sources `_target`; pip `_pip` and
-its failures `_failures`; the resolution and lock text `_resolve`; the wheelhouse `_fill`; the whole
-command `_run`.
+Inputs `_inputs`; the image's lock `_base`; the interpreter and wheel sources `_target`; uv `_uv`; pip
+`_pip` and its failures `_failures`; the resolution and lock text `_resolve`; the wheelhouse `_fill`;
+the whole command `_run`.
 """
 
 from reprobox.locking._base import BaseLock, base_lock, shown

@@ -1,9 +1,11 @@
-"""A job's requirements resolved by pip on top of the image's lock, and the lock file that records them.
+"""A job's requirements resolved on top of the image's lock, and the lock file that records them.
 
-pip resolves with every pin of the image's lock as a constraint (`pip install --dry-run --report`, wheels
-for the image's interpreter only), so the job's packages fit the stack the image installs. The report
-names the wheel pip chose for each package and its sha256; the packages the image's lock pins are left
-out of the job's lock (the image installs them from its own), and each other one becomes
+uv resolves first (`_uv`: `uv pip compile --generate-hashes` for the image's Python and platform, in
+seconds), with every pin of the image's lock as a constraint, so the job's packages fit the stack the
+image installs. Where uv is absent or finds no resolution, pip resolves (`pip install --dry-run
+--report`, wheels for the image's interpreter only): its resolution, or its failure told as a sentence.
+Either names the wheel chosen for each package and its sha256; the packages the image's lock pins are
+left out of the job's lock (the image installs them from its own), and each other one becomes
 `name==version --hash=sha256:...` with the wheel's name as a comment, sorted by name.
 """
 
@@ -23,6 +25,7 @@ from reprobox.locking._failures import resolution_failure
 from reprobox.locking._inputs import RequirementSet
 from reprobox.locking._pip import run_pip
 from reprobox.locking._target import Target
+from reprobox.locking._uv import resolve_with_uv, uv_binary
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,8 @@ class Resolution:
 
 
 def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Resolution:
-    """pip's resolution of `requirements` for `target`, constrained by every pin of `base`."""
-    progress.say(
-        f"resolving {requirements.source} on top of {base.shown()} for {target.describe()} with pip ..."
-    )
+    """The resolution of `requirements` for `target`, constrained by every pin of `base`: uv's, in
+    seconds, where uv is at hand and resolves them; else pip's, which also tells why it cannot."""
     with tempfile.TemporaryDirectory(prefix="reprobox-lock-") as folder:
         scratch = Path(folder)
         wanted = scratch / "requirements.txt"
@@ -59,6 +60,19 @@ def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Res
         pins = [f"{name}=={version}" for name, version in sorted(base.pins.items())]
         lines = [*pins, *(item.text for item in requirements.constraints)]
         constraints.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        uv = uv_binary()
+        if uv is not None:
+            what = f"{requirements.source} on top of {base.shown()} for {target.describe()}"
+            progress.say(f"resolving {what} with uv ...")
+            fast = resolve_with_uv(wanted, constraints, target, scratch, uv)
+            if not fast.failure:
+                chosen = [LockedPackage(p.name, p.version, p.wheel, p.sha256) for p in fast.packages]
+                progress.say(f"resolved {len(chosen)} packages with uv in {fast.seconds:.1f} s")
+                return _split(chosen, base)
+            progress.say("uv found no lock for them; pip resolves them again to say why ...")
+        progress.say(
+            f"resolving {requirements.source} on top of {base.shown()} for {target.describe()} with pip ..."
+        )
         report = scratch / "report.json"
         arguments = [
             "install",
@@ -80,7 +94,12 @@ def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Res
             everything = (*requirements.requirements, *requirements.constraints)
             raise resolution_failure(run, everything, base, target, requirements.source)
         installed = _installed(report)
-    chosen = sorted((_package(item) for item in installed), key=lambda package: package.name)
+    return _split([_package(item) for item in installed], base)
+
+
+def _split(chosen: list[LockedPackage], base: BaseLock) -> Resolution:
+    """The job's own packages, and those the image's lock pins (installed from it)."""
+    chosen = sorted(chosen, key=lambda package: package.name)
     return Resolution(
         packages=tuple(package for package in chosen if package.name not in base.pins),
         left_out=tuple(package for package in chosen if package.name in base.pins),

@@ -29,6 +29,9 @@ class Observed:
     read: set[str] = field(default_factory=set)  # absolute paths opened for reading
     env: set[str] = field(default_factory=set)  # variable names looked up
     distributions: dict[str, str] = field(default_factory=dict)  # distribution -> version
+    why: dict[str, str] = field(default_factory=dict)  # distribution -> why ("imported by eval.py:12")
+    # distribution -> (its module, the local folder it was installed from: `pip install .` or `-e .`)
+    installed_from: dict[str, tuple[str, str]] = field(default_factory=dict)
     modules: set[str] = field(default_factory=set)  # top-level modules the job's own code imported
     external: dict[str, str] = field(default_factory=dict)  # module -> its file, outside site-packages
     stop: dict[str, Any] = field(default_factory=dict)  # reason (checkpoint, budget), file, seconds
@@ -70,3 +73,7 @@ def _add(found: Observed, line: bytes | None) -> None:
         found.external[item["external"]] = item["file"]
     elif all(isinstance(item.get(key), str) for key in ("module", "distribution", "version")):
         found.distributions[item["distribution"]] = item["version"]
+        if isinstance(item.get("why"), str):
+            found.why.setdefault(item["distribution"], item["why"])
+        if isinstance(item.get("source"), str):
+            found.installed_from[item["distribution"]] = (item["module"], item["source"])

@@ -18,6 +18,7 @@ from typing import Any
 
 from reprobox import progress
 from reprobox.errors import EXIT_JOB_FAILED, EnvironmentProblem, ReproboxError, UsageError
+from reprobox.guest.watch import wall_limit
 from reprobox.image._plan import WHEELHOUSE_VARIABLE
 from reprobox.jobfile import load_job
 from reprobox.records.files import write_text_atomic
@@ -79,8 +80,9 @@ def init_job(options: InitOptions) -> InitResult:
         scratch = Path(scratch_name)
         runs = scratch / "runs"
         progress.say(
-            f"init: running {' '.join(options.command)} in a copy of {folder} for at most "
-            f"{options.seconds:g} s (it stops at the first checkpoint it writes)"
+            f"init: running {' '.join(options.command)} in a copy of {folder} until the first checkpoint "
+            f"it writes, for at most {options.seconds:g} s of its CPU time (and at most "
+            f"{wall_limit(options.seconds):g} s by the clock)"
         )
         seen = _observe(folder, name, options, scratch, runs)
         how = _how(seen)
@@ -152,7 +154,13 @@ def _how(seen: Observation) -> str:
     if stop.get("reason") == "checkpoint":
         return f"stopped after {seconds} s, at its first checkpoint, {stop.get('file')}"
     if stop.get("reason") == "budget":
-        return f"stopped when its {seconds:g} s were up" if isinstance(seconds, int | float) else "stopped"
+        cpu = stop.get("cpu_seconds")
+        used = f"{cpu:g} s of CPU time in " if isinstance(cpu, int | float) else ""
+        return (
+            f"stopped when its budget was spent: {used}{seconds:g} s"
+            if isinstance(seconds, int | float)
+            else "stopped"
+        )
     return f"it ran to its end: {seen.record.status}" + (
         f" ({seen.record.failure})" if seen.record.failure else ""
     )
@@ -160,18 +168,26 @@ def _how(seen: Observation) -> str:
 
 def _check_usable(seen: Observation, options: InitOptions) -> None:
     record = seen.record
+    lines = [line for line in seen.log_tail.splitlines() if line.strip()]
+    if seen.stopped_by_us and lines and "KeyboardInterrupt" in lines[-1] and "Traceback" in "".join(lines):
+        # the traceback of our own Ctrl-C says nothing of the job: its lines before it do
+        lines = lines[: max(i for i, line in enumerate(lines) if line.startswith("Traceback"))]
+    lines = lines[-LOG_LINES:]
+    shown = "\n  ".join(lines) or "(it printed nothing)"
     if not record.succeeded and not seen.stopped_by_us:
-        lines = [line for line in seen.log_tail.splitlines() if line.strip()][-LOG_LINES:]
-        shown = "\n  ".join(lines) or "(it printed nothing)"
         raise InitFailed(
             f"{' '.join(options.command)} failed in its short run ({record.failure}); nothing was written. "
             f"Its last lines:\n  {shown}"
         )
     if not seen.outputs:
+        more = (
+            f"give it a larger budget with --seconds {min(options.seconds * 4, MAX_SECONDS):g}"
+            if seen.seen.stop.get("reason") == "budget"
+            else "make it save its model"
+        )
         raise InitFailed(
             f"{' '.join(options.command)} wrote no file in its short run ({_how(seen)}): reprobox compares "
-            "what a job writes; make it save its model (or give it more time with --seconds); nothing was "
-            "written"
+            f"what a job writes; {more}; nothing was written. Its last lines:\n  {shown}"
         )
 
 
@@ -189,7 +205,11 @@ def _lock(
 
     source = folder / requirements
     header = "# what the job imports that the reprobox image lacks (found by reprobox init)\n"
-    write_text_atomic(source, header + "".join(f"{n}=={v}\n" for n, v in findings.missing.items()))
+    lines = [
+        f"{n}=={v}" + (f"  # {findings.why[n]}" if n in findings.why else "")
+        for n, v in findings.missing.items()
+    ]
+    write_text_atomic(source, header + "".join(f"{line}\n" for line in lines))
     written.append(source)
     lock = _requirements_file(folder, "requirements.lock")
     progress.say(f"init: locking {', '.join(findings.missing)} for the image ({requirements} -> {lock})")

@@ -57,6 +57,8 @@ class Findings:
     data: list[tuple[str, str]] = field(default_factory=list)  # (source, why): inside or outside the folder
     env: list[tuple[str, str, bool]] = field(default_factory=list)  # (name, value to write, secret)
     missing: dict[str, str] = field(default_factory=dict)  # distribution -> version the image lacks
+    why: dict[str, str] = field(default_factory=dict)  # distribution -> why ("imported by eval.py:12")
+    own_packages: dict[str, str] = field(default_factory=dict)  # installed from this tree: name -> folder
     framework: str | None = None  # transformers or lightning: checkpoints its Trainer can resume from
     code_root: Path | None = None  # a folder above, when the job imports code of its own from there
     cwd: str | None = None  # the folder it starts in, inside code_root
@@ -73,10 +75,13 @@ def classify(seen: Observation, folder: Path, environ: Mapping[str, str]) -> Fin
     for path, size in seen.outputs:
         found.outputs.append(_output(seen.record.run_dir / "outputs" / path, path, size))
     found.ignore = _ignore_rules(found.outputs)
-    _code_beyond(found, seen.seen.external, folder)
+    own = _installed_from_tree(seen.seen.installed_from, folder)
+    found.own_packages = {name: str(module.parent) for name, (_root, module) in own.items()}
+    _code_beyond(found, {**seen.seen.external, **{root: str(m) for root, m in own.values()}}, folder)
     found.data = _data(seen, folder, found.code_root or folder)
     found.env = _env(seen.seen.env | _tool_settings(seen.seen.distributions, environ), environ, folder)
-    found.missing = _missing(seen.seen.distributions)
+    found.missing = _missing({d: v for d, v in seen.seen.distributions.items() if d not in own})
+    found.why = {d: seen.seen.why[d] for d in found.missing if d in seen.seen.why}
     found.framework = _framework(seen.seen.modules, found.outputs)
     return found
 
@@ -120,6 +125,33 @@ def _code_beyond(found: Findings, external: Mapping[str, str], folder: Path) -> 
     found.code_root = top
     found.cwd = folder.relative_to(top).as_posix() if folder != top else None
     found.pythonpath = sorted({os.path.relpath(d, folder) for d in placed.values()})
+
+
+def _installed_from_tree(
+    installed_from: Mapping[str, tuple[str, str]], folder: Path
+) -> dict[str, tuple[str, Path]]:
+    """Distributions installed from this very tree (`pip install .` or `pip install -e .` in the
+    repository): its own code, never a package to lock. Each with its module and the module's file in
+    the tree (the package folder's `__init__.py`, or the module's `.py`), where PYTHONPATH finds it."""
+    top = (_repository(folder) or folder).resolve()
+    own: dict[str, tuple[str, Path]] = {}
+    for distribution, (root, source) in sorted(installed_from.items()):
+        where = Path(source).resolve()
+        if where != top and top not in where.parents:
+            continue
+        own[distribution] = (root, _module_in_tree(root, where))
+    return own
+
+
+def _module_in_tree(root: str, source: Path) -> Path:
+    """Where `root` lies under the folder a package was installed from: at its top, in src/, or one
+    folder down; the folder itself when it is not found (its module may be made by the build)."""
+    below = sorted(p for p in source.iterdir() if p.is_dir()) if source.is_dir() else []
+    for base in (source, source / "src", *below):
+        for candidate in (base / root / "__init__.py", base / f"{root}.py"):
+            if candidate.is_file():
+                return candidate
+    return source / f"{root}.py"
 
 
 def _search_dir(module_file: Path) -> Path:

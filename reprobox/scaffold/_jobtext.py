@@ -68,6 +68,11 @@ def job_text(
         )
     lines += _section("env", env)
     lines += [
+        f"# {name} is installed from this repository ({os.path.relpath(where, folder)}): it is code, found "
+        "on PYTHONPATH in the working copy, never a package to lock"
+        for name, where in findings.own_packages.items()
+    ]
+    lines += [
         f"# it imports {name} from {where}, outside its repository: install it in the image instead"
         for name, where in findings.unplaced.items()
     ]
@@ -165,12 +170,16 @@ def _image_lines(findings: Findings, requirements: str | None, lock: str | None)
     if not findings.missing:
         return []
     names = ", ".join(f"{n}=={v}" for n, v in findings.missing.items())
+    reasons = [f"#   {n}=={v}: {findings.why[n]}" for n, v in findings.missing.items() if n in findings.why]
     if lock:
         return [
+            "# what it imports that the image lacks, and why:",
+            *reasons,
             "image:",
             f"  requirements: {json.dumps(lock)}  # what it imports that the image lacks: {names}",
         ]
     return [
+        *(["# what it imports that the image lacks, and why:", *reasons] if reasons else []),
         f"# it imports what the image lacks: {names} (listed in {requirements}); lock them with",
         f"#   reprobox lock {requirements} -o requirements.lock",
         "# then add: image: {requirements: requirements.lock}",

@@ -8,11 +8,14 @@ import fnmatch
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from reprobox import codetree, runner, saferead
 from reprobox.guest import settings
+from reprobox.guest.filehash import file_sha256
+from reprobox.guest.watch import wall_limit
 from reprobox.jobfile import JobSpec, load_job
 from reprobox.records.manifest import STDOUT_LOG, RunRecord
 from reprobox.records.observed import Observed, read_observed
@@ -34,6 +37,8 @@ EARLIER_OUTPUTS = frozenset(
     }
 )  # fmt: skip
 EARLIER_OUTPUT_FILES = ("*.log", "events.out.tfevents.*", "*.ckpt", "nohup.out")
+# What building or installing the repository's own package leaves (git ignores it): never data.
+BUILD_LEFTOVERS = ("build", "dist", ".eggs", "*.egg-info", "*.dist-info", "__pycache__", ".tox", ".nox")
 
 
 @dataclass
@@ -74,7 +79,7 @@ def provisional_job(
         f"command: {json.dumps(command)}\n"
         f"code: {json.dumps(str(folder))}\n"
         "workdir: copy\n"
-        f"timeout: {seconds + 120:g}\n"
+        f"timeout: {wall_limit(seconds) + 120:g}\n"  # the watch stops it before
         f"data: {json.dumps(data)}\n"
     )
     path = scratch / "job.yaml"
@@ -97,7 +102,12 @@ def left_out_of_code(folder: Path, runs_dir: Path) -> dict[str, str]:
         relative_dir = here.relative_to(folder)
         for name in sorted(dirnames):
             relative = (relative_dir / name).as_posix()
-            if name in NEVER_LINKED | EARLIER_OUTPUTS or (here / name).resolve() == runs_dir.resolve():
+            leftover = any(fnmatch.fnmatch(name, pattern) for pattern in BUILD_LEFTOVERS)
+            if (
+                name in NEVER_LINKED | EARLIER_OUTPUTS
+                or leftover
+                or (here / name).resolve() == runs_dir.resolve()
+            ):
                 dirnames.remove(name)
             elif relative not in holds_code:
                 links[relative] = str(here / name)
@@ -117,7 +127,8 @@ def observe(job: JobSpec, seconds: float, runs_dir: Path) -> Observation:
     runtime = LocalRuntime(isolation=MODE_NAMESPACE if job.data else None)
     options = runner.RunOptions(runs_dir=runs_dir, extra_env=extra)
     store = runs_dir / job.name / codetree.SNAPSHOTS_DIR
-    inputs = runner.RunInputs(code=codetree.snapshot_code(job.code, store, exclude=(runs_dir,)), data=())
+    code = codetree.snapshot_code(job.code, store, exclude=(runs_dir,))
+    inputs = runner.RunInputs(code=code, data=())
     record = runner.execute(job, runtime, options, inputs=inputs)
     outputs_dir = record.run_dir / OUTPUTS_SUBDIR
     paths = record.runtime_paths
@@ -125,7 +136,7 @@ def observe(job: JobSpec, seconds: float, runs_dir: Path) -> Observation:
     return Observation(
         job=job,
         record=record,
-        outputs=_outputs(outputs_dir),
+        outputs=_outputs(outputs_dir, code.tree.files),
         left_out=left_out,
         seen=read_observed(record.run_dir),
         log_tail=_log_tail(record.run_dir),
@@ -134,7 +145,9 @@ def observe(job: JobSpec, seconds: float, runs_dir: Path) -> Observation:
     )
 
 
-def _outputs(folder: Path) -> list[tuple[str, int]]:
+def _outputs(folder: Path, code: Mapping[str, str]) -> list[tuple[str, int]]:
+    """What the job wrote or changed: the files of its working copy but for the code's own files left
+    as they were (a run cut short may leave its whole copy behind)."""
     found: list[tuple[str, int]] = []
     for current, dirnames, filenames in os.walk(folder):
         dirnames.sort()
@@ -142,10 +155,21 @@ def _outputs(folder: Path) -> list[tuple[str, int]]:
             path = Path(current) / name
             if path.is_symlink() or not path.is_file():
                 continue
-            found.append((path.relative_to(folder).as_posix(), path.stat().st_size))
+            relative = path.relative_to(folder).as_posix()
+            if relative in code and _unchanged(path, code[relative]):
+                continue
+            found.append((relative, path.stat().st_size))
             if len(found) >= MAX_LISTED:
                 return found
     return found
+
+
+def _unchanged(path: Path, entry: str) -> bool:
+    """Whether a file holds what the code's file held (its tree entry: sha256, `+x` when executable)."""
+    try:
+        return file_sha256(path) == entry.removesuffix("+x")
+    except OSError:
+        return False
 
 
 def _log_tail(run_dir: Path) -> str:

@@ -313,3 +313,33 @@ def test_verify_with_its_output_redirected_into_the_job_folder(tmp_path: Path) -
     (code / "verify.log").unlink()
     assert reprobox("reproduce.log", "reproduce", ".", "--runtime", "local") == 0
     assert "bit-identical" in (code / "reproduce.log").read_text()
+
+
+def test_submodules_nested_repositories_and_worktrees_are_code_as_their_own_git_says(tmp_path: Path) -> None:
+    """A clone made without --recursive leaves its submodule an empty folder that git lists from inside
+    as `./`: it holds no code, and selecting never enters a folder twice. A nested repository and a
+    worktree are selected by their own git."""
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "lib.py").write_text("x = 1\n")
+    git(library, "init", "-q")
+    git(library, "add", "-A")
+    git(library, "commit", "-qm", "lib")
+    origin = tmp_path / "origin"
+    make_job(origin)
+    git(origin, "init", "-q")
+    git(origin, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(library), "lib")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-qm", "with a submodule")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(origin), str(clone))
+    assert (clone / "lib").is_dir() and not any((clone / "lib").iterdir())  # uninitialised
+    assert codetree.select_files(clone).files == (".gitmodules", "job.yaml", "train.py")
+
+    git(clone, "worktree", "add", "-q", "other")
+    nested = clone / "nested"
+    nested.mkdir()
+    (nested / "n.py").write_text("y = 2\n")
+    git(nested, "init", "-q")
+    files = codetree.select_files(clone).files
+    assert "nested/n.py" in files and "other/train.py" in files and "train.py" in files

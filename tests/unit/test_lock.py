@@ -17,6 +17,8 @@ import pytest
 from reprobox import cli, commands, image, locking
 from reprobox.commands import lock as lock_command
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
+from reprobox.locking import _resolve as resolve_module
+from reprobox.locking._uv import parse_pip_config, wheel_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -301,6 +303,78 @@ def test_a_dependency_the_image_pins_is_left_out(tmp_path: Path, wheels: Path) -
     assert resolution.packages[0].sha256 == sha256(wheels / "tinya-1.0-py3-none-any.whl")
     assert resolution.packages[0].wheel == "tinya-1.0-py3-none-any.whl"
     assert [(p.name, p.version) for p in resolution.left_out] == [("tinyb", "1.0")]  # not the newer 2.0
+
+
+def test_uv_resolves_as_pip_does_and_reads_pips_configuration(
+    tmp_path: Path, wheels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv resolves alone (pip is never asked) to the lock pip's resolver gives, with the find-links and
+    no-index of pip's own configuration (its variables here), not given on the command line."""
+    pytest.importorskip("uv")
+    make_wheel(wheels, "tinyx", "1.0", tag="cp311-abi3-manylinux2014_x86_64")  # a platform wheel
+    base = locking.base_lock(str(base_lock_file(tmp_path / "base.lock", wheels, "tinyb==1.0")), {})
+    wanted = locking.read_requirements(write(tmp_path / "requirements.in", "tinya\ntinyx\n"))
+    by_pip = _resolve_with_pip_only(monkeypatch, wanted, base, offline(wheels))
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+
+    def no_pip(*_args: object) -> None:
+        raise AssertionError("pip resolved")
+
+    monkeypatch.setattr(resolve_module, "run_pip", no_pip)
+    by_uv = locking.resolve(wanted, base, locking.Target())
+    assert by_uv == by_pip
+    assert [p.wheel for p in by_uv.packages] == [
+        "tinya-1.0-py3-none-any.whl",
+        "tinyx-1.0-cp311-abi3-manylinux2014_x86_64.whl",
+    ]
+
+
+def _resolve_with_pip_only(
+    monkeypatch: pytest.MonkeyPatch,
+    wanted: locking.RequirementSet,
+    base: locking.BaseLock,
+    target: locking.Target,
+) -> locking.Resolution:
+    with monkeypatch.context() as patch:
+        patch.setattr(resolve_module, "uv_binary", lambda: None)
+        return locking.resolve(wanted, base, target)
+
+
+def test_the_wheel_pinned_is_the_one_pip_prefers_for_the_image() -> None:
+    target = locking.Target()
+    ranked = sorted(
+        [
+            "p-1-py3-none-any.whl",
+            "p-1-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+            "p-1-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "p-1-cp38-abi3-manylinux_2_28_x86_64.whl",
+        ],
+        key=lambda name: wheel_rank(name, target) or (99, 99, 99),
+    )
+    assert ranked[:2] == [
+        "p-1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "p-1-cp38-abi3-manylinux_2_28_x86_64.whl",
+    ]
+    assert ranked[-1] == "p-1-py3-none-any.whl"
+    for foreign in ("p-1-cp312-cp312-manylinux_2_28_x86_64.whl", "p-1-cp311-cp311-win_amd64.whl"):
+        assert wheel_rank(foreign, target) is None
+
+
+def test_pips_configuration_is_read_as_pip_reads_it() -> None:
+    settings = parse_pip_config(
+        "global.extra-index-url='file:///a/simple file:///b/simple'\n"
+        "global.find-links='/opt/wheels'\n"
+        "global.constraint='/etc/pip/constraints.txt'\n"
+        "global.cert='/etc/ssl/cert.pem'\n"
+        ":env:.find-links='/srv/wheels'\n"
+        ":env:.no-index='true'\n"
+    )
+    assert settings.flags() == [
+        "--no-index",
+        *("--extra-index-url", "file:///a/simple", "--extra-index-url", "file:///b/simple"),
+        *("--find-links", "/srv/wheels", "--constraint", "/etc/pip/constraints.txt"),
+    ]
 
 
 def test_a_dependency_the_image_does_not_pin_is_locked_too(tmp_path: Path, wheels: Path) -> None:
