@@ -169,9 +169,8 @@ def _covers(digest: dict[str, Any]) -> tuple[str, str]:
     held = (
         f"{_count(tensors, 'tensor')}: each one's name, dtype, shape and bytes" if tensors else "no tensors"
     )
-    return ("tensors" if tensors else "nothing"), held + (
-        "; not the values (digested apart)" if values else ""
-    )
+    apart = "; not its values, digested apart" if values else ""
+    return ("tensors" if tensors else "nothing"), held + apart
 
 
 def _count(n: int, noun: str) -> str:

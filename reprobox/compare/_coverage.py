@@ -121,8 +121,13 @@ def no_tensor_sentence(coverage: Coverage, unreadable: Sequence[dict[str, Any]])
             "save the weights in a format reprobox reads as well (torch.save of a state_dict, safetensors, "
             "NumPy)"
         )
-    others = len(unreadable) - len(models)
-    besides = f" ({_count(others, 'other file')} that cannot be read differ too)" if others else ""
+    others = [str(u.get("checkpoint")) for u in unreadable if u not in models]
+    besides = (
+        f" ({', '.join(others[:3])}{_more(others)}, which cannot be read either, "
+        f"differ{'s' if len(others) == 1 else ''} too)"
+        if others
+        else ""
+    )
     compared = f"{_count(coverage.values, 'value')} in {_count(coverage.files, 'file')}"
     return (
         f"no tensor was compared: every file that holds tensors is {' or '.join(left_out)}; only {compared} "

@@ -141,8 +141,9 @@ def advice(entries: list[dict[str, Any]]) -> str:
         )
     if others:
         them = "it" if len(others) == 1 else "them"
+        named = f"{them}" if not models else ", ".join(str(e["checkpoint"]) for e in others[:3])
         said.append(
-            f"list {them} under compare: ignore to accept {them}, or make the job write {them} reproducibly"
+            f"list {named} under compare: ignore to accept {them}, or make the job write {them} reproducibly"
         )
     return "; ".join(said)
 

@@ -90,7 +90,7 @@ def comparison_text(comparison: Comparison) -> str:
         differing = first.get("parameters", [])[:8] or [f"the {name}" for name in first.get("values", [])]
         lines.append(f"  first divergence {divergence_text(first)}: {', '.join(differing)}")
         lines.extend(operation_lines(first))
-    lines.extend(f"  note: {note}" for note in comparison.notes)
+    lines.extend(f"  note: {note}" for note in comparison.notes if not lines[0].endswith(note))  # not twice
     return "\n".join(lines)
 
 
