@@ -317,11 +317,13 @@ def grade_of(comparison: Comparison) -> tuple[str, str]:
             )
         parts = []
         if comparison.run_specific:
-            parts.append(f"{len(comparison.run_specific)} run-specific values (listed)")
+            parts.append(f"{_count(len(comparison.run_specific), 'run-specific value')} (listed)")
         if comparison.ignored:
-            parts.append(f"{len(comparison.ignored)} values or files the job file ignores")
+            parts.append(
+                f"{_count(len(comparison.ignored), 'value or file', 'values or files')} the job file ignores"
+            )
         if comparison.format_only:
-            parts.append(f"the container bytes of {len(comparison.format_only)} files")
+            parts.append(f"the container bytes of {_count(len(comparison.format_only), 'file')}")
         equal = (
             f"every value is equal across {n} runs ({coverage.text()})"
             if coverage is not None and values_only
@@ -348,3 +350,7 @@ def _first_difference(comparison: Comparison) -> str:
     if comparison.differences:
         return f"{comparison.differences[0]['checkpoint']} differs byte for byte"
     return comparison.notes[0] if comparison.notes else "the runs differ"
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -149,7 +149,7 @@ def test_a_values_only_job_is_judged_on_its_values_and_says_so(tmp_path: Path) -
     assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.REPRODUCED)
     assert result.sentence == (
         "reproduced: every value is equal across 2 runs (5 values in 2 files; no tensors), "
-        "except 1 run-specific values (listed)"
+        "except 1 run-specific value (listed)"
     )
 
     same = two_runs(tmp_path / "same", lambda out, _run: config(out))
