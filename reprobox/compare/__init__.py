@@ -6,11 +6,16 @@ Grades, one sentence first:
 - ``reproduced``: every tensor and every value is equal, except values recognised as run-specific (the
   run's own paths, timestamps, durations, host name: see ``runspecific``) and outputs the job file lists
   under ``compare: {ignore: [...]}``, each listed; also when only a container format's bytes differ;
-- ``not reproducible``: any tensor or any other value differs, named with both values.
+- ``not reproducible``: any tensor or any other value differs, named with both values;
+- ``no verdict``: a run failed, or equal outputs say less than a verdict would claim: nothing compared,
+  files that differ in a format reprobox cannot read, or files that hold tensors and none of them
+  compared (all ignored or unreadable: see ``_coverage``). A job that saves values and no tensors is
+  judged on its values, and its sentence says so.
 
 Hashes find what differs; the values themselves (read from both runs' files at compare time, never
 unpickled) say whether it is run-specific and what it was. The JSON ``verdict`` stays ``identical`` /
-``different`` / ``failed`` for scripts; ``grade`` and ``sentence`` carry the finer answer.
+``different`` / ``failed`` for scripts; ``grade`` and ``sentence`` carry the finer answer; ``compared``
+counts what the verdict covers and ``checkpoints`` says what was found in each file (``_table``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ reprobox cannot tell which. So it never calls it "a real nondeterminism". A file
 checkpoint (an explicit `checkpoints:` pattern selected it) differs, and the runs are not reproducible.
 Any other is listed with its type and its first differing bytes, as diffoscope shows them, and leaves
 the comparison without a verdict until the job file accepts it (`compare: ignore`) or the job writes it
-reproducibly.
+reproducibly. One that may hold the model (a checkpoint's name or container type) is never advised
+away: ignoring it would leave the model out of the verdict, so the advice is to save its weights in a
+format reprobox reads as well.
 """
 
 from __future__ import annotations

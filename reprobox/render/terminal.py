@@ -19,6 +19,7 @@ VERDICT_SENTENCES = {
     "failed": "no verdict: a run failed or produced nothing to compare",
 }
 LISTED_VALUES = 20
+SERIES_AT = 4  # values of one series (a tag's steps, a column's rows) that differing make one line
 WHOLE_NAME = "<file>"  # the name a paired file's own name is listed under (compare.WHOLE_FILE)
 ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
     "same": "same",
@@ -187,14 +188,34 @@ def divergence_text(first: dict[str, Any]) -> str:
 
 
 def _value_lines(label: str, entries: Sequence[dict[str, Any]], why_key: str) -> list[str]:
+    """Each differing value with both sides; a series that differs at many steps (a logged rate, a
+    CSV column) is one line with its count and first difference."""
+    from reprobox.compare._summary import series_name
+
+    series: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in entries:
+        name = str(entry.get("name"))
+        series.setdefault((str(entry.get("checkpoint")), series_name(name)), []).append(entry)
     lines = []
-    for entry in entries[:LISTED_VALUES]:
-        where = f"{entry.get('checkpoint')}  {entry.get('name')}"
-        values = f"  {entry['a']!r} vs {entry['b']!r}" if "a" in entry else ""
-        why = f"  ({entry[why_key]})" if entry.get(why_key) else ""
-        lines.append(f"  {label}: {where}{values}{why}")
-    if len(entries) > LISTED_VALUES:
-        lines.append(f"  ... {len(entries)} {label} entries in all (--json lists every one)")
+    for (checkpoint, name), items in series.items():
+        first = items[0]
+        values = f"  {first['a']!r} vs {first['b']!r}" if "a" in first else ""
+        why = f"  ({first[why_key]})" if first.get(why_key) else ""
+        if len(items) >= SERIES_AT:
+            count = f"{len(items)} values (first {first.get('name')}{values})"
+            lines.append(f"  {label}: {checkpoint}  {name}: {count}{why}")
+            continue
+        lines += [
+            f"  {label}: {item.get('checkpoint')}  {item.get('name')}"
+            + (f"  {item['a']!r} vs {item['b']!r}" if "a" in item else "")
+            + (f"  ({item[why_key]})" if item.get(why_key) else "")
+            for item in items
+        ]
+    if len(lines) > LISTED_VALUES:
+        lines = [
+            *lines[:LISTED_VALUES],
+            f"  ... {len(entries)} {label} entries in all (--json lists every one)",
+        ]
     return lines
 
 

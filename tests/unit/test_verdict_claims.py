@@ -251,6 +251,22 @@ def test_run_specific_values_are_grouped_by_kind_with_counts(tmp_path: Path) -> 
     assert "<details><summary>every one of the 60 values</summary>" in section
 
 
+def test_a_series_that_differs_at_every_step_is_one_line_naming_its_count(tmp_path: Path) -> None:
+    def write(out: Path, run: int) -> None:
+        weights(out)
+        rows = "".join(f"{step},{0.5 / (step + 1)},{step * 10 + run}\n" for step in range(12))
+        (out / "metrics.csv").write_text("step,loss,score\n" + rows)
+        (out / "final.json").write_text(json.dumps({"best": [1, 2][run]}))
+
+    result = two_runs(tmp_path, write)
+    assert result.grade == compare.NOT_REPRODUCIBLE and len(result.value_differences) == 13
+    lines = [line for line in terminal.comparison_text(result).splitlines() if "value differs:" in line]
+    assert lines == [
+        "  value differs: final.json  best  1 vs 2",
+        "  value differs: metrics.csv  *.score: 12 values (first 0.score  '0' vs '1')",
+    ]
+
+
 def test_groups_name_each_kind_and_fold_step_numbers() -> None:
     entries = [
         {
