@@ -21,6 +21,8 @@ SHOWN_NAMES = 3
 _KINDS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), one, many)
     for pattern, one, many in (
+        (r"folder name", "run-specific folder name", "run-specific folder names"),
+        (r"concurrent writers", "log line of concurrent writers", "log lines of concurrent writers"),
         (r"file's own path|name part", "run name in the file's path", "run names in the files' paths"),
         (r"random run id|\brun id\b", "run id", "run ids"),
         (r"counter of earlier runs", "run counter", "run counters"),
@@ -33,7 +35,11 @@ _KINDS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"clock|timestamp|\btime\b|date", "wall-clock stamp", "wall-clock stamps"),
         (r"host", "host name", "host names"),
         (r"process id|\bpid", "process id", "process ids"),
-        (r"run's own|own director|own folder|own path", "path of the run's own", "paths of the run's own"),
+        (
+            r"run's own|own director|own folder|own path",
+            "path under the run's own folders",
+            "paths under the run's own folders",
+        ),
     )
 )
 _NUMBERED = re.compile(r"^(?:\d+|(?:step|epoch|iter|iteration|batch)_?\d+)$")
@@ -49,7 +55,7 @@ def run_specific_groups(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any
     for entry in entries:
         reason = str(entry.get("reason") or "run-specific")
         file_name = entry.get("name") == WHOLE_FILE
-        by_name = reason.endswith(BY_NAME)
+        by_name = reason.endswith(BY_NAME) or entry.get("evidence") == "its name"
         one, many, listed = _kind(reason.removesuffix(BY_NAME).removeprefix("file name: "))
         if file_name:
             one, many = f"file name differing only by {listed}", f"file names differing only by {listed}"

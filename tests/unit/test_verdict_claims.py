@@ -238,7 +238,7 @@ def test_run_specific_values_are_grouped_by_kind_with_counts(tmp_path: Path) -> 
     summary = result.to_json()["run_specific_summary"]
     assert [(g["kind"], g["count"], g["names"]) for g in summary] == [
         ("duration or throughput figures", 30, ["log_history.*.train_runtime"]),
-        ("paths of the run's own", 30, ["log_history.*.output_dir"]),
+        ("paths under the run's own folders", 30, ["log_history.*.output_dir"]),
     ]
     assert summary[0]["text"] == (
         "30 duration or throughput figures in trainer_state.json: log_history.*.train_runtime"
@@ -297,6 +297,15 @@ def test_groups_name_each_kind_and_fold_step_numbers() -> None:
     )
     entries.append({"checkpoint": "m.pt", "name": "repr", "reason": "a memory address"})
     entries.append(
+        {
+            "checkpoint": "mlruns/1/meta.yaml",
+            "name": "<file>",
+            "a": "mlruns/1/meta.yaml",
+            "b": "mlruns/2/meta.yaml",
+            "reason": "file name: a run-specific folder name (what lies under it pairs file for file)",
+        }
+    )
+    entries.append(
         {"checkpoint": "m.pt", "name": "note", "reason": "a process id and a wall-clock timestamp"}
     )
     texts = [group["text"] for group in run_specific_groups(entries)]
@@ -304,6 +313,7 @@ def test_groups_name_each_kind_and_fold_step_numbers() -> None:
         "121 wall-clock stamps in 2 files: losses/loss.*.wall_time",
         "4 duration or throughput figures in ev1, judged by name: charts/SPS",
         "1 file name differing only by process ids and host names: x",
+        "1 file name differing only by run-specific folder names: mlruns/1/meta.yaml",
         "1 memory address in m.pt: repr",
         "1 value holding process ids and wall-clock stamps in m.pt: note",
     ]
