@@ -29,13 +29,15 @@ AGREEING = frozenset({SAME, EQUAL, RUN_SPECIFIC})
 
 
 def paired_names(comparison: Comparison | None) -> dict[str, str]:
-    """Each other run's file name -> the reference's, for files paired by a run-specific name."""
+    """Each other run's file name -> the reference's, for files paired by a run-specific name or found
+    under another name with the same content."""
     if comparison is None:
         return {}
     pairs = {}
-    for entry in comparison.run_specific:
+    named = [e for e in comparison.run_specific if e.get("name") == WHOLE_FILE]
+    for entry in [*named, *comparison.renamed]:  # renamed: the same content under another name
         a, b = entry.get("a"), entry.get("b")
-        if entry.get("name") == WHOLE_FILE and isinstance(a, str) and isinstance(b, str) and a != b:
+        if isinstance(a, str) and isinstance(b, str) and a != b:
             pairs[b] = a
     return pairs
 
@@ -94,8 +96,8 @@ class _Findings:
 
     @classmethod
     def of(cls, c: Comparison) -> _Findings:
-        real = {str(d.get("checkpoint")) for d in [*c.differences, *c.value_differences, *c.one_sided]}
-        real |= {str(r.get(side)) for r in c.renamed for side in ("a", "b")}
+        real = {str(d.get("checkpoint")) for d in [*c.differences, *c.value_differences]}
+        real |= {str(r.get("a")) for r in c.renamed}  # its row: the other runs' names are merged into it
         unreadable = {str(u.get("checkpoint")) for u in c.unreadable}
         excused = {str(e.get("checkpoint")) for e in c.run_specific if e.get("name") != WHOLE_FILE}
         return cls(real, unreadable, excused)
@@ -112,17 +114,22 @@ def _status(
         return IGNORED
     if any(cell["path"] is None for cell in cells):
         return MISSING
+    if found is not None and path in found.real:  # a value, a tensor, or the file's very name
+        return DIFFERS
     if len({cell["file_sha256"] for cell in cells}) == 1:
         return SAME
     if found is None:  # the hashes alone
         return EQUAL if len({cell["content_sha256"] for cell in cells}) == 1 else DIFFERS
-    if path in found.real or _tensors_differ(path, entries, rules):
+    return _compared_status(path, entries, rules, found)
+
+
+def _compared_status(
+    path: str, entries: list[dict[str, Any] | None], rules: list[tuple[str, str | None]], found: _Findings
+) -> str:
+    """A file whose bytes differ and that no listed difference names: a tensor past the listed ones,
+    or why else its bytes may differ."""
+    if _tensors_differ(path, entries, rules):
         return DIFFERS
-    return _excused_status(path, found)
-
-
-def _excused_status(path: str, found: _Findings) -> str:
-    """A file whose bytes differ and whose compared content does not: why its bytes may differ."""
     if path in found.unreadable:
         return UNREADABLE
     return RUN_SPECIFIC if path in found.excused else EQUAL

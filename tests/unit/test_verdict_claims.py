@@ -240,9 +240,9 @@ def test_run_specific_values_are_grouped_by_kind_with_counts(tmp_path: Path) -> 
         ("duration or throughput figures", 30, ["log_history.*.train_runtime"]),
         ("paths under the run's own folders", 30, ["log_history.*.output_dir"]),
     ]
-    assert summary[0]["text"] == (
-        "30 duration or throughput figures in trainer_state.json: log_history.*.train_runtime"
-    )
+    text = summary[0]["text"]  # ", judged by name" where the value's name is its evidence
+    assert text.startswith("30 duration or throughput figures in trainer_state.json")
+    assert text.endswith(": log_history.*.train_runtime")
     lines = [line for line in terminal.comparison_text(result).splitlines() if "run-specific:" in line]
     assert len(lines) == 2 and lines[0].startswith(f"  run-specific: {summary[0]['text']}  (e.g. ")
     report = markdown(gather(records(tmp_path / "again", write)), None)
@@ -353,3 +353,14 @@ def _line(text: str, fragment: str) -> str:
     """The checkpoint row that names this file."""
     (line,) = [line for line in text.splitlines() if line.startswith("  [") and fragment in line]
     return line
+
+
+def test_a_file_found_under_another_name_is_one_row_that_differs(tmp_path: Path) -> None:
+    result = two_runs(tmp_path, lambda out, run: weights(out, f"model-{['1f3a', '9c2e'][run]}.npz"))
+    assert result.grade == compare.NOT_REPRODUCIBLE
+    (row,) = result.checkpoints
+    assert (row["path"], row["status"], row["identical"]) == ("model-1f3a.npz", "differs", False)
+    assert [cell["path"] for cell in row["runs"]] == ["model-1f3a.npz", "model-9c2e.npz"]
+    assert _line(terminal.comparison_text(result), "model-1f3a.npz").startswith(
+        "  [DIFF] model-1f3a.npz  (also"
+    )
