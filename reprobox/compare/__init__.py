@@ -125,7 +125,9 @@ def _beyond_what_was_compared(comparison: Comparison, coverage: Coverage) -> str
         if coverage.tensor_files:
             equal = "every tensor and value is equal"
         elif coverage.files:
-            equal = f"every value is equal ({coverage.text()})"
+            equal = (
+                f"{'every value' if coverage.values else 'every compared file'} is equal ({coverage.text()})"
+            )
         else:
             equal = "no other file was compared"
         return _unreadable.sentence(comparison.unreadable, equal)
@@ -329,11 +331,10 @@ def grade_of(comparison: Comparison) -> tuple[str, str]:
             )
         if comparison.format_only:
             parts.append(f"the container bytes of {_count(len(comparison.format_only), 'file')}")
-        equal = (
-            f"every value is equal across {n} runs ({coverage.text()})"
-            if coverage is not None and values_only
-            else f"every tensor and value is equal across {n} runs"
-        )
+        equal = f"every tensor and value is equal across {n} runs"
+        if coverage is not None and values_only:
+            what = "every value" if coverage.values else "every compared file"
+            equal = f"{what} is equal across {n} runs ({coverage.text()})"
         return REPRODUCED, f"reproduced: {equal}, except {', '.join(parts)}"
     return NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison)
 

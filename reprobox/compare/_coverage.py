@@ -24,6 +24,8 @@ from reprobox.records.manifest import RunRecord
 
 @dataclass
 class Coverage:
+    """What the verdict covers, counted in the reference run's files (``compared`` in --json)."""
+
     tensors: int = 0  # tensors compared (in files not ignored, read in every run)
     values: int = 0  # non-tensor values compared
     files: int = 0  # files compared, whatever they hold
