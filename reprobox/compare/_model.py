@@ -66,10 +66,12 @@ class Comparison:
         }
         if self.coverage is not None:
             data["compared"] = self.coverage.to_json()
-        if self.run_specific:  # the per-value list stays above: scripts read either
-            from reprobox.compare._summary import run_specific_groups
+        from reprobox.compare._summary import ignored_groups, run_specific_groups  # it imports this module
 
+        if self.run_specific:  # the per-value lists stay above: scripts read either
             data["run_specific_summary"] = run_specific_groups(self.run_specific)
+        if self.ignored:
+            data["ignored_summary"] = ignored_groups(self.ignored)
         if self.first_divergence is not None:
             data["first_divergence"] = self.first_divergence
         if self.explanation is not None:

@@ -92,9 +92,19 @@ def test_every_file_holding_tensors_ignored_leaves_no_verdict(tmp_path: Path, mo
     assert "only 2 values in 1 file were compared" in result.sentence
     assert "take the model out of compare: ignore" in result.sentence
     assert "every tensor and value is equal" not in result.sentence
-    compared = result.to_json()["compared"]
+    data = result.to_json()
+    compared = data["compared"]
     assert (compared["tensors"], compared["values"], compared["files"]) == (0, 2, 1)
     assert compared["ignored_tensor_files"] == [{"file": "model.npz", "rule": "model.npz"}]
+    if model_differs:  # an ignored file that differs is listed; one whose bytes are equal proves nothing
+        assert data["ignored_summary"] == [
+            {
+                "rule": "model.npz",
+                "count": 1,
+                "files": ["model.npz"],
+                "text": "1 file by the rule 'model.npz'",
+            }
+        ]
 
 
 def test_an_unreadable_model_leaves_no_verdict_and_is_never_advised_away(tmp_path: Path, capsys) -> None:
