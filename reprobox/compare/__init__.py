@@ -117,19 +117,15 @@ def _compare(records: Sequence[RunRecord], tensor_details: bool) -> Comparison:
     return comparison
 
 
-def _beyond_what_was_compared(comparison: Comparison, coverage: Coverage) -> str | None:
+def _beyond_what_was_compared(comparison: Comparison, coverage: Coverage | None) -> str | None:
     """Why equal outputs still give no verdict, or None: a verdict claims no more than was compared."""
-    if coverage.no_tensor_compared and coverage.files:
+    if coverage is not None and coverage.no_tensor_compared and coverage.files:
         return no_tensor_sentence(coverage, comparison.unreadable)
     if comparison.unreadable:
-        if coverage.tensor_files:
-            equal = "every tensor and value is equal"
-        elif coverage.files:
-            equal = (
-                f"{'every value' if coverage.values else 'every compared file'} is equal ({coverage.text()})"
-            )
-        else:
-            equal = "no other file was compared"
+        equal = "every tensor and value is equal"
+        if coverage is not None and not coverage.tensor_files:
+            what = "every value" if coverage.values else "every compared file"
+            equal = f"{what} is equal ({coverage.text()})" if coverage.files else "no other file was compared"
         return _unreadable.sentence(comparison.unreadable, equal)
     if not comparison.compared_files:
         return _nothing_compared(comparison)

@@ -66,8 +66,11 @@ class Coverage:
 
 def coverage_of(
     records: Sequence[RunRecord], table: Sequence[dict[str, Any]], unreadable: Sequence[dict[str, Any]]
-) -> Coverage:
-    """Count what the rows of the checkpoint table (see ``_table``) put into the verdict."""
+) -> Coverage | None:
+    """Count what the rows of the checkpoint table (see ``_table``) put into the verdict; None when a
+    record does not say how its files were read (no ``format``: it cannot tell what they hold)."""
+    if any("format" not in entry for record in records for entry in record.checkpoints):
+        return None
     rules = ignore_rules(records[0])
     kinds = {str(u.get("checkpoint")): str(u.get("type")) for u in unreadable}
     found = Coverage()

@@ -374,3 +374,18 @@ def test_a_file_found_under_another_name_is_one_row_that_differs(tmp_path: Path)
     assert _line(terminal.comparison_text(result), "model-1f3a.npz").startswith(
         "  [DIFF] model-1f3a.npz  (also"
     )
+
+
+def test_records_that_do_not_say_how_files_were_read_claim_nothing_about_what_they_hold(
+    tmp_path: Path,
+) -> None:
+    """Older records name no format: the verdict keeps its plain sentence and counts nothing."""
+    runs = []
+    for run_id in RUN_IDS:
+        run_dir = tmp_path / run_id
+        (run_dir / "outputs").mkdir(parents=True)
+        entry = {"path": "model.bin", "file_sha256": "a" * 64, "content_sha256": "b" * 64}
+        runs.append(RunRecord(run_dir, {"run_id": run_id, "status": "succeeded", "checkpoints": [entry]}))
+    result = compare.compare_runs(runs)
+    assert result.sentence == "bit-identical: every output file is byte for byte the same across 2 runs"
+    assert "compared" not in result.to_json()
