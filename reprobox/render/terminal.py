@@ -20,7 +20,6 @@ VERDICT_SENTENCES = {
 }
 LISTED_VALUES = 20
 SERIES_AT = 4  # values of one series (a tag's steps, a column's rows) that differing make one line
-WHOLE_NAME = "<file>"  # the name a paired file's own name is listed under (compare.WHOLE_FILE)
 ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
     "same": "same",
     "equal": "equal",
@@ -115,13 +114,14 @@ def checkpoint_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
 def excused_lines(comparison: Comparison) -> list[str]:
     """Run-specific values by kind, with counts and one example each, and what the job file ignores by
     rule: a short job's hundreds of excused values read as a few lines (--json lists every one)."""
+    from reprobox.compare import WHOLE_FILE
     from reprobox.compare._summary import ignored_groups, run_specific_groups
 
     lines = []
     for group in run_specific_groups(comparison.run_specific):
         example = group.get("example") or {}
         shown = ""
-        if example and example.get("name") != WHOLE_NAME:
+        if example and example.get("name") != WHOLE_FILE:
             shown = f"  (e.g. {example['name']}: {_short(example.get('a'))} vs {_short(example.get('b'))})"
         lines.append(f"  run-specific: {group['text']}{shown}")
     lines.extend(f"  ignored: {group['text']}" for group in ignored_groups(comparison.ignored))
@@ -198,17 +198,13 @@ def _value_lines(label: str, entries: Sequence[dict[str, Any]], why_key: str) ->
         series.setdefault((str(entry.get("checkpoint")), series_name(name)), []).append(entry)
     lines = []
     for (checkpoint, name), items in series.items():
-        first = items[0]
-        values = f"  {first['a']!r} vs {first['b']!r}" if "a" in first else ""
-        why = f"  ({first[why_key]})" if first.get(why_key) else ""
         if len(items) >= SERIES_AT:
-            count = f"{len(items)} values (first {first.get('name')}{values})"
-            lines.append(f"  {label}: {checkpoint}  {name}: {count}{why}")
+            first = items[0]
+            count = f"{len(items)} values (first {first.get('name')}{_both(first)})"
+            lines.append(f"  {label}: {checkpoint}  {name}: {count}{_why(first, why_key)}")
             continue
         lines += [
-            f"  {label}: {item.get('checkpoint')}  {item.get('name')}"
-            + (f"  {item['a']!r} vs {item['b']!r}" if "a" in item else "")
-            + (f"  ({item[why_key]})" if item.get(why_key) else "")
+            f"  {label}: {item.get('checkpoint')}  {item.get('name')}{_both(item)}{_why(item, why_key)}"
             for item in items
         ]
     if len(lines) > LISTED_VALUES:
@@ -217,6 +213,14 @@ def _value_lines(label: str, entries: Sequence[dict[str, Any]], why_key: str) ->
             f"  ... {len(entries)} {label} entries in all (--json lists every one)",
         ]
     return lines
+
+
+def _both(entry: dict[str, Any]) -> str:
+    return f"  {entry['a']!r} vs {entry['b']!r}" if "a" in entry else ""
+
+
+def _why(entry: dict[str, Any], key: str) -> str:
+    return f"  ({entry[key]})" if entry.get(key) else ""
 
 
 def _difference_table(differences: Sequence[dict[str, Any]], total: int) -> str:
