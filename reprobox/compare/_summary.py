@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from reprobox.compare._model import WHOLE_FILE
@@ -95,6 +96,7 @@ def series_name(name: str) -> str:
     return ".".join(parts)
 
 
+@lru_cache(maxsize=256)  # a few reasons, repeated over thousands of values
 def _kind(reason: str) -> tuple[str, str, str]:
     """The kind a reason names (singular, plural) and its parts' kinds listed: a reason of several parts
     ("a process id and the host name") names values holding each."""
