@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reprobox import runtimes
 from reprobox.commands.common import (
@@ -42,10 +42,14 @@ examples:
   reprobox hash out/model.pt                    file sha256 and canonical content hash
   reprobox hash a.pt b.safetensors --json       equal tensors give equal content hashes across formats
 
-A file the readers cannot take apart (not a checkpoint, or an unreadable one) gets its file sha256 as
-its content hash, with a note. A file that declares more than it holds or more than the readers' limits
-(a shape over 2**48 elements, a header nested over 64 levels, an archive that would expand over 1100
-times, an array over 1 GiB to reorder in memory) is refused: exit 2, naming the file and the limit.
+The content hash covers what the file holds: a checkpoint's tensors (each one's name, dtype, shape and
+bytes; its other values are digested apart), the values of a file of values (JSON, YAML, CSV, logs), and for a
+file the readers cannot take apart (not a checkpoint, or an unreadable one) its bytes: its file sha256,
+with a note. The `covers` line says which.
+
+A file that declares more than it holds or more than the readers' limits (a shape over 2**48
+elements, a header nested over 64 levels, an archive that would expand over 1100 times, an array over
+1 GiB to reorder in memory) is refused: exit 2, naming the file and the limit.
 """
 
 
@@ -128,15 +132,46 @@ def hash_command(args: argparse.Namespace, out: Output) -> int:
     if missing:
         raise UsageError(f"{missing[0]}: no such file; pass checkpoint files such as out/model.pt")
     digests = [hash_checkpoint(path, relative_to=path.parent, strict=True) for path in args.files]
-    lines = []
+    lines, files = [], {}
     for path, digest in zip(args.files, digests, strict=True):
-        values = f", {len(digest.metadata)} values" if digest.metadata else ""
+        data = digest.to_json()
+        what, covers = _covers(data)
+        files[str(path)] = {**data, "covers": {"what": what, "text": covers}}
+        counts = f"{_count(len(digest.tensors), 'tensor')}" + (
+            f", {_count(len(digest.metadata), 'value')}" if digest.metadata else ""
+        )
+        apart = digest.metadata and digest.metadata_sha256 != digest.content_sha256
         lines.append(
             f"{path}\n  file     {digest.file_sha256}\n"
-            f"  content  {digest.content_sha256}  ({len(digest.tensors)} tensors{values})\n"
-            f"  read by  {digest.reader}" + (f"\n  note     {digest.note}" if digest.note else "")
+            f"  content  {digest.content_sha256}  ({counts})\n  covers   {covers}\n"
+            + (f"  values   {digest.metadata_sha256}\n" if apart else "")
+            + f"  read by  {digest.reader}"
+            + (f"\n  note     {digest.note}" if digest.note else "")
         )
-    out.result(
-        {"files": {str(p): d.to_json() for p, d in zip(args.files, digests, strict=True)}}, "\n".join(lines)
-    )
+    out.result({"files": files}, "\n".join(lines))
     return EXIT_OK
+
+
+def _covers(digest: dict[str, Any]) -> tuple[str, str]:
+    """What a file's content digest covers (``tensors``, ``values``, ``bytes`` or ``nothing``), in a
+    sentence: equal digests mean equal tensors for a checkpoint, equal values for a file of values, and
+    only equal bytes for a file the readers do not take apart."""
+    tensors, values = len(digest["tensors"]), len(digest["metadata"])
+    if digest["format"] == "file":
+        why = (
+            "its content could not be read (see note)"
+            if digest.get("note")
+            else "not a format read as tensors or values"
+        )
+        return "bytes", f"the file's bytes (the digest is its sha256): {why}"
+    if values and not tensors and digest["content_sha256"] == digest["metadata_sha256"]:
+        return "values", f"{_count(values, 'value')}, each by its dotted name; the file holds no tensors"
+    held = (
+        f"{_count(tensors, 'tensor')}: each one's name, dtype, shape and bytes" if tensors else "no tensors"
+    )
+    apart = "; not its values, digested apart" if values else ""
+    return ("tensors" if tensors else "nothing"), held + apart
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

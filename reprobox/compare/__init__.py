@@ -6,11 +6,16 @@ Grades, one sentence first:
 - ``reproduced``: every tensor and every value is equal, except values recognised as run-specific (the
   run's own paths, timestamps, durations, host name: see ``runspecific``) and outputs the job file lists
   under ``compare: {ignore: [...]}``, each listed; also when only a container format's bytes differ;
-- ``not reproducible``: any tensor or any other value differs, named with both values.
+- ``not reproducible``: any tensor or any other value differs, named with both values;
+- ``no verdict``: a run failed, or equal outputs say less than a verdict would claim: nothing compared,
+  files that differ in a format reprobox cannot read, or files that hold tensors and none of them
+  compared (all ignored or unreadable: see ``_coverage``). A job that saves values and no tensors is
+  judged on its values, and its sentence says so.
 
 Hashes find what differs; the values themselves (read from both runs' files at compare time, never
 unpickled) say whether it is run-specific and what it was. The JSON ``verdict`` stays ``identical`` /
-``different`` / ``failed`` for scripts; ``grade`` and ``sentence`` carry the finer answer.
+``different`` / ``failed`` for scripts; ``grade`` and ``sentence`` carry the finer answer; ``compared``
+counts what the verdict covers and ``checkpoints`` says what was found in each file (``_table``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from reprobox import codetree, stackdiff, trails
 from reprobox.compare import _unreadable
+from reprobox.compare._coverage import Coverage, coverage_of, no_tensor_sentence
 from reprobox.compare._model import (
     BIT_IDENTICAL,
     CLAIMS,
@@ -37,6 +43,7 @@ from reprobox.compare._model import (
 from reprobox.compare._outputs import (
     compare_pair,
 )
+from reprobox.compare._table import checkpoint_table
 from reprobox.compare._tensors import (
     differing_tensor_names,
 )
@@ -100,13 +107,29 @@ def _compare(records: Sequence[RunRecord], tensor_details: bool) -> Comparison:
             _unknown_cause(comparison)
     if comparison.verdict == IDENTICAL:
         _compare_computation(records, comparison)
-    if comparison.verdict == IDENTICAL and comparison.unreadable:
-        comparison.verdict = FAILED
-        comparison.notes.insert(0, _unreadable.sentence(comparison.unreadable))
-    elif comparison.verdict == IDENTICAL and not comparison.compared_files:
-        comparison.verdict = FAILED
-        comparison.notes.insert(0, _nothing_compared(comparison))
+    comparison.checkpoints = checkpoint_table(records, comparison)
+    coverage = comparison.coverage = coverage_of(records, comparison.checkpoints, comparison.unreadable)
+    if comparison.verdict == IDENTICAL:
+        no_verdict = _beyond_what_was_compared(comparison, coverage)
+        if no_verdict is not None:
+            comparison.verdict = FAILED
+            comparison.notes.insert(0, no_verdict)
     return comparison
+
+
+def _beyond_what_was_compared(comparison: Comparison, coverage: Coverage | None) -> str | None:
+    """Why equal outputs still give no verdict, or None: a verdict claims no more than was compared."""
+    if coverage is not None and coverage.no_tensor_compared and coverage.files:
+        return no_tensor_sentence(coverage, comparison.unreadable)
+    if comparison.unreadable:
+        equal = "every tensor and value is equal"
+        if coverage is not None and not coverage.tensor_files:
+            what = "every value" if coverage.values else "every compared file"
+            equal = f"{what} is equal ({coverage.text()})" if coverage.files else "no other file was compared"
+        return _unreadable.sentence(comparison.unreadable, equal)
+    if not comparison.compared_files:
+        return _nothing_compared(comparison)
+    return None
 
 
 def _unknown_cause(comparison: Comparison) -> None:
@@ -280,50 +303,35 @@ def _trail_divergence(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
     return trails.first_divergence(ta, tb)
 
 
-def checkpoint_table(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
-    """Per checkpoint file: its file sha256 and content hash in each run (None where it is missing)."""
-    paths = sorted({c["path"] for r in records for c in r.checkpoints})
-    table = []
-    for path in paths:
-        per_run = []
-        for record in records:
-            entry = record.checkpoint(path)
-            per_run.append(
-                {
-                    "run": str(record.run_dir),
-                    "file_sha256": entry.get("file_sha256") if entry else None,
-                    "content_sha256": entry.get("content_sha256") if entry else None,
-                }
-            )
-        contents = {item["content_sha256"] for item in per_run}
-        table.append(
-            {"path": path, "identical": len(contents) == 1 and None not in contents, "runs": per_run}
-        )
-    return table
-
-
 def grade_of(comparison: Comparison) -> tuple[str, str]:
     """The grade and the one sentence that leads the verdict."""
     n = len(comparison.runs)
     if comparison.verdict == FAILED:
         return NO_VERDICT, "no verdict: " + (comparison.notes[0] if comparison.notes else "a run failed")
     if comparison.verdict == IDENTICAL:
+        coverage = comparison.coverage
+        values_only = coverage is not None and not coverage.holds_tensors  # a tokenizer, a metrics file
         excused = comparison.run_specific or comparison.ignored or comparison.format_only
         if not excused:
+            what = f" ({coverage.text()})" if coverage is not None and values_only else ""
             return (
                 BIT_IDENTICAL,
-                f"bit-identical: every output file is byte for byte the same across {n} runs",
+                f"bit-identical: every output file is byte for byte the same across {n} runs{what}",
             )
         parts = []
         if comparison.run_specific:
-            parts.append(f"{len(comparison.run_specific)} run-specific values (listed)")
+            parts.append(f"{_count(len(comparison.run_specific), 'run-specific value')} (listed)")
         if comparison.ignored:
-            parts.append(f"{len(comparison.ignored)} values or files the job file ignores")
+            parts.append(
+                f"{_count(len(comparison.ignored), 'value or file', 'values or files')} the job file ignores"
+            )
         if comparison.format_only:
-            parts.append(f"the container bytes of {len(comparison.format_only)} files")
-        return REPRODUCED, (
-            f"reproduced: every tensor and value is equal across {n} runs, except {', '.join(parts)}"
-        )
+            parts.append(f"the container bytes of {_count(len(comparison.format_only), 'file')}")
+        equal = f"every tensor and value is equal across {n} runs"
+        if coverage is not None and values_only:
+            what = "every value" if coverage.values else "every compared file"
+            equal = f"{what} is equal across {n} runs ({coverage.text()})"
+        return REPRODUCED, f"reproduced: {equal}, except {', '.join(parts)}"
     return NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison)
 
 
@@ -344,3 +352,7 @@ def _first_difference(comparison: Comparison) -> str:
     if comparison.differences:
         return f"{comparison.differences[0]['checkpoint']} differs byte for byte"
     return comparison.notes[0] if comparison.notes else "the runs differ"
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reprobox.compare._coverage import Coverage
 
 IDENTICAL = "identical"
 DIFFERENT = "different"
@@ -40,6 +43,7 @@ class Comparison:
     one_sided: list[dict[str, Any]] = field(default_factory=list)  # real: checkpoint, the run that wrote it
     unreadable: list[dict[str, Any]] = field(default_factory=list)  # differ, format unknown: no verdict
     compared_files: int = 0  # outputs whose content was compared (equal bytes count): none is no verdict
+    coverage: Coverage | None = None  # what was compared: tensors, values, files (see _coverage)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -60,6 +64,14 @@ class Comparison:
             "compared_files": self.compared_files,
             "notes": self.notes,
         }
+        if self.coverage is not None:
+            data["compared"] = self.coverage.to_json()
+        from reprobox.compare._summary import ignored_groups, run_specific_groups  # it imports this module
+
+        if self.run_specific:  # the per-value lists stay above: scripts read either
+            data["run_specific_summary"] = run_specific_groups(self.run_specific)
+        if self.ignored:
+            data["ignored_summary"] = ignored_groups(self.ignored)
         if self.first_divergence is not None:
             data["first_divergence"] = self.first_divergence
         if self.explanation is not None:

@@ -5,12 +5,15 @@ reprobox cannot tell which. So it never calls it "a real nondeterminism". A file
 checkpoint (an explicit `checkpoints:` pattern selected it) differs, and the runs are not reproducible.
 Any other is listed with its type and its first differing bytes, as diffoscope shows them, and leaves
 the comparison without a verdict until the job file accepts it (`compare: ignore`) or the job writes it
-reproducibly.
+reproducibly. One that may hold the model (a checkpoint's name or container type) is never advised
+away: ignoring it would leave the model out of the verdict, so the advice is to save its weights in a
+format reprobox reads as well.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -35,6 +38,21 @@ MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"ID3", "MP3 audio"),
     (b"OggS", "Ogg media"),
 )
+
+
+# The names of files that hold a model when the readers cannot take them apart (a torch file beyond the
+# readers' limits, a framework's own archive), and the types of the containers models are saved in.
+CHECKPOINT_NAME = re.compile(
+    r"\.(?:pt|pth|bin|ckpt|safetensors|npz|npy|zip|tar|h5|hdf5|keras|pkl|pickle|joblib|onnx|msgpack|gguf|"
+    r"pdparams)$",
+    re.IGNORECASE,
+)
+CHECKPOINT_TYPES = frozenset({"zip archive", "HDF5 file"})  # as kind_of names them
+
+
+def may_hold_tensors(path: str, kind: str | None = None) -> bool:
+    """Whether an unread file may be a model: a checkpoint's name, or a checkpoint container's type."""
+    return CHECKPOINT_NAME.search(path) is not None or kind in CHECKPOINT_TYPES
 
 
 def declared(record: RunRecord) -> bool:
@@ -98,19 +116,42 @@ def _around(handle: BinaryIO, offset: int) -> dict[str, str]:
     return {"from": str(start), "hex": data.hex(" "), "text": text}
 
 
-def sentence(entries: list[dict[str, Any]]) -> str:
-    """What is known of the unreadable files that differ, for the verdict's first line."""
-    named = "; ".join(_one(entry) for entry in entries[:3])
+def sentence(entries: list[dict[str, Any]], equal: str = "every tensor and value is equal") -> str:
+    """What is known of the unreadable files that differ, for the verdict's first line; ``equal`` says
+    what was compared and found equal beside them."""
+    named = "; ".join(described(entry) for entry in entries[:3])
     more = f" and {len(entries) - 3} more" if len(entries) > 3 else ""
     return (
-        f"every tensor and value is equal, but {len(entries)} file{'s' if len(entries) > 1 else ''} "
+        f"{equal}, but {len(entries)} file{'s' if len(entries) > 1 else ''} "
         f"differ{'' if len(entries) > 1 else 's'} that reprobox cannot read: {named}{more}; whether that is "
-        "a stamp of the run or a real difference is not known: list them under compare: ignore to accept "
-        "them, or make the job write them reproducibly"
+        f"a stamp of the run or a real difference is not known: {advice(entries)}"
     )
 
 
-def _one(entry: dict[str, Any]) -> str:
+def advice(entries: list[dict[str, Any]]) -> str:
+    """What to do about unreadable files: never to ignore one that may hold the model (it would leave
+    the model out of the verdict), only to make it readable or reproducible."""
+    models = [str(e["checkpoint"]) for e in entries if may_hold_tensors(str(e["checkpoint"]), e.get("type"))]
+    others = [e for e in entries if str(e["checkpoint"]) not in models]
+    said = []
+    if models:
+        them = "it" if len(models) == 1 else "them"
+        said.append(
+            f"{', '.join(models[:3])} may hold the model, which a verdict must compare: save what "
+            f"{'it holds' if len(models) == 1 else 'they hold'} in a format reprobox reads as well "
+            f"(torch.save of a state_dict, safetensors, NumPy), or make the job write {them} reproducibly"
+        )
+    if others:
+        them = "it" if len(others) == 1 else "them"
+        named = f"{them}" if not models else ", ".join(str(e["checkpoint"]) for e in others[:3])
+        said.append(
+            f"list {named} under compare: ignore to accept {them}, or make the job write {them} reproducibly"
+        )
+    return "; ".join(said)
+
+
+def described(entry: dict[str, Any]) -> str:
+    """``plot.bin (binary data, first difference at byte 4 ('.BIN17641...' vs '.BIN17641...'))``."""
     first = entry.get("first_difference") or {}
     where = f", first difference at byte {first['offset']}" if first.get("offset") is not None else ""
     shown = f" ({first['a']['text']!r} vs {first['b']['text']!r})" if first.get("offset") is not None else ""

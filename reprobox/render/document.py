@@ -21,6 +21,17 @@ from reprobox.render.values import BLANK, show_number, show_value
 
 MAX_FINGERPRINT_ROWS = 400
 SHOWN_PARAMETERS = 12
+VALUE_HEADERS = ("file", "value", "run A", "run B")
+STATUS_TEXT = {  # a checkpoint row's status (compare._table), as the table's reader reads it
+    "same": "same bytes",
+    "equal": "equal tensors and values (other bytes)",
+    "run-specific": "equal but run-specific values",
+    "ignored": "ignored by the job file",
+    "unreadable": "DIFFERS, format not readable",
+    "differs": "DIFFERS",
+    "missing": "missing in a run",
+}
+AGREEING_TEXT = frozenset(STATUS_TEXT[s] for s in ("same", "equal", "run-specific", "ignored"))
 TENSOR_HEADERS = ("checkpoint", "tensor", "dtype", "differing elements", "max abs", "max rel", "max ULP")
 
 
@@ -105,9 +116,15 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
             Block("heading", "Stack differences"),
             _table(("what", "field", "run A", "run B", "numerics"), rows),
         ]
+    files = _checkpoint_rows(c)
     doc += [
         Block("heading", "Checkpoints"),
-        _table(("checkpoint", "identical", *_run_headers(data.records)), _checkpoint_rows(c)),
+        _table(
+            ("checkpoint", "found", *_run_headers(data.records)),
+            files,
+            highlight=frozenset(row[0] for row in files if row[1] not in AGREEING_TEXT),
+            ident="checkpoints",
+        ),
     ]
     if any(r.claims for r in data.records):
         doc += [
@@ -124,23 +141,12 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
                 f"{c.differing_tensor_total} tensors differ in all; the first {len(c.differences)} are shown."
             )
             doc.append(Block("para", shown))
-    for heading, entries, why in (
-        ("Differing values", c.value_differences, "note"),
-        ("Run-specific values (not counted against the verdict)", c.run_specific, "reason"),
-        ("Ignored by the job file", c.ignored, "rule"),
-    ):
-        if entries:
-            rows = [
-                (
-                    str(e.get("checkpoint")),
-                    str(e.get("name")),
-                    _cell(e.get("a")),
-                    _cell(e.get("b")),
-                    str(e.get(why) or ""),
-                )
-                for e in entries
-            ]
-            doc += [Block("heading", heading), _table(("file", "value", "run A", "run B", why), rows)]
+    if c.value_differences:
+        doc += [
+            Block("heading", "Differing values"),
+            _table((*VALUE_HEADERS, "note"), _value_rows(c.value_differences, "note")),
+        ]
+    doc += _excused_blocks(c)
     if figure:
         doc += [Block("heading", "Divergence per step"), Block("figure", "divergence per optimizer step")]
     if c.notes:
@@ -276,15 +282,64 @@ def _claim_rows(data: ReportData) -> list[list[str]]:
     return rows
 
 
-def _checkpoint_rows(c: Comparison) -> list[list[str]]:
+def _excused_blocks(c: Comparison) -> list[Block]:
+    """Run-specific values by kind with counts, then every one of them folded; the same for what the job
+    file ignores, by rule."""
+    from reprobox.compare._summary import ignored_groups, run_specific_groups
+
+    doc: list[Block] = []
+    for heading, entries, why, groups in (
+        (
+            "Run-specific values (not counted against the verdict)",
+            c.run_specific,
+            "reason",
+            run_specific_groups,
+        ),
+        ("Ignored by the job file", c.ignored, "rule", ignored_groups),
+    ):
+        if entries:
+            doc += [
+                Block("heading", heading),
+                Block("list", items=tuple(str(group["text"]) for group in groups(entries))),
+                Block(
+                    "fold",
+                    f"every one of the {len(entries)} values",
+                    headers=(*VALUE_HEADERS, why),
+                    rows=tuple(tuple(row) for row in _value_rows(entries, why)),
+                ),
+            ]
+    return doc
+
+
+def _value_rows(entries: Sequence[dict[str, Any]], why: str) -> list[list[str]]:
     return [
         [
-            entry["path"],
-            "yes" if entry["identical"] else "NO",
-            *[short(r["content_sha256"]) for r in entry["runs"]],
+            str(e.get("checkpoint")),
+            str(e.get("name")),
+            _cell(e.get("a")),
+            _cell(e.get("b")),
+            str(e.get(why) or ""),
         ]
-        for entry in c.checkpoints
+        for e in entries
     ]
+
+
+def _checkpoint_rows(c: Comparison) -> list[list[str]]:
+    """Each output file: its name (and its other names where the runs named it differently), what the
+    comparison found in it, and its content hash in each run."""
+    rows = []
+    for entry in c.checkpoints:
+        names = [str(r["path"]) for r in entry["runs"] if r.get("path") and r["path"] != entry["path"]]
+        named = f" (also named {', '.join(dict.fromkeys(names))})" if names else ""
+        status = str(entry.get("status") or ("same" if entry["identical"] else "differs"))
+        rows.append(
+            [
+                f"{entry['path']}{named}",
+                STATUS_TEXT.get(status, status),
+                *[short(r["content_sha256"]) for r in entry["runs"]],
+            ]
+        )
+    return rows
 
 
 def _tensor_rows(c: Comparison) -> list[list[str]]:

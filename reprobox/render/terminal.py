@@ -19,6 +19,20 @@ VERDICT_SENTENCES = {
     "failed": "no verdict: a run failed or produced nothing to compare",
 }
 LISTED_VALUES = 20
+SERIES_AT = 4  # values of one series (a tag's steps, a column's rows) that differing make one line
+ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
+    "same": "same",
+    "equal": "equal",
+    "run-specific": "run-specific",
+    "ignored": "ignored",
+    "unreadable": "unread",
+    "differs": "DIFF",
+    "missing": "missing",
+}
+ROW_NOTES = {
+    "equal": "  (same tensors and values, other file bytes)",
+    "unreadable": "  (differs; reprobox cannot read its format)",
+}
 LISTED_FIELDS = 12
 
 
@@ -64,26 +78,59 @@ def comparison_text(comparison: Comparison) -> str:
         lines.extend(stack_lines(comparison.explanation))
     for run in comparison.runs:
         lines.append(f"  run {run}")
-    for entry in comparison.checkpoints:
-        mark = "same" if entry["identical"] else "DIFF"
-        hashes = " ".join(short(r["content_sha256"], 12) for r in entry["runs"])
-        lines.append(f"  [{mark}] {entry['path']}  {hashes}")
+    lines.extend(checkpoint_lines(comparison.checkpoints))
     if comparison.differences:
         lines.append(_difference_table(comparison.differences, comparison.differing_tensor_total))
     lines.extend(_value_lines("value differs", comparison.value_differences, "note"))
-    lines.extend(_value_lines("run-specific", comparison.run_specific, "reason"))
-    lines.extend(_value_lines("ignored", comparison.ignored, "rule"))
+    lines.extend(excused_lines(comparison))
     for renamed in comparison.renamed:
         lines.append(f"  file names differ: {renamed['a']} vs {renamed['b']} (same content)")
-    for path in comparison.format_only:
-        lines.append(f"  {path}: same tensors and values, other file bytes (container format only)")
     if comparison.first_divergence:
         first = comparison.first_divergence
         differing = first.get("parameters", [])[:8] or [f"the {name}" for name in first.get("values", [])]
         lines.append(f"  first divergence {divergence_text(first)}: {', '.join(differing)}")
         lines.extend(operation_lines(first))
-    lines.extend(f"  note: {note}" for note in comparison.notes)
+    lines.extend(f"  note: {note}" for note in comparison.notes if not lines[0].endswith(note))  # not twice
     return "\n".join(lines)
+
+
+def checkpoint_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per output file: what the comparison found in it, its name in each run where the runs
+    named it differently, and its content hash in each run."""
+    marks = [
+        ROW_MARKS.get(str(row.get("status")), "same" if row.get("identical") else "DIFF") for row in rows
+    ]
+    width = max((len(mark) for mark in marks), default=0) + 2
+    lines = []
+    for row, mark in zip(rows, marks, strict=True):
+        hashes = " ".join(short(r["content_sha256"], 12) for r in row["runs"])
+        names = [str(r["path"]) for r in row["runs"] if r.get("path") and r["path"] != row["path"]]
+        named = f"  (also named {', '.join(dict.fromkeys(names))})" if names else ""
+        why = ROW_NOTES.get(str(row.get("status")), "")
+        lines.append(f"  {f'[{mark}]':<{width}} {row['path']}{named}  {hashes}{why}")
+    return lines
+
+
+def excused_lines(comparison: Comparison) -> list[str]:
+    """Run-specific values by kind, with counts and one example each, and what the job file ignores by
+    rule: a short job's hundreds of excused values read as a few lines (--json lists every one)."""
+    from reprobox.compare import WHOLE_FILE
+    from reprobox.compare._summary import ignored_groups, run_specific_groups
+
+    lines = []
+    for group in run_specific_groups(comparison.run_specific):
+        example = group.get("example") or {}
+        shown = ""
+        if example and example.get("name") != WHOLE_FILE:
+            shown = f"  (e.g. {example['name']}: {_short(example.get('a'))} vs {_short(example.get('b'))})"
+        lines.append(f"  run-specific: {group['text']}{shown}")
+    lines.extend(f"  ignored: {group['text']}" for group in ignored_groups(comparison.ignored))
+    return lines
+
+
+def _short(value: object, length: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= length else text[: length - 3] + "..."
 
 
 def stack_lines(explanation: dict[str, Any]) -> list[str]:
@@ -141,15 +188,39 @@ def divergence_text(first: dict[str, Any]) -> str:
 
 
 def _value_lines(label: str, entries: Sequence[dict[str, Any]], why_key: str) -> list[str]:
+    """Each differing value with both sides; a series that differs at many steps (a logged rate, a
+    CSV column) is one line with its count and first difference."""
+    from reprobox.compare._summary import series_name
+
+    series: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in entries:
+        name = str(entry.get("name"))
+        series.setdefault((str(entry.get("checkpoint")), series_name(name)), []).append(entry)
     lines = []
-    for entry in entries[:LISTED_VALUES]:
-        where = f"{entry.get('checkpoint')}  {entry.get('name')}"
-        values = f"  {entry['a']!r} vs {entry['b']!r}" if "a" in entry else ""
-        why = f"  ({entry[why_key]})" if entry.get(why_key) else ""
-        lines.append(f"  {label}: {where}{values}{why}")
-    if len(entries) > LISTED_VALUES:
-        lines.append(f"  ... {len(entries)} {label} entries in all (--json lists every one)")
+    for (checkpoint, name), items in series.items():
+        if len(items) >= SERIES_AT:
+            first = items[0]
+            count = f"{len(items)} values (first {first.get('name')}{_both(first)})"
+            lines.append(f"  {label}: {checkpoint}  {name}: {count}{_why(first, why_key)}")
+            continue
+        lines += [
+            f"  {label}: {item.get('checkpoint')}  {item.get('name')}{_both(item)}{_why(item, why_key)}"
+            for item in items
+        ]
+    if len(lines) > LISTED_VALUES:
+        lines = [
+            *lines[:LISTED_VALUES],
+            f"  ... {len(entries)} {label} entries in all (--json lists every one)",
+        ]
     return lines
+
+
+def _both(entry: dict[str, Any]) -> str:
+    return f"  {entry['a']!r} vs {entry['b']!r}" if "a" in entry else ""
+
+
+def _why(entry: dict[str, Any], key: str) -> str:
+    return f"  ({entry[key]})" if entry.get(key) else ""
 
 
 def _difference_table(differences: Sequence[dict[str, Any]], total: int) -> str:
