@@ -67,29 +67,31 @@ from reprobox.guest.hashing._canonical import (
     metadata_sha256,
     torch_dtype_name,
 )
-from reprobox.guest.hashing._formats import (
-    _plan,
-    format_of,
-)
 from reprobox.guest.hashing._load import (
     load_tensors,
 )
-from reprobox.guest.hashing._logformats import (
-    LOG_FORMATS,
+from reprobox.guest.hashing._readers import (
+    READERS,
+    Reader,
+    format_of,
+    load_values,
+    reader_for,
+)
+from reprobox.guest.hashing._readers import (
+    plan as _plan,
 )
 from reprobox.guest.hashing._select import (
     _files_under,
     _matches,
     _pattern_parts,
 )
-from reprobox.guest.hashing._text import (
-    TEXT_FORMATS,
-)
 
 __all__ = [
     "COPY_BUDGET_BYTES",
     "FILE_CHUNK_BYTES",
+    "READERS",
     "CheckpointDigest",
+    "Reader",
     "TensorDigest",
     "content_digest",
     "content_sha256",
@@ -100,13 +102,11 @@ __all__ = [
     "hash_checkpoint",
     "hash_outputs",
     "load_tensors",
+    "load_values",
     "metadata_sha256",
+    "reader_for",
     "torch_dtype_name",
 ]
-
-TEXT_FORMAT_NAMES = frozenset(TEXT_FORMATS.values())
-VALUE_FORMAT_NAMES = TEXT_FORMAT_NAMES | frozenset(LOG_FORMATS)
-"""Formats whose files hold values alone (structured text, logging tools' files): their content is them."""
 
 COPY_BUDGET_BYTES = 8 << 20
 """A non-contiguous tensor is copied to contiguous memory at most this many bytes at a time."""
@@ -169,7 +169,7 @@ class _Pending:
                 key=TensorDigest.sort_key,
             )
         )
-        values_only = not tensors and content.format in VALUE_FORMAT_NAMES
+        values_only = not tensors and content.values_only
         return CheckpointDigest(
             path=self.relpath,
             size=size,

@@ -1,11 +1,10 @@
-"""Reading each checkpoint format without running anything from it: torch, pickle, safetensors, NumPy.
+"""The torch and pickle readers: checkpoints read without running anything from them.
 
 A reader plans one file's hashing: the tensors to hash and the digests of its plain values, or the
 plain-file fallback with a note saying why the content could not be read safely. Torch files are read
 by ``torch.load(weights_only=True)`` first (fast, memory-mapped); what it refuses, and plain pickles,
-go to the safe pickle reader (``_pickle``), which imports and runs nothing named in the file.
-Safetensors files are read in ``_safetensors``, NumPy files in ``_numpy_files``, text in ``_text``, and
-logging tools' files (TensorBoard, MLflow, W&B) in ``_logformats``, recognised by their name and place.
+go to the safe pickle reader (``_pickle``), which imports and runs nothing named in the file. Which
+file goes to which reader is the table in ``_readers``.
 """
 
 from __future__ import annotations
@@ -17,35 +16,27 @@ from pathlib import Path
 from reprobox.guest.hashing._arrays import _arrays_from, _Content, _first_sentence, _opaque, _refused
 from reprobox.guest.hashing._bounds import check_zip_members, limit_reason, over_limit
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
-from reprobox.guest.hashing._logformats import log_format_of, plan_log
-from reprobox.guest.hashing._numpy_files import plan_npy, plan_npz
 from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, pickled_kind, read_pickle
-from reprobox.guest.hashing._safetensors import plan_safetensors
-from reprobox.guest.hashing._text import plan_text, text_format_of
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
 WEIGHTS_ONLY_READER = "torch.load(weights_only=True)"
 
 
-def format_of(path: Path) -> str:
-    """The format a file is read as: from its suffix, else from its first bytes (``checkpoint.pth.tar``).
-
-    Only a zip file's directory is read beyond a few bytes, to find a torch archive's ``data.pkl``.
-    Logging tools' files are named by the tool (``tensorboard``, ``mlflow``, ``wandb``).
-    """
-    log_format = log_format_of(path)
-    if log_format is not None:
-        return log_format
+def is_torch_file(path: Path) -> bool:
+    """A ``torch.save`` file: by its first bytes (``checkpoint.pth.tar``), else by a torch suffix unless
+    its bytes are another container's (a zip without ``data.pkl`` is an archive). A ``.pkl`` suffix
+    names the pickle reader, whatever the bytes."""
     suffix = path.suffix.lower()
-    if suffix in TORCH_SUFFIXES:
-        return "torch"
-    if suffix == ".safetensors":
-        return "safetensors"
-    if suffix in (".npy", ".npz"):
-        return "numpy"
     if suffix in PICKLE_SUFFIXES:
-        return "pickle"
-    return pickled_kind(path) or "file"
+        return False
+    if pickled_kind(path) == "torch":
+        return True
+    return suffix in TORCH_SUFFIXES and not _zip_head(path)
+
+
+def _zip_head(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def _refused_reason(exc: pickle.UnpicklingError) -> str:
@@ -129,20 +120,3 @@ def _plan_pickle(path: Path, why: str | None = None) -> _Content:
         keepalive=read,
         reader=READER_NAME,
     )
-
-
-def _plan(path: Path) -> _Content:  # noqa: PLR0911 - one return per format
-    if log_format_of(path) is not None:  # by name and place: an event file is never sniffed as a pickle
-        return plan_log(path)
-    if text_format_of(path) is not None:  # by suffix alone: a JSON file is never sniffed as a pickle
-        return plan_text(path)
-    kind = format_of(path)
-    if kind == "torch":
-        return _plan_torch(path)
-    if kind == "pickle":
-        return _plan_pickle(path)
-    if kind == "safetensors":
-        return plan_safetensors(path)
-    if kind == "numpy":
-        return plan_npz(path) if path.suffix.lower() == ".npz" else plan_npy(path)
-    return _opaque(None)

@@ -7,14 +7,17 @@ only run-specific (a duration, a timestamp), listed as such.
 
 Values are named as the hashing contract names them (``flatten``: ``log_history.3.train_runtime``);
 JSON Lines and CSV files are a list of rows (``0.loss``, ``12.val_acc``; CSV cells stay strings, as
-written). Their content hash is the digest of their values: these files hold no tensors. Files larger
-than ``MAX_TEXT_BYTES`` or that do not parse are hashed as plain files, with a note saying why.
+written; a CSV's leading ``#`` lines are its preamble, not its header: ``preamble.0.t_start``). Their
+content hash is the digest of their values: these files hold no tensors. Files larger than
+``MAX_TEXT_BYTES`` or that do not parse are hashed as plain files, with a note saying why. A file with
+no suffix that holds a JSON object (an archive member named ``data``) is read as JSON.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 from reprobox.guest.hashing._arrays import _Content, _opaque
@@ -27,6 +30,9 @@ MAX_TEXT_BYTES = 64 << 20
 
 TEXT_FORMATS = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml", ".csv": "csv"}
 
+COMMENT_PREFIX = "#"
+PREAMBLE = "preamble"
+
 
 def text_format_of(path: Path) -> str | None:
     """The structured text format a file is read as, from its suffix, or None."""
@@ -38,11 +44,20 @@ def read_values(path: Path) -> list[tuple[str, object]]:
     kind = text_format_of(path)
     if kind is None:
         raise ValueError("not a JSON, JSON Lines, YAML or CSV file")
+    text = _read_text(path)
+    if kind == "csv":
+        return _csv_values(text)
+    return _flat(_parse(kind, text, path))
+
+
+def _read_text(path: Path) -> str:
     size = path.stat().st_size
     if size > MAX_TEXT_BYTES:
         raise ValueError(f"{size} bytes, more than the {MAX_TEXT_BYTES >> 20} MiB read as values")
-    text = path.read_bytes().decode("utf-8")
-    document = _parse(kind, text, path)
+    return path.read_bytes().decode("utf-8")
+
+
+def _flat(document: object) -> list[tuple[str, object]]:
     arrays, values = flatten(document)
     if arrays:  # plain parsers never build arrays; a guard, not a case
         raise ValueError("holds arrays")
@@ -54,20 +69,69 @@ def _parse(kind: str, text: str, path: Path) -> object:
         return _json(text)
     if kind == "jsonl":
         return [_json(line) for line in text.splitlines() if line.strip()]
-    if kind == "yaml":
-        from reprobox.errors import SpecError
-        from reprobox.yamlsource import parse_yaml
+    from reprobox.errors import SpecError
+    from reprobox.yamlsource import parse_yaml
 
-        try:  # the job files' safe, bounded loader: aliases, nesting and expansion are capped there
-            return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
-        except SpecError as exc:
-            message = exc.problems[0].message
-            raise (OverLimit if "; refused" in message else ValueError)(message) from None
+    try:  # the job files' safe, bounded loader: aliases, nesting and expansion are capped there
+        return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
+    except SpecError as exc:
+        message = exc.problems[0].message
+        raise (OverLimit if "; refused" in message else ValueError)(message) from None
+
+
+def _csv_values(text: str) -> list[tuple[str, object]]:
+    """A CSV's rows (``<row>.<column>``), after its leading comment lines, which are not its header.
+
+    Writers put a preamble before the header (Stable-Baselines3's ``monitor.csv`` starts
+    ``#{"t_start": ..., "env_id": ...}``): each such line is ``preamble.<n>``, its JSON object's fields
+    named inside it (``preamble.0.t_start``), other text as the line less its ``#``.
+    """
+    lines = text.splitlines(keepends=True)
+    preamble: list[object] = []
+    while lines and lines[0].startswith(COMMENT_PREFIX):
+        preamble.append(_comment(lines.pop(0)))
     try:
-        rows = list(csv.DictReader(io.StringIO(text)))
+        rows = list(csv.DictReader(io.StringIO("".join(lines))))
     except csv.Error as exc:  # a field over csv's own limit, or a malformed quote
         raise (OverLimit if "limit" in str(exc) else ValueError)(f"not valid CSV ({exc})") from None
-    return [dict(row) for row in rows]
+    values = _flat([dict(row) for row in rows])
+    if preamble:
+        values += _flat({PREAMBLE: preamble})
+    return values
+
+
+def _comment(line: str) -> object:
+    body = line.removeprefix(COMMENT_PREFIX).strip()
+    if body.startswith("{"):
+        try:
+            document = _json(body)
+        except ValueError as exc:
+            if isinstance(exc, OverLimit):
+                raise
+        else:
+            if isinstance(document, dict):
+                return document
+    return body
+
+
+def is_bare_json(path: Path) -> bool:
+    """A file without a suffix that holds a JSON object (Stable-Baselines3's ``data`` member): judged
+    from its first non-blank byte, within the size read as values."""
+    if path.suffix or path.stat().st_size > MAX_TEXT_BYTES:
+        return False
+    with path.open("rb") as f:
+        head = f.read(64).lstrip()
+    return head.startswith(b"{")
+
+
+def read_bare_json(path: Path) -> list[tuple[str, object]]:
+    """A suffix-less JSON document's values, named as a ``.json`` file's are."""
+    return _flat(_json(_read_text(path)))
+
+
+def plan_bare_json(path: Path) -> _Content:
+    """The values of a suffix-less JSON document, or its bytes with the reason."""
+    return _planned("json", read_bare_json, path)
 
 
 def _json(text: str) -> object:
@@ -80,12 +144,16 @@ def _json(text: str) -> object:
 
 def plan_text(path: Path) -> _Content:
     """The values of a structured text file, or the plain-file fallback with the reason."""
-    kind = text_format_of(path) or "text"
+    return _planned(text_format_of(path) or "text", read_values, path)
+
+
+def _planned(kind: str, read: Callable[[Path], list[tuple[str, object]]], path: Path) -> _Content:
     try:
-        values = read_values(path)
+        values = read(path)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         note = f"values not read: not a readable {kind} file ({limit_reason(exc)}); compared as bytes"
         return _opaque(note, limit_reason(exc) if over_limit(exc) else None)
     except ImportError:
         return _opaque(f"values not read: the {kind} parser is not installed here; compared as bytes")
-    return _Content(format=kind, metadata=_metadata_digests(values), reader=f"{kind} parser")
+    metadata = _metadata_digests(values)
+    return _Content(format=kind, metadata=metadata, reader=f"{kind} parser", values_only=True)
