@@ -15,20 +15,29 @@ no suffix that holds a JSON object (an archive member named ``data``) is read as
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
-from reprobox.guest.hashing._canonical import _metadata_digests, flatten
+from reprobox.guest.hashing._canonical import _metadata_digests, flatten, numpy_dtype_name
+from reprobox.guest.hashing._pickle import read_pickle_bytes
 from reprobox.records.files import JsonTooDeep, loads_bounded
 
 MAX_TEXT_BYTES = 64 << 20
 """Larger text outputs are logs rather than state: hashed as bytes, never parsed into memory."""
 
 TEXT_FORMATS = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml", ".csv": "csv"}
+
+SERIALIZED_KEY = ":serialized:"
+MAX_LISTED_ELEMENTS = 4096
+"""An array inside an embedded pickle is its elements up to this many, else the sha256 of its bytes."""
+_PICKLE_BASE64_HEAD = "gA"  # base64 of a pickle's PROTO opcode (0x80), protocol 2 and later
 
 COMMENT_PREFIX = "#"
 PREAMBLE = "preamble"
@@ -77,6 +86,27 @@ def _parse(kind: str, text: str, path: Path) -> object:
     except SpecError as exc:
         message = exc.problems[0].message
         raise (OverLimit if "; refused" in message else ValueError)(message) from None
+
+
+def _arrays_as_values(value: object, depth: int) -> object:
+    """An unpickled value with its NumPy arrays as values (a values file holds no tensors): dtype, shape
+    and the elements, or their sha256 past ``MAX_LISTED_ELEMENTS``."""
+    if depth > MAX_NESTING:
+        raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels")
+    if isinstance(value, dict):
+        return {k: _arrays_as_values(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_arrays_as_values(v, depth + 1) for v in value]
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(value, numpy.ndarray):
+        return value
+    described: dict[str, object] = {"dtype": numpy_dtype_name(value.dtype), "shape": list(value.shape)}
+    if value.size <= MAX_LISTED_ELEMENTS and value.dtype.kind in "biuf":
+        described["values"] = value.tolist()
+    else:
+        little = numpy.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+        described["sha256"] = hashlib.sha256(little.view(numpy.uint8)).hexdigest()
+    return described
 
 
 def _csv_values(text: str) -> list[tuple[str, object]]:
@@ -135,11 +165,38 @@ def plan_bare_json(path: Path) -> _Content:
 
 
 def _json(text: str) -> object:
-    """One JSON document, its nesting bounded as in every reader (``_bounds.MAX_NESTING``)."""
+    """One JSON document, its nesting bounded as in every reader (``_bounds.MAX_NESTING``), with the
+    pickles it embeds read as values (``_embedded``)."""
     try:
-        return loads_bounded(text, max_depth=MAX_NESTING)
+        document = loads_bounded(text, max_depth=MAX_NESTING)
     except JsonTooDeep:
         raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels") from None
+    return _embedded(document, 0)
+
+
+def _embedded(value: object, depth: int) -> object:
+    """The document with each ``":serialized:"`` pickle read by the safe pickle reader.
+
+    Stable-Baselines3 writes what JSON cannot hold (a deque of episode records, a space, a schedule) as
+    ``{":type:": ..., ":serialized:": <base64 of a pickle>}``; as text, one wall-clock figure inside makes
+    the whole string differ. Read (nothing imported or run), its fields are named inside it
+    (``ep_info_buffer.:serialized:.__items__.0.t``); a string that is not such a pickle stays as written.
+    """
+    if depth > MAX_NESTING:
+        raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels")
+    if isinstance(value, list):
+        return [_embedded(v, depth + 1) for v in value]
+    if not isinstance(value, dict):
+        return value
+    read = {k: _embedded(v, depth + 1) for k, v in value.items()}
+    encoded = read.get(SERIALIZED_KEY)
+    if isinstance(encoded, str) and encoded.startswith(_PICKLE_BASE64_HEAD):
+        try:
+            read[SERIALIZED_KEY] = _arrays_as_values(read_pickle_bytes(base64.b64decode(encoded)), 0)
+        except ValueError as exc:  # binascii.Error is one
+            if isinstance(exc, OverLimit):
+                raise
+    return read
 
 
 def plan_text(path: Path) -> _Content:
