@@ -29,8 +29,10 @@ import contextvars
 import dataclasses
 import gzip
 import lzma
+import shutil
 import tarfile
 import tempfile
+import weakref
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -104,11 +106,11 @@ def plan_archive(path: Path) -> _Content:
     from reprobox.guest.hashing import _readers
 
     kind = _kind(path)
-    folder = tempfile.TemporaryDirectory(prefix="reprobox-archive-")
+    folder = _Folder()
     try:
-        members = _extract(path, Path(folder.name), kind)
+        members = _extract(path, folder.path, kind)
     except _ERRORS as exc:
-        folder.cleanup()
+        folder.remove()
         return _refused(f"{kind} archive", exc)
     arrays: list[_Array] = []
     metadata: dict[str, str] = {}
@@ -185,6 +187,14 @@ def _planned_as_bytes(path: Path) -> bool:
     from reprobox.guest.hashing import _readers
 
     return _readers.plan(path).format == "file"
+
+
+class _Folder:
+    """A private temporary folder of members, removed with the plan that reads from it (or at exit)."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="reprobox-archive-"))
+        self.remove = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
 
 
 def _kind(path: Path) -> str:
