@@ -30,14 +30,25 @@ The contract (other modules and tools recompute it, so it must not drift):
   whose content could not be read safely; ``note`` then says why). ``reader`` names what read the
   content. Nothing a pickle names is ever imported or run: files ``torch.load(weights_only=True)``
   refuses are read by the safe pickle reader (``_pickle``), whose stand-in objects flatten as mappings.
+- A file of values alone (``"json"``, ``"jsonl"``, ``"yaml"``, ``"csv"``, ``"tensorboard"``, ``"mlflow"``,
+  ``"wandb"``) has no tensors: its ``content_sha256`` is its ``metadata_sha256``.
+- An archive (``"zip"``, ``"tar"``: not torch's own zip, not an ``.npz``) is read as a folder: each
+  member by the reader it would have as a file, what it holds named ``<member path>/<name inside>``
+  (``policy.pth/mlp_extractor.policy_net.0.weight``, ``data/learning_rate``); a member's root tensor or
+  value is the member path itself; a member no reader reads is one value, its text when it is short
+  UTF-8, else ``{"sha256": ...}``; a name seen twice in one archive gets ``#2``. Its tensors make its
+  ``content_sha256`` as any file's do; with none, it is its ``metadata_sha256``. Member times, order
+  and compression are not part of either.
 
 Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so tensors (and each file's
 own sha256, one more task) hash on all cores. Tensors are hashed straight from memory-mapped files.
 
 This module holds the pool and the entry points; the contract's serialisations and the flattening are in
-``_canonical``; which reader a file goes to in ``_formats``, the readers in ``_safetensors``,
-``_numpy_files``, ``_text``, ``_logformats`` (TensorBoard, MLflow, W&B) and ``_pickle`` (byte sources in
-``_arrays``), each within the limits of ``_bounds``; the output-file selection in
+``_canonical``; which reader a file goes to is the one table in ``_readers`` (each row: what it
+recognises, its plan for hashing, its load for comparison, its bounds); the readers are ``_formats``
+(torch and pickles, on ``_pickle``), ``_safetensors``, ``_numpy_files``, ``_text``, ``_logformats``
+(TensorBoard with ``_graphdef``, MLflow, W&B) and ``_archives`` (zip and tar, through the same table),
+byte sources in ``_arrays``, each within the limits of ``_bounds``; the output-file selection in
 ``_select`` and ``load_tensors`` in ``_load``.
 """
 
