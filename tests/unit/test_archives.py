@@ -21,11 +21,13 @@ import numpy as np
 import pytest
 import torch
 
+from reprobox import compare
 from reprobox.errors import UsageError
 from reprobox.guest import hashing
 from reprobox.guest.hashing import _readers, format_of, hash_checkpoint, load_tensors, load_values
 from reprobox.guest.hashing._arrays import _Content
 from reprobox.guest.hashing._bounds import MAX_ARCHIVE_DEPTH
+from reprobox.records.manifest import RunRecord
 
 
 def _torch_bytes(obj: object) -> bytes:
@@ -285,3 +287,41 @@ def test_a_real_stable_baselines3_model_reproduces_its_weights(tmp_path: Path) -
     differing = sorted(k for k in a.metadata if a.metadata[k] != b.metadata.get(k))
     assert "data/start_time" in differing
     assert all(k.startswith("data/") for k in differing), differing
+
+
+def make_run(root: Path, run_id: str, files: dict[str, bytes]) -> RunRecord:
+    run_dir = root / "runs" / "job" / run_id
+    outputs = run_dir / "outputs"
+    outputs.mkdir(parents=True)
+    for relative, data in files.items():
+        (outputs / relative).write_bytes(data)
+    record = {
+        "run_id": run_id,
+        "status": "succeeded",
+        "job": {},
+        "fingerprint": {"hardware": {"hostname": "node1"}},
+        "checkpoints": [d.to_json() for d in hashing.hash_outputs(outputs, [])],
+    }
+    return RunRecord(run_dir.resolve(), record)
+
+
+def test_the_verdict_names_a_weight_that_differs_inside_a_model_zip(tmp_path: Path) -> None:
+    zipped = {"model.zip": write_zip(tmp_path / "a.zip", sb3_members(weight_seed=0)).read_bytes()}
+    same = {
+        "model.zip": write_zip(
+            tmp_path / "b.zip", sb3_members(weight_seed=0), when=(2031, 1, 1, 0, 0, 0)
+        ).read_bytes()
+    }
+    other = {"model.zip": write_zip(tmp_path / "c.zip", sb3_members(weight_seed=1)).read_bytes()}
+    a = make_run(tmp_path, "20261128T030000Z-aaaaaa", zipped)
+    b = make_run(tmp_path, "20261128T030100Z-bbbbbb", same)
+    c = make_run(tmp_path, "20261128T030200Z-cccccc", other)
+    equal = compare.compare_runs([a, b])
+    assert equal.grade == compare.REPRODUCED and not equal.differences, equal.sentence
+    differing = compare.compare_runs([a, c])
+    assert differing.grade == compare.NOT_REPRODUCIBLE
+    (difference,) = differing.differences
+    assert difference["checkpoint"] == "model.zip"
+    assert difference["name"] == "policy.pth/mlp_extractor.policy_net.0.weight"
+    assert difference["differing"] > 0 and difference["max_abs"] > 0  # read back from the member: its values
+    assert not differing.value_differences

@@ -677,3 +677,52 @@ def test_a_csvs_comment_lines_are_its_preamble_and_their_json_is_values(tmp_path
     plain = tmp_path / "plain.csv"
     plain.write_text("step,loss\n0,1.5\n")
     assert outputvalues.load_values(plain) == {"0.step": "0", "0.loss": "1.5"}  # names as before
+
+
+def test_graph_field_numbers_are_tensorflows() -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import attr_value_pb2, graph_pb2, node_def_pb2, tensor_shape_pb2
+
+    from reprobox.guest.hashing import _graphdef as g
+
+    def numbers(message: object) -> dict[str, int]:
+        return {f.name: f.number for f in message.DESCRIPTOR.fields}  # type: ignore[attr-defined]
+
+    graph = numbers(graph_pb2.GraphDef)
+    assert (graph["node"], graph["library"], graph["version"], graph["versions"], graph["debug_info"]) == (
+        g._NODE,
+        g._LIBRARY,
+        g._VERSION,
+        g._VERSIONS,
+        g._GRAPH_DEBUG_INFO,
+    )
+    node = numbers(node_def_pb2.NodeDef)
+    assert [node[n] for n in ("name", "op", "input", "device", "attr")] == [
+        g._NAME,
+        g._OP,
+        g._INPUT,
+        g._DEVICE,
+        g._ATTR,
+    ]
+    attr = numbers(attr_value_pb2.AttrValue)
+    names = ("list", "s", "i", "f", "b", "type", "shape", "tensor", "placeholder", "func")
+    assert tuple(attr[n] for n in names) == g._ATTR_MEMBERS
+    listed = numbers(attr_value_pb2.AttrValue.ListValue)
+    assert [listed[n] for n in ("s", "i", "f", "b", "type", "shape", "tensor", "func")] == [
+        g._S,
+        g._I,
+        g._F,
+        g._B,
+        g._TYPE,
+        g._SHAPE,
+        g._TENSOR,
+        g._LIST_FUNC,
+    ]
+    assert numbers(attr_value_pb2.NameAttrList) == {"name": g._FUNC_NAME, "attr": g._FUNC_ATTR}
+    shape, dim = numbers(tensor_shape_pb2.TensorShapeProto), numbers(tensor_shape_pb2.TensorShapeProto.Dim)
+    assert (shape["dim"], shape["unknown_rank"], dim["size"], dim["name"]) == (
+        g._DIM,
+        g._UNKNOWN_RANK,
+        g._DIM_SIZE,
+        g._DIM_NAME,
+    )

@@ -11,7 +11,8 @@ Names, under the graph's own (``graph_def.step_0``): ``.node.<n>.name``, ``.op``
 ``.versions.min_consumer``, ``.versions.bad_consumers``. An attribute is its value: text (``s``), an
 integer, a float, a bool, a dtype number, a shape as its dimension sizes, a function as its name and
 attributes, a list as ``{"i": [...], "shape": [[...]], ...}``, a tensor as the sha256 of its bytes (a
-TensorProto holds no map). The function library, which no PyTorch graph holds, is the sha256 of its bytes.
+TensorProto holds no map). The function library and debug info, which no PyTorch graph holds, are the
+sha256 of their bytes (``.library``, ``.debug_info``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from reprobox.guest.hashing._logvalues import LogValues, sha256_hex
 from reprobox.guest.hashing._protowire import Message, WireError, signed64, text
 
 # GraphDef
-_NODE, _LIBRARY, _VERSION, _VERSIONS = 1, 2, 3, 4
+_NODE, _LIBRARY, _VERSION, _VERSIONS, _GRAPH_DEBUG_INFO = 1, 2, 3, 4, 5
 # NodeDef
 _NAME, _OP, _INPUT, _DEVICE, _ATTR, _DEBUG_INFO, _EXPERIMENTAL_TYPE = 1, 2, 3, 4, 5, 6, 7
 # a map entry
 _KEY, _VALUE = 1, 2
 # AttrValue (a oneof) and AttrValue.ListValue
 _LIST, _S, _I, _F, _B, _TYPE, _SHAPE, _TENSOR, _PLACEHOLDER, _FUNC = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+_LIST_FUNC = 9  # in a ListValue, func is 9 (AttrValue's placeholder number)
 _ATTR_MEMBERS = (_LIST, _S, _I, _F, _B, _TYPE, _SHAPE, _TENSOR, _PLACEHOLDER, _FUNC)
 _DIGESTED_NODE_FIELDS = ((_DEBUG_INFO, "experimental_debug_info"), (_EXPERIMENTAL_TYPE, "experimental_type"))
 # TensorShapeProto and its Dim
@@ -63,8 +65,9 @@ def graph_values(data: bytes, name: str, found: LogValues) -> None:
         found.add(f"{name}.versions.bad_consumers", [signed64(v) for v in versions.varints(3)])
     if graph.has(_VERSION):
         found.add(f"{name}.version", signed64(graph.varint(_VERSION)))
-    if graph.has(_LIBRARY):
-        found.add(f"{name}.library", sha256_hex(graph.raw(_LIBRARY)))
+    for number, field in ((_LIBRARY, "library"), (_GRAPH_DEBUG_INFO, "debug_info")):
+        if graph.has(number):
+            found.add(f"{name}.{field}", sha256_hex(graph.raw(number)))
 
 
 def _attr_map(message: Message, number: int, depth: int) -> dict[str, object]:
@@ -126,8 +129,8 @@ def _list(listed: Message, depth: int) -> dict[str, object]:
         found["shape"] = [_shape(shape) for shape in listed.messages(_SHAPE)]
     if listed.has(_TENSOR):
         found["tensor"] = [{"tensor_sha256": sha256_hex(raw)} for raw in listed.repeated_raw(_TENSOR)]
-    if listed.has(_FUNC):
-        found["func"] = [_func(func, depth) for func in listed.messages(_FUNC)]
+    if listed.has(_LIST_FUNC):
+        found["func"] = [_func(func, depth) for func in listed.messages(_LIST_FUNC)]
     return found
 
 
