@@ -325,3 +325,46 @@ def test_the_verdict_names_a_weight_that_differs_inside_a_model_zip(tmp_path: Pa
     assert difference["name"] == "policy.pth/mlp_extractor.policy_net.0.weight"
     assert difference["differing"] > 0 and difference["max_abs"] > 0  # read back from the member: its values
     assert not differing.value_differences
+
+
+def test_a_tars_links_are_values_and_its_member_count_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ckpt.tar"
+    with tarfile.open(path, "w") as archive:
+        info = tarfile.TarInfo("config.json")
+        info.size = len(b'{"lr": 0.1}')
+        archive.addfile(info, io.BytesIO(b'{"lr": 0.1}'))
+        link = tarfile.TarInfo("latest.json")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        archive.addfile(link)
+    assert format_of(path) == "tar"  # by the magic in its header, whatever its name
+    moved = path.rename(tmp_path / "ckpt.bundle")
+    assert load_values(moved) == {
+        "config.json/lr": 0.1,
+        "latest.json": {"member": "symbolic link to /etc/passwd"},
+    }
+    from reprobox.guest.hashing import _archives
+
+    monkeypatch.setattr(_archives, "MAX_ARCHIVE_MEMBERS", 1)
+    digest = hash_checkpoint(moved, relative_to=tmp_path)
+    assert (
+        digest.format == "file"
+        and digest.note is not None
+        and "more than the limit of 1 members" in digest.note
+    )
+
+
+def test_a_damaged_archive_is_compared_as_bytes_with_the_reason(tmp_path: Path) -> None:
+    members = {"data": b'{"lr": 0.1}' * 100, "system_info.txt": b"- OS: Linux\n" * 100}
+    whole = write_zip(tmp_path / "whole.zip", members).read_bytes()
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(whole[: len(whole) // 2])
+    digest = hash_checkpoint(cut, relative_to=tmp_path)
+    assert digest.format == "file" and digest.note is not None and "not a readable zip archive" in digest.note
+    with pytest.raises(UsageError, match="not a readable zip archive"):
+        load_tensors(cut)
+    gz = tmp_path / "bad.tar.gz"
+    gz.write_bytes(b"\x1f\x8b\x08\x00garbage that is no gzip stream")
+    digest = hash_checkpoint(gz, relative_to=tmp_path)
+    assert digest.format == "file" and digest.note is not None and "not a readable tar archive" in digest.note
