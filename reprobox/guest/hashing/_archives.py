@@ -41,6 +41,7 @@ from typing import Any
 
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import FILE_CHUNK_BYTES, file_sha256
+from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import _Array, _Content, _refused
 from reprobox.guest.hashing._bounds import (
     MAX_ARCHIVE_DEPTH,
@@ -79,17 +80,14 @@ _ERRORS = (
 
 
 def is_zip_archive(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(4) in ZIP_MAGICS
+    return _sniff.head(path)[:4] in ZIP_MAGICS
 
 
 def is_tar_archive(path: Path) -> bool:
     """A tar by its suffix (``.tar.gz``), or an uncompressed one by the magic in its first header."""
     if path.name.lower().endswith(TAR_SUFFIXES):
         return True
-    with path.open("rb") as f:
-        f.seek(_TAR_MAGIC_AT)
-        return f.read(len(_TAR_MAGIC)) == _TAR_MAGIC
+    return _sniff.head(path)[_TAR_MAGIC_AT : _TAR_MAGIC_AT + len(_TAR_MAGIC)] == _TAR_MAGIC
 
 
 def member_name(member: str, inner: str) -> str:

@@ -13,10 +13,11 @@ import pickle
 import warnings
 from pathlib import Path
 
+from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import _arrays_from, _Content, _first_sentence, _opaque, _refused
 from reprobox.guest.hashing._bounds import check_zip_members, limit_reason, over_limit
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
-from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, pickled_kind, read_pickle
+from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, read_pickle
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
 WEIGHTS_ONLY_READER = "torch.load(weights_only=True)"
@@ -26,17 +27,12 @@ def is_torch_file(path: Path) -> bool:
     """A ``torch.save`` file: by its first bytes (``checkpoint.pth.tar``), else by a torch suffix unless
     its bytes are another container's (a zip without ``data.pkl`` is an archive). A ``.pkl`` suffix
     names the pickle reader, whatever the bytes."""
-    suffix = path.suffix.lower()
+    suffix = _sniff.suffix(path)
     if suffix in PICKLE_SUFFIXES:
         return False
-    if pickled_kind(path) == "torch":
+    if _sniff.pickled_kind(path) == "torch":
         return True
-    return suffix in TORCH_SUFFIXES and not _zip_head(path)
-
-
-def _zip_head(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
+    return suffix in TORCH_SUFFIXES and _sniff.head(path)[:4] not in (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def _refused_reason(exc: pickle.UnpicklingError) -> str:

@@ -28,6 +28,7 @@ from reprobox.guest.hashing import (
     _numpy_files,
     _pickle,
     _safetensors,
+    _sniff,
     _text,
 )
 from reprobox.guest.hashing._arrays import _Content, _opaque
@@ -66,11 +67,17 @@ def _values_loader(read: Callable[[Path], list[tuple[str, object]]]) -> Callable
     return load
 
 
+_TEXT_SUFFIXES = {
+    kind: frozenset(suffix for suffix, named in _text.TEXT_FORMATS.items() if named == kind)
+    for kind in set(_text.TEXT_FORMATS.values())
+}
+
+
 def _text_row(kind: str, what: str) -> Reader:
     return Reader(
         format=kind,
         what=what,
-        detect=lambda path: _text.text_format_of(path) == kind,
+        detect=lambda path: _sniff.suffix(path) in _TEXT_SUFFIXES[kind],
         plan=_text.plan_text,
         load=_values_loader(_text.read_values),
         bounds=f"at most {_text.MAX_TEXT_BYTES >> 20} MiB; nesting and value count as every reader",
@@ -82,7 +89,7 @@ def _log_row(kind: str) -> Reader:
     return Reader(
         format=kind,
         what=what,
-        detect=lambda path: _logformats.log_format_of(path) == kind,
+        detect=lambda path: _sniff.memo(path, "log format", _logformats.log_format_of) == kind,
         plan=_logformats.plan_log,
         load=_values_loader(read),
         bounds="a size cap per tool; value count; checksums where the format has them",
@@ -90,7 +97,7 @@ def _log_row(kind: str) -> Reader:
 
 
 def _is_pickle(path: Path) -> bool:
-    return path.suffix.lower() in _pickle.PICKLE_SUFFIXES or _pickle.pickled_kind(path) == "pickle"
+    return _sniff.suffix(path) in _pickle.PICKLE_SUFFIXES or _sniff.pickled_kind(path) == "pickle"
 
 
 def _is_npz(path: Path) -> bool:
@@ -108,7 +115,7 @@ READERS: tuple[Reader, ...] = (
     Reader(
         format="safetensors",
         what="safetensors file",
-        detect=lambda path: path.suffix.lower() == ".safetensors",
+        detect=lambda path: _sniff.suffix(path) == ".safetensors",
         plan=_safetensors.plan_safetensors,
         load=_load._load_safetensors_tensors,
         bounds="header size and nesting; every shape and offset checked against the file",
@@ -116,7 +123,7 @@ READERS: tuple[Reader, ...] = (
     Reader(
         format="numpy",
         what="NumPy .npy or .npz file",
-        detect=lambda path: path.suffix.lower() in (".npy", ".npz"),
+        detect=lambda path: _sniff.suffix(path) in (".npy", ".npz"),
         plan=lambda path: _numpy_files.plan_npz(path) if _is_npz(path) else _numpy_files.plan_npy(path),
         load=_load._load_numpy_tensors,
         bounds="no Python objects; shapes; zip members and expansion; arrays held in memory",
@@ -166,7 +173,8 @@ READERS: tuple[Reader, ...] = (
 
 def reader_for(path: Path) -> Reader | None:
     """The first reader whose ``detect`` recognises the file, or None (it is compared by its bytes)."""
-    return next((reader for reader in READERS if reader.detect(path)), None)
+    with _sniff.session():
+        return next((reader for reader in READERS if reader.detect(path)), None)
 
 
 def format_of(path: Path) -> str:

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten, numpy_dtype_name
@@ -149,9 +150,7 @@ def is_bare_json(path: Path) -> bool:
     from its first non-blank byte, within the size read as values."""
     if path.suffix or path.stat().st_size > MAX_TEXT_BYTES:
         return False
-    with path.open("rb") as f:
-        head = f.read(64).lstrip()
-    return head.startswith(b"{")
+    return _sniff.head(path).lstrip().startswith(b"{")
 
 
 def read_bare_json(path: Path) -> list[tuple[str, object]]:
