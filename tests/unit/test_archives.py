@@ -245,6 +245,7 @@ def test_the_next_format_is_one_row_in_the_table(tmp_path: Path, monkeypatch: py
         plan=plan,
         load=lambda path: ({}, {"k": path.read_text()}),
         bounds="none",
+        yields="values",
     )
     monkeypatch.setattr(_readers, "READERS", (row, *_readers.READERS))
     write_zip(tmp_path / "bundle.zip", {"x.kv": b"one"})
@@ -258,7 +259,7 @@ def test_every_row_says_what_it_reads_and_within_what_limits() -> None:
     assert {"torch", "pickle", "safetensors", "numpy", "json", "csv", "zip", "tar", "tensorboard"} <= set(
         formats
     )
-    assert all(reader.what and reader.bounds for reader in hashing.READERS)
+    assert all(reader.what and reader.yields and reader.bounds for reader in hashing.READERS)
     # archives come after every format whose files are zips or tars of their own
     assert formats.index("zip") > max(formats.index("torch"), formats.index("numpy"))
 

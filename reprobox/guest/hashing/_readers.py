@@ -2,9 +2,9 @@
 
 Every output file, and every member of an archive, goes through this table (as repo2docker's buildpacks
 do): each row's ``detect`` looks at the file's name, place or first bytes, rows are tried in order, and
-the first that recognises the file reads it. Nothing else in reprobox asks which format a file was: hashing
-records what the row's ``plan`` made of it, comparison reads the same names back through the row's
-``load``. A file no row recognises is compared by its bytes.
+the first that recognises the file reads it. Neither hashing nor comparison asks which format a file was
+anywhere else: hashing records what the row's ``plan`` made of it, comparison reads the same names back
+through the row's ``load``. A file no row recognises is compared by its bytes.
 
 The next format is one new reader module (a ``detect``, a ``plan`` and a ``load``) and one row here.
 Order matters where recognitions overlap: logging tools' files are known by name and place before any
@@ -47,7 +47,8 @@ class Reader:
 
     format: str  # recorded as the checkpoint's ``format``
     what: str  # the format in words
-    detect: Callable[[Path], bool]  # from the file's name, place or first bytes; reads no more
+    yields: str  # what it names: tensors, values, or both
+    detect: Callable[[Path], bool]  # from the file's name, place or first bytes (a zip's directory at most)
     plan: Callable[[Path], _Content]  # for hashing: the tensors to hash and the digests of the values
     load: Callable[[Path], Loaded]  # for comparison: the same names, with their tensors and values
     bounds: str  # the limits it holds a file to (``_bounds``), in words
@@ -77,6 +78,7 @@ def _text_row(kind: str, what: str) -> Reader:
     return Reader(
         format=kind,
         what=what,
+        yields="values by dotted name",
         detect=lambda path: _sniff.suffix(path) in _TEXT_SUFFIXES[kind],
         plan=_text.plan_text,
         load=_values_loader(_text.read_values),
@@ -89,6 +91,7 @@ def _log_row(kind: str) -> Reader:
     return Reader(
         format=kind,
         what=what,
+        yields="values by tag and step",
         detect=lambda path: _sniff.memo(path, "log format", _logformats.log_format_of) == kind,
         plan=_logformats.plan_log,
         load=_values_loader(read),
@@ -114,6 +117,7 @@ READERS: tuple[Reader, ...] = (
     _text_row("csv", "CSV file"),
     Reader(
         format="safetensors",
+        yields="tensors; its metadata as values",
         what="safetensors file",
         detect=lambda path: _sniff.suffix(path) == ".safetensors",
         plan=_safetensors.plan_safetensors,
@@ -122,6 +126,7 @@ READERS: tuple[Reader, ...] = (
     ),
     Reader(
         format="numpy",
+        yields="tensors",
         what="NumPy .npy or .npz file",
         detect=lambda path: _sniff.suffix(path) in (".npy", ".npz"),
         plan=lambda path: _numpy_files.plan_npz(path) if _is_npz(path) else _numpy_files.plan_npy(path),
@@ -130,6 +135,7 @@ READERS: tuple[Reader, ...] = (
     ),
     Reader(
         format="torch",
+        yields="tensors and values",
         what="torch.save file",
         detect=_formats.is_torch_file,
         plan=_formats._plan_torch,
@@ -138,6 +144,7 @@ READERS: tuple[Reader, ...] = (
     ),
     Reader(
         format="pickle",
+        yields="tensors and values",
         what="pickle",
         detect=_is_pickle,
         plan=_formats._plan_pickle,
@@ -146,6 +153,7 @@ READERS: tuple[Reader, ...] = (
     ),
     Reader(
         format="zip",
+        yields="each member's tensors and values, under its name",
         what="zip archive",
         detect=_archives.is_zip_archive,
         plan=_archives.plan_archive,
@@ -154,6 +162,7 @@ READERS: tuple[Reader, ...] = (
     ),
     Reader(
         format="tar",
+        yields="each member's tensors and values, under its name",
         what="tar archive (plain, gzip, bzip2 or xz)",
         detect=_archives.is_tar_archive,
         plan=_archives.plan_archive,
@@ -163,6 +172,7 @@ READERS: tuple[Reader, ...] = (
     Reader(
         format="json",
         what="JSON document without a suffix",
+        yields="values by dotted name",
         detect=_text.is_bare_json,
         plan=_text.plan_bare_json,
         load=_values_loader(_text.read_bare_json),
