@@ -208,17 +208,24 @@ def test_a_member_named_outside_the_archive_refuses_it(tmp_path: Path) -> None:
     assert digest.format == "file" and digest.note is not None and "outside the archive" in digest.note
 
 
-def test_duplicate_members_and_unread_members_are_values(tmp_path: Path) -> None:
+def test_duplicate_members_and_text_members_are_values(tmp_path: Path) -> None:
     path = tmp_path / "dup.zip"
     with zipfile.ZipFile(path, "w") as archive, pytest.warns(UserWarning, match="Duplicate name"):
         archive.writestr("notes.txt", "first")
         archive.writestr("notes.txt", "second")
-        archive.writestr("blob.bin", bytes(range(256)))
     values = load_values(path)
-    assert values["notes.txt"] == "first" and values["notes.txt#2"] == "second"
-    blob = values["blob.bin"]
-    assert isinstance(blob, dict) and set(blob) == {"sha256"}
+    assert values == {"notes.txt": "first", "notes.txt#2": "second"}
     assert set(hash_checkpoint(path, relative_to=tmp_path).metadata) == set(values)
+
+
+def test_a_member_no_reader_reads_leaves_the_archive_compared_as_bytes(tmp_path: Path) -> None:
+    members = {"config.json": b'{"lr": 0.1}', "model.weights.h5": b"\x89HDF\r\n\x1a\n" + bytes(range(256))}
+    path = write_zip(tmp_path / "model.keras", members)
+    digest = hash_checkpoint(path, relative_to=tmp_path)
+    assert digest.format == "file" and digest.content_sha256 == digest.file_sha256
+    assert digest.note is not None and "member 'model.weights.h5'" in digest.note
+    with pytest.raises(UsageError, match=r"model\.weights\.h5"):
+        load_tensors(path)
 
 
 def test_containers_of_other_formats_stay_theirs(tmp_path: Path) -> None:

@@ -35,8 +35,9 @@ The contract (other modules and tools recompute it, so it must not drift):
 - An archive (``"zip"``, ``"tar"``: not torch's own zip, not an ``.npz``) is read as a folder: each
   member by the reader it would have as a file, what it holds named ``<member path>/<name inside>``
   (``policy.pth/mlp_extractor.policy_net.0.weight``, ``data/learning_rate``); a member's root tensor or
-  value is the member path itself; a member no reader reads is one value, its text when it is short
-  UTF-8, else ``{"sha256": ...}``; a name seen twice in one archive gets ``#2``. Its tensors make its
+  value is the member path itself; a member no reader reads is one value, its text, when it is short
+  UTF-8 (any other such member leaves the whole archive read as bytes, format ``"file"``); a name seen
+  twice in one archive gets ``#2``. Its tensors make its
   ``content_sha256`` as any file's do; with none, it is its ``metadata_sha256``. Member times, order
   and compression are not part of either.
 

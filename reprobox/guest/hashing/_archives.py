@@ -9,8 +9,10 @@ member is written to a private temporary folder and read through the same table 
 
 Names: what a member holds is named ``<member path>/<name inside it>`` (``policy.pth/mlp_extractor.
 policy_net.0.weight``, ``data/learning_rate``); a member's root value or tensor is the member path
-itself (``weights.npy``). A member no reader reads is one value: its text when it is UTF-8 of at most
-``MAX_MEMBER_TEXT_BYTES`` (``_stable_baselines3_version``, ``system_info.txt``), else ``{"sha256": ...}``.
+itself (``weights.npy``). A member no reader reads is one value, its text, when it is UTF-8 of at most
+``MAX_MEMBER_TEXT_BYTES`` (``_stable_baselines3_version``, ``system_info.txt``); any other such member
+(HDF5 weights in a ``.keras`` file, a damaged checkpoint) makes the whole archive one compared by its
+bytes, with a note naming the member: no verdict is given over content that was not read.
 A link or other special member of a tar is ``{"member": "symbolic link to <target>"}``. A name that
 occurs twice in one archive gets ``#2``, ``#3`` ... in archive order. Directories are not members.
 
@@ -40,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import UsageError
-from reprobox.guest.filehash import FILE_CHUNK_BYTES, file_sha256
+from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing import _sniff
-from reprobox.guest.hashing._arrays import _Array, _Content, _refused
+from reprobox.guest.hashing._arrays import _Array, _Content, _opaque, _refused
 from reprobox.guest.hashing._bounds import (
     MAX_ARCHIVE_DEPTH,
     MAX_ARCHIVE_MEMBERS,
@@ -59,7 +61,7 @@ TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz
 _TAR_MAGIC_AT, _TAR_MAGIC = 257, b"ustar"
 
 MAX_MEMBER_TEXT_BYTES = 1 << 20
-"""A member no reader reads is its text up to this size (compared, and masked, as text), else its sha256."""
+"""A member no reader reads is its text up to this size (compared, and masked, as text)."""
 
 MEMBER_SEPARATOR = "/"
 
@@ -127,7 +129,11 @@ def plan_archive(path: Path) -> _Content:
             if content.refusal is not None and refusal is None:
                 refusal = f"member '{name}': {content.refusal}"
             if content.format == "file":
-                metadata.update(_metadata_digests([(name, _bytes_value(where))]))
+                text = _text_value(where)
+                if text is None:  # no verdict is given over what is not read: the archive is bytes
+                    folder.remove()
+                    return _opaque(_unread_member(kind, name, content.note), content.refusal)
+                metadata.update(_metadata_digests([(name, text)]))
                 continue
             arrays.extend(dataclasses.replace(a, name=member_name(name, a.name)) for a in content.arrays)
             metadata.update({member_name(name, key): digest for key, digest in content.metadata.items()})
@@ -173,7 +179,10 @@ def load_archive(path: Path) -> tuple[dict[str, Any], dict[str, object]]:
                     inner_tensors, inner_values = {}, {}
                     reader = None  # read as bytes, as hashing did
                 if reader is None or (not inner_tensors and not inner_values and _planned_as_bytes(where)):
-                    values[name] = _bytes_value(where)
+                    text = _text_value(where)
+                    if text is None:
+                        raise UsageError(f"{path}: {_unread_member(kind, name, None)}")
+                    values[name] = text
                     continue
                 tensors.update({member_name(name, k): v for k, v in inner_tensors.items()})
                 values.update({member_name(name, k): v for k, v in inner_values.items()})
@@ -211,14 +220,21 @@ def _deeper() -> Iterator[None]:
         _DEPTH.reset(token)
 
 
-def _bytes_value(path: Path) -> object:
-    """A member no reader reads: its text when it is short UTF-8, else its sha256."""
-    if path.stat().st_size <= MAX_MEMBER_TEXT_BYTES:
-        try:
-            return path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError:
-            pass
-    return {"sha256": file_sha256(path)}
+def _text_value(path: Path) -> str | None:
+    """A member no reader reads, as its text when it is short UTF-8; None for anything else."""
+    if path.stat().st_size > MAX_MEMBER_TEXT_BYTES:
+        return None
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _unread_member(kind: str, name: str, why: str | None) -> str:
+    return (
+        f"content not hashed: member '{name}' of the {kind} archive is in no format reprobox reads"
+        f"{f' ({why})' if why else ''}; the archive is compared as bytes"
+    )
 
 
 def _safe_name(raw: str) -> str:
