@@ -25,11 +25,6 @@ The contract (other modules and tools recompute it, so it must not drift):
   digest is the sha256 of their sorted digests joined by newlines.
 - ``metadata_sha256`` is the sha256 of the canonical JSON of the key -> digest mapping; it is ``None``
   for format ``"file"``.
-- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"`` or
-  ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and checkpoints
-  whose content could not be read safely; ``note`` then says why). ``reader`` names what read the
-  content. Nothing a pickle names is ever imported or run: files ``torch.load(weights_only=True)``
-  refuses are read by the safe pickle reader (``_pickle``), whose stand-in objects flatten as mappings.
 - A file of values alone (``"json"``, ``"jsonl"``, ``"yaml"``, ``"csv"``, ``"tensorboard"``, ``"mlflow"``,
   ``"wandb"``) has no tensors: its ``content_sha256`` is its ``metadata_sha256``.
 - An archive (``"zip"``, ``"tar"``: not torch's own zip, not an ``.npz``) is read as a folder: each
@@ -37,9 +32,13 @@ The contract (other modules and tools recompute it, so it must not drift):
   (``policy.pth/mlp_extractor.policy_net.0.weight``, ``data/learning_rate``); a member's root tensor or
   value is the member path itself; a member no reader reads is one value, its text, when it is short
   UTF-8 (any other such member leaves the whole archive read as bytes, format ``"file"``); a name seen
-  twice in one archive gets ``#2``. Its tensors make its
-  ``content_sha256`` as any file's do; with none, it is its ``metadata_sha256``. Member times, order
-  and compression are not part of either.
+  twice in one archive gets ``#2``. Its tensors make its ``content_sha256`` as any file's do; with
+  none, it is its ``metadata_sha256``. Member times, order and compression are not part of either.
+- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"`` or
+  ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and checkpoints
+  whose content could not be read safely; ``note`` then says why). ``reader`` names what read the
+  content. Nothing a pickle names is ever imported or run: files ``torch.load(weights_only=True)``
+  refuses are read by the safe pickle reader (``_pickle``), whose stand-in objects flatten as mappings.
 
 Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so tensors (and each file's
 own sha256, one more task) hash on all cores. Tensors are hashed straight from memory-mapped files.

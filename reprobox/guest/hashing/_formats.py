@@ -1,10 +1,11 @@
-"""The torch and pickle readers: checkpoints read without running anything from them.
+"""Reading each checkpoint format without running anything from it: torch, pickle, safetensors, NumPy.
 
 A reader plans one file's hashing: the tensors to hash and the digests of its plain values, or the
 plain-file fallback with a note saying why the content could not be read safely. Torch files are read
 by ``torch.load(weights_only=True)`` first (fast, memory-mapped); what it refuses, and plain pickles,
-go to the safe pickle reader (``_pickle``), which imports and runs nothing named in the file. Which
-file goes to which reader is the table in ``_readers``.
+go to the safe pickle reader (``_pickle``), which imports and runs nothing named in the file.
+Safetensors files are read in ``_safetensors``, NumPy files in ``_numpy_files``, text in ``_text``, and
+logging tools' files (TensorBoard, MLflow, W&B) in ``_logformats``, recognised by their name and place.
 """
 
 from __future__ import annotations

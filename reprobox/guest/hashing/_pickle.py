@@ -133,6 +133,10 @@ def read_pickle(path: Path) -> PickleRead:
     return PickleRead(plain, container, mapped)
 
 
+EMBEDDED_BUDGET = 1 << 30
+"""The bytes the arrays of a pickle held inside another file may span (it refers to no storages)."""
+
+
 def read_pickle_bytes(data: bytes) -> object:
     """A plain pickle held inside another file (a value of a JSON document), as plain data, read as
     ``read_pickle`` reads a file; ValueError if unreadable (OverLimit when a limit refused it)."""
@@ -142,7 +146,7 @@ def read_pickle_bytes(data: bytes) -> object:
     try:
         unpickler = SafeUnpickler(stream, NoStorages().refuse)
         obj = load_checked(unpickler, stream, len(data))
-        return Plainer(unpickler.global_names, max(_EXPANSION * len(data), 1 << 30)).plain(obj)
+        return Plainer(unpickler.global_names, EMBEDDED_BUDGET).plain(obj)
     except _ERRORS as exc:
         raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None
 
