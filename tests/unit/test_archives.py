@@ -271,6 +271,7 @@ def test_every_row_says_what_it_reads_and_within_what_limits() -> None:
     assert formats.index("zip") > max(formats.index("torch"), formats.index("numpy"))
 
 
+@pytest.mark.slow  # imports SB3 and Gymnasium and trains two tiny PPO models
 def test_a_real_stable_baselines3_model_reproduces_its_weights(tmp_path: Path) -> None:
     pytest.importorskip("stable_baselines3")
     pytest.importorskip("gymnasium")
