@@ -377,3 +377,9 @@ def test_a_damaged_archive_is_compared_as_bytes_with_the_reason(tmp_path: Path) 
     gz.write_bytes(b"\x1f\x8b\x08\x00garbage that is no gzip stream")
     digest = hash_checkpoint(gz, relative_to=tmp_path)
     assert digest.format == "file" and digest.note is not None and "not a readable tar archive" in digest.note
+
+
+def test_a_member_name_the_file_system_refuses_refuses_the_archive(tmp_path: Path) -> None:
+    path = write_zip(tmp_path / "long.zip", {"x" * 300 + ".json": b"{}"})
+    digest = hash_checkpoint(path, relative_to=tmp_path)
+    assert digest.format == "file" and digest.note is not None and "temporary folder" in digest.note

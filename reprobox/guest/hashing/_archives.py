@@ -261,7 +261,13 @@ class _Names:
 def _extract(path: Path, folder: Path, kind: str) -> list[Member]:
     if _DEPTH.get() >= MAX_ARCHIVE_DEPTH:
         raise OverLimit(f"archives nest deeper than the limit of {MAX_ARCHIVE_DEPTH} levels")
-    return _extract_zip(path, folder) if kind == "zip" else _extract_tar(path, folder)
+    try:
+        return _extract_zip(path, folder) if kind == "zip" else _extract_tar(path, folder)
+    except OSError as exc:
+        if exc.errno is None:  # a compressed stream that does not decompress (bz2 says so as OSError)
+            raise ValueError(str(exc)) from None
+        # a member name the file system refuses (too long), or no room for the members
+        raise ValueError(f"its members could not be written to a temporary folder ({exc.strerror})") from None
 
 
 def _target(folder: Path, index: int, relative: str) -> Path:
