@@ -42,18 +42,10 @@ def output_file(output_dir: Path, relative: str) -> Path | None:
 
 def load_values(path: Path) -> dict[str, object] | None:
     """Name -> value for the file's non-tensor values, or None when they cannot be read safely."""
-    from reprobox.guest.hashing._load import _unique
-    from reprobox.guest.hashing._logformats import log_format_of, read_log_values
-    from reprobox.guest.hashing._text import read_values, text_format_of
+    from reprobox.guest.hashing import load_values as read_back  # the readers that gave the digests
 
     try:
-        if log_format_of(path) is not None:  # the reader that gave the manifest its digests
-            return _unique(read_log_values(path))
-        if text_format_of(path) is not None:
-            return _unique(read_values(path))
-        from reprobox.guest.hashing import load_tensors
-
-        return dict(load_tensors(path)[1])
+        return read_back(path)
     except Exception:  # noqa: BLE001 - unreadable values leave the difference unexplained, never crash
         return None
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 import zlib
 from pathlib import Path
 
@@ -582,3 +583,146 @@ def test_events_are_named_by_tag_and_step_whatever_their_order(tmp_path: Path) -
         ("loss.step_0", 0.5),
         ("loss.step_0#2", 0.75),
     ]
+
+
+# --- graphs (add_graph) --------------------------------------------------------------------------
+
+
+def graph_event(*attr_order: str, relu_attr: bytes = b"{}") -> bytes:
+    """An Event holding a GraphDef of one node whose attr map entries are written in ``attr_order``."""
+    shape = pb_len(
+        7, pb_len(2, pb_varint(1 << 3) + pb_varint(1)) + pb_len(2, pb_varint(1 << 3) + pb_varint(2))
+    )
+    entries = {
+        "attr": pb_len(1, b"attr") + pb_len(2, pb_len(2, relu_attr)),
+        "_output_shapes": pb_len(1, b"_output_shapes") + pb_len(2, pb_len(1, shape)),
+    }
+    node = pb_len(1, b"Net/relu") + pb_len(2, b"aten::relu") + pb_len(3, b"input/x")
+    node += b"".join(pb_len(5, entries[key]) for key in attr_order)
+    graph = pb_len(1, node) + pb_len(4, pb_varint(1 << 3) + pb_varint(22))
+    return pb_len(4, graph)
+
+
+def write_events(path: Path, *events: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(tfrecord(event) for event in events))
+    return path
+
+
+def test_a_graphs_attribute_map_compares_as_a_map_whatever_its_byte_order(tmp_path: Path) -> None:
+    first = write_events(
+        tmp_path / "a" / "events.out.tfevents.1.h.1.0", graph_event("attr", "_output_shapes")
+    )
+    second = write_events(
+        tmp_path / "b" / "events.out.tfevents.2.h.2.0", graph_event("_output_shapes", "attr")
+    )
+    assert first.read_bytes() != second.read_bytes()
+    assert plan_log(first).metadata == plan_log(second).metadata
+    found = values(first)
+    assert found["graph_def.step_0.node.0.op"] == "aten::relu"
+    assert found["graph_def.step_0.node.0.input"] == ["input/x"]
+    assert found["graph_def.step_0.node.0.attr._output_shapes"] == {"shape": [[1, 2]]}
+    assert found["graph_def.step_0.versions.producer"] == 22
+    changed = write_events(
+        tmp_path / "c" / "events.out.tfevents.3.h.3.0",
+        graph_event("attr", "_output_shapes", relu_attr=b'{"inplace": 1}'),
+    )
+    assert differing_digests(first, changed) == {"graph_def.step_0.node.0.attr.attr"}
+
+
+def test_a_graph_pytorch_logs_is_read_node_by_node(tmp_path: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(tmp_path))
+    with warnings.catch_warnings():  # add_graph traces with torch.jit.trace, which torch deprecates
+        warnings.simplefilter("ignore", DeprecationWarning)
+        writer.add_graph(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()), torch.zeros(1, 3))
+    writer.close()
+    (event_file,) = tmp_path.glob("events.out.tfevents.*")
+    found = values(event_file)
+    ops = {v for k, v in found.items() if k.startswith("graph_def.step_0.node.") and k.endswith(".op")}
+    assert {"aten::linear", "aten::relu"} <= ops
+    assert "graph_def.step_0.wall_time" in found and "graph_def.step_0" not in found
+
+
+# --- CSV preambles -------------------------------------------------------------------------------
+
+
+def test_a_csvs_comment_lines_are_its_preamble_and_their_json_is_values(tmp_path: Path) -> None:
+    monitor = tmp_path / "monitor.csv"
+    monitor.write_text(
+        '#{"t_start": 1795828848.57, "env_id": "CartPole-v1"}\nr,l,t\n12.0,12,0.01\n30.0,30,0.03\n'
+    )
+    found = outputvalues.load_values(monitor)
+    assert found == {
+        "0.r": "12.0",
+        "0.l": "12",
+        "0.t": "0.01",
+        "1.r": "30.0",
+        "1.l": "30",
+        "1.t": "0.03",
+        "preamble.0.t_start": 1795828848.57,
+        "preamble.0.env_id": "CartPole-v1",
+    }
+    (digest,) = hash_outputs(tmp_path, ["monitor.csv"])
+    assert digest.format == "csv" and set(digest.metadata) == set(found)
+
+    notes = tmp_path / "notes.csv"
+    notes.write_text("# written by train.py\n# seed 3\nstep,loss\n0,1.5\n")
+    assert outputvalues.load_values(notes) == {
+        "0.step": "0",
+        "0.loss": "1.5",
+        "preamble": ["written by train.py", "seed 3"],  # a list of plain values is one value
+    }
+    plain = tmp_path / "plain.csv"
+    plain.write_text("step,loss\n0,1.5\n")
+    assert outputvalues.load_values(plain) == {"0.step": "0", "0.loss": "1.5"}  # names as before
+
+
+def test_graph_field_numbers_are_tensorflows() -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import attr_value_pb2, graph_pb2, node_def_pb2, tensor_shape_pb2
+
+    from reprobox.guest.hashing import _graphdef as g
+
+    def numbers(message: object) -> dict[str, int]:
+        return {f.name: f.number for f in message.DESCRIPTOR.fields}  # type: ignore[attr-defined]
+
+    graph = numbers(graph_pb2.GraphDef)
+    assert (graph["node"], graph["library"], graph["version"], graph["versions"], graph["debug_info"]) == (
+        g._NODE,
+        g._LIBRARY,
+        g._VERSION,
+        g._VERSIONS,
+        g._GRAPH_DEBUG_INFO,
+    )
+    node = numbers(node_def_pb2.NodeDef)
+    assert [node[n] for n in ("name", "op", "input", "device", "attr")] == [
+        g._NAME,
+        g._OP,
+        g._INPUT,
+        g._DEVICE,
+        g._ATTR,
+    ]
+    attr = numbers(attr_value_pb2.AttrValue)
+    names = ("list", "s", "i", "f", "b", "type", "shape", "tensor", "placeholder", "func")
+    assert tuple(attr[n] for n in names) == g._ATTR_MEMBERS
+    listed = numbers(attr_value_pb2.AttrValue.ListValue)
+    assert [listed[n] for n in ("s", "i", "f", "b", "type", "shape", "tensor", "func")] == [
+        g._S,
+        g._I,
+        g._F,
+        g._B,
+        g._TYPE,
+        g._SHAPE,
+        g._TENSOR,
+        g._LIST_FUNC,
+    ]
+    assert numbers(attr_value_pb2.NameAttrList) == {"name": g._FUNC_NAME, "attr": g._FUNC_ATTR}
+    shape, dim = numbers(tensor_shape_pb2.TensorShapeProto), numbers(tensor_shape_pb2.TensorShapeProto.Dim)
+    assert (shape["dim"], shape["unknown_rank"], dim["size"], dim["name"]) == (
+        g._DIM,
+        g._UNKNOWN_RANK,
+        g._DIM_SIZE,
+        g._DIM_NAME,
+    )

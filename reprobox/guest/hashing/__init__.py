@@ -25,6 +25,15 @@ The contract (other modules and tools recompute it, so it must not drift):
   digest is the sha256 of their sorted digests joined by newlines.
 - ``metadata_sha256`` is the sha256 of the canonical JSON of the key -> digest mapping; it is ``None``
   for format ``"file"``.
+- A file of values alone (``"json"``, ``"jsonl"``, ``"yaml"``, ``"csv"``, ``"tensorboard"``, ``"mlflow"``,
+  ``"wandb"``) has no tensors: its ``content_sha256`` is its ``metadata_sha256``.
+- An archive (``"zip"``, ``"tar"``: not torch's own zip, not an ``.npz``) is read as a folder: each
+  member by the reader it would have as a file, what it holds named ``<member path>/<name inside>``
+  (``policy.pth/mlp_extractor.policy_net.0.weight``, ``data/learning_rate``); a member's root tensor or
+  value is the member path itself; a member no reader reads is one value, its text, when it is short
+  UTF-8 (any other such member leaves the whole archive read as bytes, format ``"file"``); a name seen
+  twice in one archive gets ``#2``. Its tensors make its ``content_sha256`` as any file's do; with
+  none, it is its ``metadata_sha256``. Member times, order and compression are not part of either.
 - ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"`` or
   ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and checkpoints
   whose content could not be read safely; ``note`` then says why). ``reader`` names what read the
@@ -35,9 +44,11 @@ Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so ten
 own sha256, one more task) hash on all cores. Tensors are hashed straight from memory-mapped files.
 
 This module holds the pool and the entry points; the contract's serialisations and the flattening are in
-``_canonical``; which reader a file goes to in ``_formats``, the readers in ``_safetensors``,
-``_numpy_files``, ``_text``, ``_logformats`` (TensorBoard, MLflow, W&B) and ``_pickle`` (byte sources in
-``_arrays``), each within the limits of ``_bounds``; the output-file selection in
+``_canonical``; which reader a file goes to is the one table in ``_readers`` (each row: what it
+recognises, its plan for hashing, its load for comparison, its bounds); the readers are ``_formats``
+(torch and pickles, on ``_pickle``), ``_safetensors``, ``_numpy_files``, ``_text``, ``_logformats``
+(TensorBoard with ``_graphdef``, MLflow, W&B) and ``_archives`` (zip and tar, through the same table),
+byte sources in ``_arrays``, each within the limits of ``_bounds``; the output-file selection in
 ``_select`` and ``load_tensors`` in ``_load``.
 """
 
@@ -67,29 +78,31 @@ from reprobox.guest.hashing._canonical import (
     metadata_sha256,
     torch_dtype_name,
 )
-from reprobox.guest.hashing._formats import (
-    _plan,
-    format_of,
-)
 from reprobox.guest.hashing._load import (
     load_tensors,
 )
-from reprobox.guest.hashing._logformats import (
-    LOG_FORMATS,
+from reprobox.guest.hashing._readers import (
+    READERS,
+    Reader,
+    format_of,
+    load_values,
+    reader_for,
+)
+from reprobox.guest.hashing._readers import (
+    plan as _plan,
 )
 from reprobox.guest.hashing._select import (
     _files_under,
     _matches,
     _pattern_parts,
 )
-from reprobox.guest.hashing._text import (
-    TEXT_FORMATS,
-)
 
 __all__ = [
     "COPY_BUDGET_BYTES",
     "FILE_CHUNK_BYTES",
+    "READERS",
     "CheckpointDigest",
+    "Reader",
     "TensorDigest",
     "content_digest",
     "content_sha256",
@@ -100,13 +113,11 @@ __all__ = [
     "hash_checkpoint",
     "hash_outputs",
     "load_tensors",
+    "load_values",
     "metadata_sha256",
+    "reader_for",
     "torch_dtype_name",
 ]
-
-TEXT_FORMAT_NAMES = frozenset(TEXT_FORMATS.values())
-VALUE_FORMAT_NAMES = TEXT_FORMAT_NAMES | frozenset(LOG_FORMATS)
-"""Formats whose files hold values alone (structured text, logging tools' files): their content is them."""
 
 COPY_BUDGET_BYTES = 8 << 20
 """A non-contiguous tensor is copied to contiguous memory at most this many bytes at a time."""
@@ -169,7 +180,7 @@ class _Pending:
                 key=TensorDigest.sort_key,
             )
         )
-        values_only = not tensors and content.format in VALUE_FORMAT_NAMES
+        values_only = not tensors and content.values_only
         return CheckpointDigest(
             path=self.relpath,
             size=size,

@@ -56,6 +56,7 @@ class _Content:
     keepalive: object = None  # the loaded object or mmap the buffers point into
     reader: str = "file bytes"  # what read the content, recorded in the manifest
     refusal: str | None = None  # the limit that refused the content (see ``_bounds``), if one did
+    values_only: bool = False  # a file of values alone (JSON, logs): with no tensors, its content is them
 
 
 def _opaque(note: str | None, refusal: str | None = None) -> _Content:

@@ -171,3 +171,43 @@ def check_zip_members(path: Path, what: str) -> None:
     count = zip_member_count(path)
     if count > MAX_ARCHIVE_MEMBERS:
         raise OverLimit(f"{what} lists {count} members, over the limit of {MAX_ARCHIVE_MEMBERS}")
+
+
+MAX_EXPANSION_RATIO = 1100
+"""An archive member may expand at most this many times its compressed size, and all members together at
+most this many times the archive (deflate tops out near 1032:1; zip bombs reach millions)."""
+
+EXPANSION_FLOOR = 1 << 20
+"""Members and archives up to this many bytes expanded are never refused by the ratio."""
+
+MAX_ARCHIVE_BYTES = 16 << 30
+"""The bytes of an archive's members read in all (they are written to a temporary folder to be read)."""
+
+MAX_ARCHIVE_DEPTH = 4
+"""Archives inside archives are read this many levels deep; deeper ones are refused."""
+
+
+def check_expansion(members: list[tuple[str, int, int]], archive_bytes: int) -> None:
+    """Refuse an archive whose members (name, expanded size, compressed size) would expand too far."""
+    total = 0
+    for name, size, compressed in members:
+        if size > max(MAX_EXPANSION_RATIO * compressed, EXPANSION_FLOOR):
+            raise OverLimit(
+                f"member '{name}' would expand {size} bytes from {compressed}, "
+                f"over {MAX_EXPANSION_RATIO} times, the limit"
+            )
+        total += size
+    check_archive_total(total, archive_bytes)
+
+
+def check_archive_total(total: int, archive_bytes: int) -> None:
+    """Refuse members that together expand too far from the archive, or past MAX_ARCHIVE_BYTES."""
+    if total > max(MAX_EXPANSION_RATIO * archive_bytes, EXPANSION_FLOOR):
+        raise OverLimit(
+            f"its members would expand to {total} bytes, "
+            f"over {MAX_EXPANSION_RATIO} times the archive, the limit"
+        )
+    if total > MAX_ARCHIVE_BYTES:
+        raise OverLimit(
+            f"its members hold {size_text(total)}, over the limit of {size_text(MAX_ARCHIVE_BYTES)}"
+        )

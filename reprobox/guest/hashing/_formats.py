@@ -13,39 +13,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import _arrays_from, _Content, _opaque, _refused
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
-from reprobox.guest.hashing._logformats import log_format_of, plan_log
-from reprobox.guest.hashing._numpy_files import plan_npy, plan_npz
-from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, pickled_kind, read_pickle
+from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, read_pickle
 from reprobox.guest.hashing._pickle_arrays import TorchNeeded
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
 from reprobox.guest.hashing._pickle_torch import is_torchscript
-from reprobox.guest.hashing._safetensors import plan_safetensors
-from reprobox.guest.hashing._text import plan_text, text_format_of
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
 
 
-def format_of(path: Path) -> str:
-    """The format a file is read as: from its suffix, else from its first bytes (``checkpoint.pth.tar``).
-
-    Only a zip file's directory is read beyond a few bytes, to find a torch archive's ``data.pkl``.
-    Logging tools' files are named by the tool (``tensorboard``, ``mlflow``, ``wandb``).
-    """
-    log_format = log_format_of(path)
-    if log_format is not None:
-        return log_format
-    suffix = path.suffix.lower()
-    if suffix in TORCH_SUFFIXES:
-        return "torch"
-    if suffix == ".safetensors":
-        return "safetensors"
-    if suffix in (".npy", ".npz"):
-        return "numpy"
+def is_torch_file(path: Path) -> bool:
+    """A ``torch.save`` file: by its first bytes (``checkpoint.pth.tar``), else by a torch suffix unless
+    its bytes are another container's (a zip without ``data.pkl`` is an archive). A ``.pkl`` suffix
+    names the pickle reader, whatever the bytes."""
+    suffix = _sniff.suffix(path)
     if suffix in PICKLE_SUFFIXES:
-        return "pickle"
-    return pickled_kind(path) or "file"
+        return False
+    if _sniff.pickled_kind(path) == "torch":
+        return True
+    return suffix in TORCH_SUFFIXES and _sniff.head(path)[:4] not in (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def _stand_in_note(path: Path, values: list[tuple[str, object]]) -> str | None:
@@ -92,20 +80,3 @@ def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
         keepalive=read,
         reader=READER_NAME,
     )
-
-
-def _plan(path: Path) -> _Content:  # noqa: PLR0911 - one return per format
-    if log_format_of(path) is not None:  # by name and place: an event file is never sniffed as a pickle
-        return plan_log(path)
-    if text_format_of(path) is not None:  # by suffix alone: a JSON file is never sniffed as a pickle
-        return plan_text(path)
-    kind = format_of(path)
-    if kind == "torch":
-        return _plan_torch(path)
-    if kind == "pickle":
-        return _plan_pickle(path)
-    if kind == "safetensors":
-        return plan_safetensors(path)
-    if kind == "numpy":
-        return plan_npz(path) if path.suffix.lower() == ".npz" else plan_npy(path)
-    return _opaque(None)

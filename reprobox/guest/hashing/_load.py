@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._bounds import OverLimit, check_in_memory, limit_reason
 from reprobox.guest.hashing._canonical import ROOT_NAME, _join, expand_quantized, flatten
-from reprobox.guest.hashing._formats import format_of
 from reprobox.guest.hashing._numpy_files import load_npz, open_npy
 from reprobox.guest.hashing._pickle import read_pickle
 from reprobox.guest.hashing._pickle_arrays import to_torch
@@ -23,7 +22,8 @@ if TYPE_CHECKING:
 
 
 def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
-    """The tensors (memory-mapped where the format allows) and plain values, named as hashing names them.
+    """The tensors (memory-mapped where the format allows) and plain values, named as hashing names them,
+    from the reader that hashed the file (``_readers``): archive members too, values files' values too.
 
     A name that occurs twice gets ``#2``, ``#3`` ... appended in saved order. A file that cannot be read
     within the readers' limits (``_bounds``) raises UsageError naming the file and the limit, never a
@@ -38,16 +38,9 @@ def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]
 
 
 def _load(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
-    kind = format_of(path)
-    if kind == "torch":
-        return _load_torch_tensors(path)
-    if kind == "pickle":
-        return _load_pickled_tensors(path, None)
-    if kind == "safetensors":
-        return _load_safetensors_tensors(path)
-    if kind == "numpy":
-        return _load_numpy_tensors(path)
-    return {}, {}
+    from reprobox.guest.hashing import _readers  # the table names this module's loaders
+
+    return _readers.load(path)
 
 
 def _unique(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:

@@ -59,4 +59,4 @@ def plan_log(path: Path) -> _Content:
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         note = f"values not read: not a readable {what} ({limit_reason(exc)}); compared as bytes"
         return _opaque(note, limit_reason(exc) if over_limit(exc) else None)
-    return _Content(format=kind, metadata=_metadata_digests(values), reader=reader)
+    return _Content(format=kind, metadata=_metadata_digests(values), reader=reader, values_only=True)

@@ -43,6 +43,7 @@ The unpickler and its table of globals are in ``_pickle_unpickler``, torch's two
 
 from __future__ import annotations
 
+import io
 import mmap
 import pickle
 import struct
@@ -130,6 +131,24 @@ def read_pickle(path: Path) -> PickleRead:
     except _ERRORS as exc:
         raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None
     return PickleRead(plain, container, mapped)
+
+
+EMBEDDED_BUDGET = 1 << 30
+"""The bytes the arrays of a pickle held inside another file may span (it refers to no storages)."""
+
+
+def read_pickle_bytes(data: bytes) -> object:
+    """A plain pickle held inside another file (a value of a JSON document), as plain data, read as
+    ``read_pickle`` reads a file; ValueError if unreadable (OverLimit when a limit refused it)."""
+    if not data:
+        raise ValueError("the pickle is empty")
+    stream = io.BytesIO(data)
+    try:
+        unpickler = SafeUnpickler(stream, NoStorages().refuse)
+        obj = load_checked(unpickler, stream, len(data))
+        return Plainer(unpickler.global_names, EMBEDDED_BUDGET).plain(obj)
+    except _ERRORS as exc:
+        raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None
 
 
 def _reason(exc: BaseException) -> str:

@@ -11,8 +11,9 @@ values (with ``.dtype`` and ``.shape``), an image's or audio clip's encoded byte
 their sizes), a histogram's fields under it (``.min`` ``.max`` ``.num`` ``.sum`` ``.sum_squares``
 ``.bucket_limit`` ``.bucket``); its plugin metadata as ``.plugin`` and ``.metadata_sha256``, and the
 event's clock as ``.wall_time`` (a timestamp to ``runspecific``). The first event's ``file_version``
-and ``source_metadata.writer`` are values too; graphs and run metadata are digests
-(``graph_def.step_<n>``).
+and ``source_metadata.writer`` are values too; a graph (``add_graph``) is its nodes and attributes, its
+maps read as maps whatever their byte order (``graph_def.step_<n>.node.<i>.attr.<key>``, see
+``_graphdef``); meta graphs and run metadata are digests (``meta_graph_def.step_<n>``).
 
 Order: events are named by tag and step, not by their place in the file. A deterministic job logs in
 the same order every run, so this costs nothing there; where the order alone differs (tags logged from
@@ -27,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from reprobox.guest.hashing._crc32c import masked_crc32c
+from reprobox.guest.hashing._graphdef import graph_values
 from reprobox.guest.hashing._logvalues import LogValues, read_capped, sha256_hex
 from reprobox.guest.hashing._protowire import Message, signed64
 
@@ -146,11 +148,14 @@ def _event(event: Message, found: LogValues) -> None:
             name = found.unique(f"{tag}.step_{step}")
             _summary_value(value, name, found)
             found.add(f"{name}.wall_time", wall_time)
-    for number, kind in ((_GRAPH_DEF, "graph_def"), (_META_GRAPH_DEF, "meta_graph_def")):
-        if event.has(number):
-            name = found.unique(f"{kind}.step_{step}")
-            found.add(name, sha256_hex(event.raw(number)))
-            found.add(f"{name}.wall_time", wall_time)
+    if event.has(_GRAPH_DEF):  # its maps read as maps: their byte order changes from run to run
+        name = found.unique(f"graph_def.step_{step}")
+        graph_values(event.raw(_GRAPH_DEF), name, found)
+        found.add(f"{name}.wall_time", wall_time)
+    if event.has(_META_GRAPH_DEF):
+        name = found.unique(f"meta_graph_def.step_{step}")
+        found.add(name, sha256_hex(event.raw(_META_GRAPH_DEF)))
+        found.add(f"{name}.wall_time", wall_time)
     tagged = event.message(_TAGGED_RUN_METADATA)
     if tagged is not None:
         name = found.unique(f"run_metadata/{tagged.string(1)}.step_{step}")

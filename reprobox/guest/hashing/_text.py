@@ -7,25 +7,41 @@ only run-specific (a duration, a timestamp), listed as such.
 
 Values are named as the hashing contract names them (``flatten``: ``log_history.3.train_runtime``);
 JSON Lines and CSV files are a list of rows (``0.loss``, ``12.val_acc``; CSV cells stay strings, as
-written). Their content hash is the digest of their values: these files hold no tensors. Files larger
-than ``MAX_TEXT_BYTES`` or that do not parse are hashed as plain files, with a note saying why.
+written; a CSV's leading ``#`` lines are its preamble, not its header: ``preamble.0.t_start``). Their
+content hash is the digest of their values: these files hold no tensors. Files larger than
+``MAX_TEXT_BYTES`` or that do not parse are hashed as plain files, with a note saying why. A file with
+no suffix that holds a JSON object (an archive member named ``data``) is read as JSON.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
-from reprobox.guest.hashing._canonical import _metadata_digests, flatten
+from reprobox.guest.hashing._canonical import _metadata_digests, flatten, numpy_dtype_name
+from reprobox.guest.hashing._pickle import read_pickle_bytes
 from reprobox.records.files import JsonTooDeep, loads_bounded
 
 MAX_TEXT_BYTES = 64 << 20
 """Larger text outputs are logs rather than state: hashed as bytes, never parsed into memory."""
 
 TEXT_FORMATS = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml", ".csv": "csv"}
+
+SERIALIZED_KEY = ":serialized:"
+MAX_LISTED_ELEMENTS = 4096
+"""An array inside an embedded pickle is its elements up to this many, else the sha256 of its bytes."""
+_PICKLE_BASE64_HEAD = "gA"  # base64 of a pickle's PROTO opcode (0x80), protocol 2 and later
+
+COMMENT_PREFIX = "#"
+PREAMBLE = "preamble"
 
 
 def text_format_of(path: Path) -> str | None:
@@ -38,11 +54,20 @@ def read_values(path: Path) -> list[tuple[str, object]]:
     kind = text_format_of(path)
     if kind is None:
         raise ValueError("not a JSON, JSON Lines, YAML or CSV file")
+    text = _read_text(path)
+    if kind == "csv":
+        return _csv_values(text)
+    return _flat(_parse(kind, text, path))
+
+
+def _read_text(path: Path) -> str:
     size = path.stat().st_size
     if size > MAX_TEXT_BYTES:
         raise ValueError(f"{size} bytes, more than the {MAX_TEXT_BYTES >> 20} MiB read as values")
-    text = path.read_bytes().decode("utf-8")
-    document = _parse(kind, text, path)
+    return path.read_bytes().decode("utf-8")
+
+
+def _flat(document: object) -> list[tuple[str, object]]:
     arrays, values = flatten(document)
     if arrays:  # plain parsers never build arrays; a guard, not a case
         raise ValueError("holds arrays")
@@ -54,38 +79,137 @@ def _parse(kind: str, text: str, path: Path) -> object:
         return _json(text)
     if kind == "jsonl":
         return [_json(line) for line in text.splitlines() if line.strip()]
-    if kind == "yaml":
-        from reprobox.errors import SpecError
-        from reprobox.yamlsource import parse_yaml
+    from reprobox.errors import SpecError
+    from reprobox.yamlsource import parse_yaml
 
-        try:  # the job files' safe, bounded loader: aliases, nesting and expansion are capped there
-            return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
-        except SpecError as exc:
-            message = exc.problems[0].message
-            raise (OverLimit if "; refused" in message else ValueError)(message) from None
+    try:  # the job files' safe, bounded loader: aliases, nesting and expansion are capped there
+        return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
+    except SpecError as exc:
+        message = exc.problems[0].message
+        raise (OverLimit if "; refused" in message else ValueError)(message) from None
+
+
+def _arrays_as_values(value: object, depth: int) -> object:
+    """An unpickled value with its NumPy arrays as values (a values file holds no tensors): dtype, shape
+    and the elements, or their sha256 past ``MAX_LISTED_ELEMENTS``."""
+    if depth > MAX_NESTING:
+        raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels")
+    if isinstance(value, dict):
+        return {k: _arrays_as_values(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_arrays_as_values(v, depth + 1) for v in value]
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(value, numpy.ndarray):
+        return value
+    described: dict[str, object] = {"dtype": numpy_dtype_name(value.dtype), "shape": list(value.shape)}
+    if value.size <= MAX_LISTED_ELEMENTS and value.dtype.kind in "biuf":
+        described["values"] = value.tolist()
+    else:
+        little = numpy.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
+        described["sha256"] = hashlib.sha256(little.view(numpy.uint8)).hexdigest()
+    return described
+
+
+def _csv_values(text: str) -> list[tuple[str, object]]:
+    """A CSV's rows (``<row>.<column>``), after its leading comment lines, which are not its header.
+
+    Writers put a preamble before the header (Stable-Baselines3's ``monitor.csv`` starts
+    ``#{"t_start": ..., "env_id": ...}``): each such line is ``preamble.<n>``, its JSON object's fields
+    named inside it (``preamble.0.t_start``), other text as the line less its ``#``.
+    """
+    lines = text.splitlines(keepends=True)
+    preamble: list[object] = []
+    while lines and lines[0].startswith(COMMENT_PREFIX):
+        preamble.append(_comment(lines.pop(0)))
     try:
-        rows = list(csv.DictReader(io.StringIO(text)))
+        rows = list(csv.DictReader(io.StringIO("".join(lines))))
     except csv.Error as exc:  # a field over csv's own limit, or a malformed quote
         raise (OverLimit if "limit" in str(exc) else ValueError)(f"not valid CSV ({exc})") from None
-    return [dict(row) for row in rows]
+    values = _flat([dict(row) for row in rows])
+    if preamble:
+        values += _flat({PREAMBLE: preamble})
+    return values
+
+
+def _comment(line: str) -> object:
+    body = line.removeprefix(COMMENT_PREFIX).strip()
+    if body.startswith("{"):
+        try:
+            document = _json(body)
+        except ValueError as exc:
+            if isinstance(exc, OverLimit):
+                raise
+        else:
+            if isinstance(document, dict):
+                return document
+    return body
+
+
+def is_bare_json(path: Path) -> bool:
+    """A file without a suffix that holds a JSON object (Stable-Baselines3's ``data`` member): judged
+    from its first non-blank byte, within the size read as values."""
+    if path.suffix or path.stat().st_size > MAX_TEXT_BYTES:
+        return False
+    return _sniff.head(path).lstrip().startswith(b"{")
+
+
+def read_bare_json(path: Path) -> list[tuple[str, object]]:
+    """A suffix-less JSON document's values, named as a ``.json`` file's are."""
+    return _flat(_json(_read_text(path)))
+
+
+def plan_bare_json(path: Path) -> _Content:
+    """The values of a suffix-less JSON document, or its bytes with the reason."""
+    return _planned("json", read_bare_json, path)
 
 
 def _json(text: str) -> object:
-    """One JSON document, its nesting bounded as in every reader (``_bounds.MAX_NESTING``)."""
+    """One JSON document, its nesting bounded as in every reader (``_bounds.MAX_NESTING``), with the
+    pickles it embeds read as values (``_embedded``)."""
     try:
-        return loads_bounded(text, max_depth=MAX_NESTING)
+        document = loads_bounded(text, max_depth=MAX_NESTING)
     except JsonTooDeep:
         raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels") from None
+    return _embedded(document, 0)
+
+
+def _embedded(value: object, depth: int) -> object:
+    """The document with each ``":serialized:"`` pickle read by the safe pickle reader.
+
+    Stable-Baselines3 writes what JSON cannot hold (a deque of episode records, a space, a schedule) as
+    ``{":type:": ..., ":serialized:": <base64 of a pickle>}``; as text, one wall-clock figure inside makes
+    the whole string differ. Read (nothing imported or run), its fields are named inside it
+    (``ep_info_buffer.:serialized:.__items__.0.t``); a string that is not such a pickle stays as written.
+    """
+    if depth > MAX_NESTING:
+        raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels")
+    if isinstance(value, list):
+        return [_embedded(v, depth + 1) for v in value]
+    if not isinstance(value, dict):
+        return value
+    read = {k: _embedded(v, depth + 1) for k, v in value.items()}
+    encoded = read.get(SERIALIZED_KEY)
+    if isinstance(encoded, str) and encoded.startswith(_PICKLE_BASE64_HEAD):
+        try:
+            read[SERIALIZED_KEY] = _arrays_as_values(read_pickle_bytes(base64.b64decode(encoded)), 0)
+        except ValueError as exc:  # binascii.Error is one
+            if isinstance(exc, OverLimit):
+                raise
+    return read
 
 
 def plan_text(path: Path) -> _Content:
     """The values of a structured text file, or the plain-file fallback with the reason."""
-    kind = text_format_of(path) or "text"
+    return _planned(text_format_of(path) or "text", read_values, path)
+
+
+def _planned(kind: str, read: Callable[[Path], list[tuple[str, object]]], path: Path) -> _Content:
     try:
-        values = read_values(path)
+        values = read(path)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         note = f"values not read: not a readable {kind} file ({limit_reason(exc)}); compared as bytes"
         return _opaque(note, limit_reason(exc) if over_limit(exc) else None)
     except ImportError:
         return _opaque(f"values not read: the {kind} parser is not installed here; compared as bytes")
-    return _Content(format=kind, metadata=_metadata_digests(values), reader=f"{kind} parser")
+    metadata = _metadata_digests(values)
+    return _Content(format=kind, metadata=metadata, reader=f"{kind} parser", values_only=True)

@@ -1,0 +1,340 @@
+"""Zip and tar archives of outputs read as folders: each member by the reader the table gives it.
+
+Stable-Baselines3, sb3-contrib and the RL Zoo save a model as a zip of ``policy.pth``,
+``policy.optimizer.pth``, ``pytorch_variables.pth``, a JSON ``data`` member and two text members; a Keras
+``.keras`` file is a zip of JSON and HDF5; people tar their checkpoint folders. Hashed as bytes, the
+members' times, order and compression make every run "differ" and hide the weights. Read here: each
+member is written to a private temporary folder and read through the same table of readers
+(``_readers``) as any output file, within the same limits, so its tensors and values enter the verdict.
+
+Names: what a member holds is named ``<member path>/<name inside it>`` (``policy.pth/mlp_extractor.
+policy_net.0.weight``, ``data/learning_rate``); a member's root value or tensor is the member path
+itself (``weights.npy``). A member no reader reads is one value, its text, when it is UTF-8 of at most
+``MAX_MEMBER_TEXT_BYTES`` (``_stable_baselines3_version``, ``system_info.txt``); any other such member
+(HDF5 weights in a ``.keras`` file, a damaged checkpoint) makes the whole archive one compared by its
+bytes, with a note naming the member: no verdict is given over content that was not read.
+A link or other special member of a tar is ``{"member": "symbolic link to <target>"}``. A name that
+occurs twice in one archive gets ``#2``, ``#3`` ... in archive order. Directories are not members.
+
+Limits (``_bounds``): the member count, before a zip's directory is read; each member's and the members'
+total expansion (a zip bomb is refused from its directory, a compressed tar as its headers come); the
+bytes written in all; archives inside archives, ``MAX_ARCHIVE_DEPTH`` levels. A member name that leaves
+the archive's folder (``..``, an absolute path) refuses the archive. A refused archive is compared by its
+bytes, with a note saying why. Torch's own zip (``data.pkl``) and NumPy's ``.npz`` are not archives
+here: the table gives them to their own readers first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import gzip
+import lzma
+import shutil
+import tarfile
+import tempfile
+import weakref
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from reprobox.errors import UsageError
+from reprobox.guest.filehash import FILE_CHUNK_BYTES
+from reprobox.guest.hashing import _sniff
+from reprobox.guest.hashing._arrays import _Array, _Content, _opaque, _refused
+from reprobox.guest.hashing._bounds import (
+    MAX_ARCHIVE_DEPTH,
+    MAX_ARCHIVE_MEMBERS,
+    OverLimit,
+    check_archive_total,
+    check_expansion,
+    check_zip_members,
+    limit_reason,
+)
+from reprobox.guest.hashing._canonical import _metadata_digests
+
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive's end record
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz")
+_TAR_MAGIC_AT, _TAR_MAGIC = 257, b"ustar"
+
+MAX_MEMBER_TEXT_BYTES = 1 << 20
+"""A member no reader reads is its text up to this size (compared, and masked, as text)."""
+
+MEMBER_SEPARATOR = "/"
+
+_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("reprobox_archive_depth", default=0)
+
+_ERRORS = (
+    zipfile.BadZipFile,
+    tarfile.TarError,
+    ValueError,
+    EOFError,
+    KeyError,
+    NotImplementedError,  # a zip compression this Python does not have
+    RuntimeError,  # an encrypted zip member
+    zlib.error,
+    lzma.LZMAError,
+    gzip.BadGzipFile,
+)
+
+
+def is_zip_archive(path: Path) -> bool:
+    return _sniff.head(path)[:4] in ZIP_MAGICS
+
+
+def is_tar_archive(path: Path) -> bool:
+    """A tar by its suffix (``.tar.gz``), or an uncompressed one by the magic in its first header."""
+    if path.name.lower().endswith(TAR_SUFFIXES):
+        return True
+    return _sniff.head(path)[_TAR_MAGIC_AT : _TAR_MAGIC_AT + len(_TAR_MAGIC)] == _TAR_MAGIC
+
+
+def member_name(member: str, inner: str) -> str:
+    """The name of what a member holds: the member path, then the name inside it."""
+    return f"{member}{MEMBER_SEPARATOR}{inner}" if inner else member
+
+
+Member = tuple[str, Path | str]
+"""A member's name and where it was written, or, for a link or special member, what it is."""
+
+
+def plan_archive(path: Path) -> _Content:
+    """Each member's tensors and values under its name, or the archive's bytes with the reason."""
+    from reprobox.guest.hashing import _readers
+
+    kind = _kind(path)
+    folder = _Folder()
+    try:
+        members = _extract(path, folder.path, kind)
+    except _ERRORS as exc:
+        folder.remove()
+        return _refused(f"{kind} archive", exc)
+    arrays: list[_Array] = []
+    metadata: dict[str, str] = {}
+    kept: list[object] = [folder]  # the folder goes when the plan does: the members' maps point into it
+    notes: list[str] = []
+    refusal: str | None = None
+    with _deeper():
+        for name, where in members:
+            if isinstance(where, str):
+                metadata.update(_metadata_digests([(name, {"member": where})]))
+                continue
+            content = _readers.plan(where)
+            kept.append(content.keepalive)
+            if content.note is not None:
+                notes.append(f"member '{name}': {content.note}")
+            if content.refusal is not None and refusal is None:
+                refusal = f"member '{name}': {content.refusal}"
+            if content.format == "file":
+                text = _text_value(where)
+                if text is None:  # no verdict is given over what is not read: the archive is bytes
+                    folder.remove()
+                    return _opaque(_unread_member(kind, name, content.note), content.refusal)
+                metadata.update(_metadata_digests([(name, text)]))
+                continue
+            arrays.extend(dataclasses.replace(a, name=member_name(name, a.name)) for a in content.arrays)
+            metadata.update({member_name(name, key): digest for key, digest in content.metadata.items()})
+    return _Content(
+        format=kind,
+        arrays=arrays,
+        metadata=metadata,
+        note="; ".join(notes) or None,
+        keepalive=kept,
+        reader=f"{kind} archive reader",
+        refusal=refusal,
+        values_only=not arrays,
+    )
+
+
+def load_archive(path: Path) -> tuple[dict[str, Any], dict[str, object]]:
+    """Each member's tensors and values under the names ``plan_archive`` gives them (for comparison).
+
+    The members are read from a temporary folder removed on return: tensors stay memory-mapped from
+    files already open, as POSIX keeps an unlinked file's pages while they are mapped.
+    """
+    from reprobox.guest.hashing import _readers
+
+    kind = _kind(path)
+    tensors: dict[str, Any] = {}
+    values: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="reprobox-archive-") as folder:
+        try:
+            members = _extract(path, Path(folder), kind)
+        except OverLimit:
+            raise
+        except _ERRORS as exc:
+            raise UsageError(f"{path} is not a readable {kind} archive ({limit_reason(exc)})") from None
+        with _deeper():
+            for name, where in members:
+                if isinstance(where, str):
+                    values[name] = {"member": where}
+                    continue
+                reader = _readers.reader_for(where)
+                try:
+                    inner_tensors, inner_values = ({}, {}) if reader is None else reader.load(where)
+                except (UsageError, ValueError):
+                    inner_tensors, inner_values = {}, {}
+                    reader = None  # read as bytes, as hashing did
+                if reader is None or (not inner_tensors and not inner_values and _planned_as_bytes(where)):
+                    text = _text_value(where)
+                    if text is None:
+                        raise UsageError(f"{path}: {_unread_member(kind, name, None)}")
+                    values[name] = text
+                    continue
+                tensors.update({member_name(name, k): v for k, v in inner_tensors.items()})
+                values.update({member_name(name, k): v for k, v in inner_values.items()})
+    return tensors, values
+
+
+def _planned_as_bytes(path: Path) -> bool:
+    """Whether hashing read this member as bytes (a reader recognised it but could not read its content)."""
+    from reprobox.guest.hashing import _readers
+
+    return _readers.plan(path).format == "file"
+
+
+class _Folder:
+    """A private temporary folder of members, removed with the plan that reads from it (or at exit)."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="reprobox-archive-"))
+        self.remove = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
+
+
+def _kind(path: Path) -> str:
+    return "zip" if is_zip_archive(path) else "tar"
+
+
+@contextlib.contextmanager
+def _deeper() -> Iterator[None]:
+    depth = _DEPTH.get() + 1
+    if depth > MAX_ARCHIVE_DEPTH:
+        raise OverLimit(f"archives nest deeper than the limit of {MAX_ARCHIVE_DEPTH} levels")
+    token = _DEPTH.set(depth)
+    try:
+        yield
+    finally:
+        _DEPTH.reset(token)
+
+
+def _text_value(path: Path) -> str | None:
+    """A member no reader reads, as its text when it is short UTF-8; None for anything else."""
+    if path.stat().st_size > MAX_MEMBER_TEXT_BYTES:
+        return None
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _unread_member(kind: str, name: str, why: str | None) -> str:
+    return (
+        f"content not hashed: member '{name}' of the {kind} archive is in no format reprobox reads"
+        f"{f' ({why})' if why else ''}; the archive is compared as bytes"
+    )
+
+
+def _safe_name(raw: str) -> str:
+    parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
+    if raw.startswith("/") or ".." in parts or not parts:
+        raise ValueError(f"member '{raw[:200]}' names a path outside the archive")
+    return "/".join(parts)
+
+
+class _Names:
+    """Member names made unique in archive order (a zip may hold one name twice)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, int] = {}
+
+    def unique(self, raw: str) -> tuple[str, str]:
+        """The member's name in values, and its path in the archive's folder."""
+        name = _safe_name(raw)
+        count = self._seen.get(name, 0) + 1
+        self._seen[name] = count
+        return (name if count == 1 else f"{name}#{count}"), name
+
+
+def _extract(path: Path, folder: Path, kind: str) -> list[Member]:
+    if _DEPTH.get() >= MAX_ARCHIVE_DEPTH:
+        raise OverLimit(f"archives nest deeper than the limit of {MAX_ARCHIVE_DEPTH} levels")
+    try:
+        return _extract_zip(path, folder) if kind == "zip" else _extract_tar(path, folder)
+    except OSError as exc:
+        if exc.errno is None:  # a compressed stream that does not decompress (bz2 says so as OSError)
+            raise ValueError(str(exc)) from None
+        # a member name the file system refuses (too long), or no room for the members
+        raise ValueError(f"its members could not be written to a temporary folder ({exc.strerror})") from None
+
+
+def _target(folder: Path, index: int, relative: str) -> Path:
+    """Where a member is written: its own folder, so its name and place are as in the archive."""
+    target = folder / str(index) / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _copy(source: Any, target: Path, declared: int, name: str) -> None:
+    """Write a member, refusing one that holds more bytes than its header declared."""
+    written = 0
+    with target.open("wb") as out:
+        while chunk := source.read(FILE_CHUNK_BYTES):
+            written += len(chunk)
+            if written > declared:
+                raise OverLimit(f"member '{name}' holds more bytes than its header declares")
+            out.write(chunk)
+
+
+def _extract_zip(path: Path, folder: Path) -> list[Member]:
+    check_zip_members(path, "the archive")
+    members: list[Member] = []
+    names = _Names()
+    with zipfile.ZipFile(path) as archive:
+        infos = [info for info in archive.infolist() if not info.is_dir()]
+        check_expansion([(i.filename, i.file_size, i.compress_size) for i in infos], path.stat().st_size)
+        for index, info in enumerate(infos):
+            name, relative = names.unique(info.filename)
+            target = _target(folder, index, relative)
+            with archive.open(info) as source:
+                _copy(source, target, info.file_size, name)
+            members.append((name, target))
+    return members
+
+
+def _extract_tar(path: Path, folder: Path) -> list[Member]:
+    members: list[Member] = []
+    names = _Names()
+    archive_bytes, total, count = path.stat().st_size, 0, 0
+    with tarfile.open(path, "r:*") as archive:
+        while (info := archive.next()) is not None:
+            count += 1
+            if count > MAX_ARCHIVE_MEMBERS:
+                raise OverLimit(f"the archive lists more than the limit of {MAX_ARCHIVE_MEMBERS} members")
+            if info.isdir():
+                continue
+            name, relative = names.unique(info.name)
+            if not info.isreg():
+                members.append((name, _special(info)))
+                continue
+            total += info.size
+            check_archive_total(total, archive_bytes)  # before the member is decompressed
+            source = archive.extractfile(info)
+            if source is None:
+                members.append((name, _special(info)))
+                continue
+            target = _target(folder, count, relative)
+            with source:
+                _copy(source, target, info.size, name)
+            members.append((name, target))
+    return members
+
+
+def _special(info: tarfile.TarInfo) -> str:
+    if info.issym():
+        return f"symbolic link to {info.linkname}"
+    if info.islnk():
+        return f"hard link to {info.linkname}"
+    return "special file (device or FIFO)"

@@ -1,0 +1,211 @@
+"""The one table of readers: which file each format's reader takes, what it yields, and within what limits.
+
+Every output file, and every member of an archive, goes through this table (as repo2docker's buildpacks
+do): each row's ``detect`` looks at the file's name, place or first bytes, rows are tried in order, and
+the first that recognises the file reads it. Neither hashing nor comparison asks which format a file was
+anywhere else: hashing records what the row's ``plan`` made of it, comparison reads the same names back
+through the row's ``load``. A file no row recognises is compared by its bytes.
+
+The next format is one new reader module (a ``detect``, a ``plan`` and a ``load``) and one row here.
+Order matters where recognitions overlap: logging tools' files are known by name and place before any
+suffix is; a torch ``.pth.tar`` is a torch file before a ``.tar`` is an archive; a zip or tar that is no
+other format's container is an archive, read member by member through this same table (``_archives``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reprobox.errors import UsageError
+from reprobox.guest.hashing import (
+    _archives,
+    _formats,
+    _load,
+    _logformats,
+    _numpy_files,
+    _pickle,
+    _safetensors,
+    _sniff,
+    _text,
+)
+from reprobox.guest.hashing._arrays import _Content, _opaque
+from reprobox.guest.hashing._bounds import OverLimit, limit_reason
+
+if TYPE_CHECKING:
+    import torch
+
+Loaded = tuple[dict[str, "torch.Tensor"], dict[str, object]]
+"""Tensors and plain values by name, named as hashing names them (``load_tensors``)."""
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One format: what recognises its files, how hashing reads them, how comparison reads them back."""
+
+    format: str  # recorded as the checkpoint's ``format``
+    what: str  # the format in words
+    yields: str  # what it names: tensors, values, or both
+    detect: Callable[[Path], bool]  # from the file's name, place or first bytes (a zip's directory at most)
+    plan: Callable[[Path], _Content]  # for hashing: the tensors to hash and the digests of the values
+    load: Callable[[Path], Loaded]  # for comparison: the same names, with their tensors and values
+    bounds: str  # the limits it holds a file to (``_bounds``), in words
+
+
+def _values_loader(read: Callable[[Path], list[tuple[str, object]]]) -> Callable[[Path], Loaded]:
+    """A loader for a format of values alone (structured text, logging tools' files)."""
+
+    def load(path: Path) -> Loaded:
+        try:
+            return {}, _load._unique(read(path))
+        except OverLimit:
+            raise
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path} cannot be read as values ({limit_reason(exc)})") from None
+
+    return load
+
+
+_TEXT_SUFFIXES = {
+    kind: frozenset(suffix for suffix, named in _text.TEXT_FORMATS.items() if named == kind)
+    for kind in set(_text.TEXT_FORMATS.values())
+}
+
+
+def _text_row(kind: str, what: str) -> Reader:
+    return Reader(
+        format=kind,
+        what=what,
+        yields="values by dotted name",
+        detect=lambda path: _sniff.suffix(path) in _TEXT_SUFFIXES[kind],
+        plan=_text.plan_text,
+        load=_values_loader(_text.read_values),
+        bounds=f"at most {_text.MAX_TEXT_BYTES >> 20} MiB; nesting and value count as every reader",
+    )
+
+
+def _log_row(kind: str) -> Reader:
+    what, _name, read = _logformats.LOG_FORMATS[kind]
+    return Reader(
+        format=kind,
+        what=what,
+        yields="values by tag and step",
+        detect=lambda path: _sniff.memo(path, "log format", _logformats.log_format_of) == kind,
+        plan=_logformats.plan_log,
+        load=_values_loader(read),
+        bounds="a size cap per tool; value count; checksums where the format has them",
+    )
+
+
+def _is_pickle(path: Path) -> bool:
+    return _sniff.suffix(path) in _pickle.PICKLE_SUFFIXES or _sniff.pickled_kind(path) == "pickle"
+
+
+def _is_npz(path: Path) -> bool:
+    return path.suffix.lower() == ".npz"
+
+
+READERS: tuple[Reader, ...] = (
+    _log_row("tensorboard"),
+    _log_row("wandb"),
+    _log_row("mlflow"),
+    _text_row("json", "JSON file"),
+    _text_row("jsonl", "JSON Lines file"),
+    _text_row("yaml", "YAML file"),
+    _text_row("csv", "CSV file"),
+    Reader(
+        format="safetensors",
+        yields="tensors; its metadata as values",
+        what="safetensors file",
+        detect=lambda path: _sniff.suffix(path) == ".safetensors",
+        plan=_safetensors.plan_safetensors,
+        load=_load._load_safetensors_tensors,
+        bounds="header size and nesting; every shape and offset checked against the file",
+    ),
+    Reader(
+        format="numpy",
+        yields="tensors",
+        what="NumPy .npy or .npz file",
+        detect=lambda path: _sniff.suffix(path) in (".npy", ".npz"),
+        plan=lambda path: _numpy_files.plan_npz(path) if _is_npz(path) else _numpy_files.plan_npy(path),
+        load=_load._load_numpy_tensors,
+        bounds="no Python objects; shapes; zip members and expansion; arrays held in memory",
+    ),
+    Reader(
+        format="torch",
+        yields="tensors and values",
+        what="torch.save file",
+        detect=_formats.is_torch_file,
+        plan=_formats._plan_torch,
+        load=_load._load_torch_tensors,
+        bounds="zip members; the safe pickle reader's nesting, expansion and storage bounds",
+    ),
+    Reader(
+        format="pickle",
+        yields="tensors and values",
+        what="pickle",
+        detect=_is_pickle,
+        plan=_formats._plan_pickle,
+        load=lambda path: _load._load_pickled_tensors(path, None),
+        bounds="nothing imported or run; nesting, expansion and storage bounds",
+    ),
+    Reader(
+        format="zip",
+        yields="each member's tensors and values, under its name",
+        what="zip archive",
+        detect=_archives.is_zip_archive,
+        plan=_archives.plan_archive,
+        load=_archives.load_archive,
+        bounds="member count, member and total sizes, expansion ratio, nesting of archives",
+    ),
+    Reader(
+        format="tar",
+        yields="each member's tensors and values, under its name",
+        what="tar archive (plain, gzip, bzip2 or xz)",
+        detect=_archives.is_tar_archive,
+        plan=_archives.plan_archive,
+        load=_archives.load_archive,
+        bounds="member count, member and total sizes, expansion ratio, nesting of archives",
+    ),
+    Reader(
+        format="json",
+        what="JSON document without a suffix",
+        yields="values by dotted name",
+        detect=_text.is_bare_json,
+        plan=_text.plan_bare_json,
+        load=_values_loader(_text.read_bare_json),
+        bounds=f"at most {_text.MAX_TEXT_BYTES >> 20} MiB; nesting and value count as every reader",
+    ),
+)
+
+
+def reader_for(path: Path) -> Reader | None:
+    """The first reader whose ``detect`` recognises the file, or None (it is compared by its bytes)."""
+    with _sniff.session():
+        return next((reader for reader in READERS if reader.detect(path)), None)
+
+
+def format_of(path: Path) -> str:
+    """The format a file is read as (``"file"`` when no reader recognises it)."""
+    reader = reader_for(path)
+    return "file" if reader is None else reader.format
+
+
+def plan(path: Path) -> _Content:
+    """What hashing makes of the file: its reader's plan, or its bytes."""
+    reader = reader_for(path)
+    return _opaque(None) if reader is None else reader.plan(path)
+
+
+def load(path: Path) -> tuple[dict[str, Any], dict[str, object]]:
+    """Tensors and values for comparison, from the reader that hashed the file ({} and {} for bytes)."""
+    reader = reader_for(path)
+    return ({}, {}) if reader is None else reader.load(path)
+
+
+def load_values(path: Path) -> dict[str, object]:
+    """The file's plain values by name, as its reader named their digests (comparison's read-back);
+    UsageError when they cannot be read within the readers' limits."""
+    return _load.load_tensors(path)[1]
