@@ -2,6 +2,8 @@
 
 Each test writes two runs' output files, hashes them with the guest's real hashing, and compares the
 records: run-specific values are listed and excused, every other difference is named with both values.
+Run A ran from 12:00:00 to 12:00:59 UTC on 2026-11-23 and run B the minute after, as their records say:
+a stamp is a reading of a run's clock only inside that run's own window.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +22,26 @@ from reprobox import compare
 from reprobox.guest.hashing import hash_outputs
 from reprobox.records.manifest import RunRecord
 from reprobox.render import terminal
-from reprobox.runspecific import RunContext, classify_value, mask, reason_by_key
+from reprobox.runspecific import PAIRED_FOLDER, RunContext, Window, classify_value, mask, reason_by_key
 
 Writer = Callable[[Path], None]
 
 
+WINDOWS = {
+    "a": ("2026-11-23T12:00:00.000+00:00", "2026-11-23T12:00:59.000+00:00"),
+    "b": ("2026-11-23T12:01:00.000+00:00", "2026-11-23T12:01:59.000+00:00"),
+}
+
+
 def make_run(
-    root: Path, run_id: str, write: Writer, *, host: str = "node1", job: dict[str, Any] | None = None
+    root: Path,
+    run_id: str,
+    write: Writer,
+    *,
+    host: str = "node1",
+    job: dict[str, Any] | None = None,
+    window: tuple[str, str] = WINDOWS["a"],
+    facts: dict[str, Any] | None = None,
 ) -> RunRecord:
     run_dir = root / "runs" / "job" / run_id
     outputs = run_dir / "outputs"
@@ -35,15 +51,26 @@ def make_run(
         "run_id": run_id,
         "status": "succeeded",
         "job": job or {},
+        "started_at": window[0],
+        "ended_at": window[1],
         "fingerprint": {"hardware": {"hostname": host}},
         "checkpoints": [d.to_json() for d in hash_outputs(outputs, [])],
+        "run_facts": facts or {},
     }
     return RunRecord(run_dir.resolve(), data)
 
 
 def two_runs(tmp_path: Path, write: Callable[[Path, int], None], **kwargs: Any) -> compare.Comparison:
-    a = make_run(tmp_path, "20261123T120000Z-aaaaaa", lambda out: write(out, 0), **kwargs)
-    b = make_run(tmp_path, "20261123T120105Z-bbbbbb", lambda out: write(out, 1), **kwargs)
+    facts = kwargs.pop("facts", ({}, {}))
+    a = make_run(tmp_path, "20261123T120000Z-aaaaaa", lambda out: write(out, 0), facts=facts[0], **kwargs)
+    b = make_run(
+        tmp_path,
+        "20261123T120105Z-bbbbbb",
+        lambda out: write(out, 1),
+        window=WINDOWS["b"],
+        facts=facts[1],
+        **kwargs,
+    )
     return compare.compare_runs([a, b])
 
 
@@ -168,9 +195,14 @@ def test_csv_metrics_are_compared_cell_by_cell(tmp_path: Path) -> None:
 def test_plain_text_logs_are_masked_then_compared_by_line(tmp_path: Path) -> None:
     stamped = two_runs(
         tmp_path / "stamped",
-        lambda out, run: (out / "train.log").write_text(f"2026-11-23 12:00:0{run} step 1 loss 0.5\n"),
+        lambda out, run: (out / "train.log").write_text(f"2026-11-23 12:0{run}:05 step 1 loss 0.5\n"),
     )
     assert stamped.grade == compare.REPRODUCED
+    outside = two_runs(  # the same shape, but no reading of run b's clock: a real difference
+        tmp_path / "outside",
+        lambda out, run: (out / "train.log").write_text(f"2026-11-23 12:00:0{run} step 1 loss 0.5\n"),
+    )
+    assert outside.grade == compare.NOT_REPRODUCIBLE
     changed = two_runs(
         tmp_path / "changed",
         lambda out, run: (out / "train.log").write_text(f"step 1 loss {['0.5', '0.6'][run]}\n"),
@@ -226,7 +258,7 @@ def test_a_tools_run_id_in_its_path_is_run_specific_inside_its_files_too(tmp_pat
     assert result.grade == compare.REPRODUCED, result.sentence
     reasons = {e["name"]: e["reason"] for e in result.run_specific}
     assert reasons["run_id"] == reasons["artifact_uri"] == "a run id or time in the file's own path"
-    assert reasons["<file>"] == "file name: a random run id"
+    assert reasons["<file>"] == f"file name: {PAIRED_FOLDER}"
 
 
 def test_a_changed_value_beside_a_run_id_is_still_real(tmp_path: Path) -> None:
@@ -275,7 +307,8 @@ def test_masks_are_narrow() -> None:
 
 
 def test_durations_are_excused_only_as_scalars_and_never_other_keys() -> None:
-    run = RunContext(paths=(), run_id="", hostname=None)
+    start = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc).timestamp()
+    run = RunContext(paths=(), run_id="", hostname=None, window=Window(start, start + 10))
     assert classify_value("train_runtime", 3.1, 3.4, run, run) is not None
     assert classify_value("train_runtime", True, False, run, run) is None
     assert classify_value("val_acc", 0.9, 0.91, run, run) is None
