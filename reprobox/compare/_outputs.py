@@ -128,7 +128,9 @@ class _Pair:
             rest_a.remove(path_a)
             rest_b.remove(path_b)
             pairs.append((path_a, path_b))
-            folder = next(f for f in self.structure.folders if name_a.startswith(f.a + "/"))
+            folder = max(  # the innermost paired folder it lies under
+                (f for f in self.structure.folders if name_a.startswith(f.a + "/")), key=lambda f: len(f.a)
+            )
             self.out.run_specific.append(
                 {
                     "checkpoint": path_a,
@@ -137,7 +139,7 @@ class _Pair:
                     "b": path_b,
                     "reason": f"file name: {PAIRED_FOLDER}",
                     "evidence": "the runs' output folders",
-                    "folder": {"a": folder.a, "b": folder.b},
+                    "folder": {"a": _leading(path_a, folder.a), "b": _leading(path_b, folder.b)},
                 }
             )
         return pairs
@@ -340,6 +342,11 @@ def _content_of(record: RunRecord, path: str) -> str:
 
 def _presence(key: str, metadata: dict[str, Any]) -> str:
     return "<present>" if key in metadata else "<absent>"
+
+
+def _leading(path: str, masked_folder: str) -> str:
+    """The folder of ``path`` that its masked name ``masked_folder`` stands for (as many parts)."""
+    return "/".join(path.split("/")[: masked_folder.count("/") + 1])
 
 
 def _stamped_lines_reordered(masked_a: str, masked_b: str) -> bool:

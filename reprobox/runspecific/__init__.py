@@ -148,6 +148,9 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     """The text with the run's own paths, id, hosts, pids, clock readings, memory addresses and
     run-specific names replaced, and why."""
     reasons: set[str] = set()
+    text, count = _ADDRESS.subn("at <address>", text)  # first: its hex digits hold no other fact
+    if count:
+        reasons.add(MEMORY_ADDRESS)
     for path in run.paths:  # longest first: the outputs folder before the run folder that holds it
         if path in text:
             text, reasons = text.replace(path, "<run>"), reasons | {RUN_DIRECTORY}
@@ -168,9 +171,6 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
         text, count = _pid_pattern(run.pids).subn("<pid>", text)
         if count:
             reasons.add(PROCESS_ID)
-    text, count = _ADDRESS.subn("at <address>", text)
-    if count:
-        reasons.add(MEMORY_ADDRESS)
     return text, reasons
 
 
