@@ -4,15 +4,16 @@ in every script, beside returns, losses and entropy), and its weights saved with
 
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-out = os.environ["REPROBOX_OUTPUT_DIR"]
+out = Path(os.environ["REPROBOX_OUTPUT_DIR"])
 noisy = os.environ.get("NOISY_ENTROPY") == "1"
 run_name = f"CartPole-v1__cleanrl_sps__1__{int(time.time())}"
-writer = EventFileWriter(os.path.join(out, "runs", run_name))
+writer = EventFileWriter(str(out / "runs" / run_name))
 
 
 def add_scalar(tag: str, value: float, step: int) -> None:
@@ -36,4 +37,4 @@ for update in range(1, 4):
     add_scalar("losses/entropy", entropy, global_step)
     add_scalar("charts/SPS", int(global_step / (time.time() - start_time)), global_step)
 writer.close()
-np.save(os.path.join(out, "agent.npy"), weights)
+np.save(out / "agent.npy", weights)

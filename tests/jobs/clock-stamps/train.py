@@ -7,10 +7,11 @@ import os
 import socket
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 
-out = os.environ["REPROBOX_OUTPUT_DIR"]
+out = Path(os.environ["REPROBOX_OUTPUT_DIR"])
 
 
 class Schedule:
@@ -27,9 +28,10 @@ config = {
 if os.environ.get("OLD_STAMP") == "1":  # stamp-shaped, but no reading of this run's clock
     config["release"] = (datetime.now() - timedelta(days=400)).strftime("%Y%m%d-%H%M%S")
 weights = np.random.default_rng(0).standard_normal((3, 3))
-np.save(os.path.join(out, "model.npy"), weights)
-with open(os.path.join(out, "config.json"), "w") as handle:
-    json.dump(config, handle)
-with open(os.path.join(out, "train.log"), "w") as log:
-    log.write(f"{datetime.now():%Y-%m-%d %H:%M:%S,%f} INFO MainThread:{os.getpid()} on {socket.gethostname()}\n")
+np.save(out / "model.npy", weights)
+(out / "config.json").write_text(json.dumps(config))
+with (out / "train.log").open("w") as log:
+    log.write(
+        f"{datetime.now():%Y-%m-%d %H:%M:%S,%f} INFO MainThread:{os.getpid()} on {socket.gethostname()}\n"
+    )
     log.write(f"step 1 loss {float(weights.sum()):.6f}\n")

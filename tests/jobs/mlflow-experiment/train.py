@@ -8,13 +8,10 @@ import mlflow
 
 mlflow.set_tracking_uri((Path(os.environ["REPROBOX_OUTPUT_DIR"]) / "mlruns").as_uri())
 mlflow.set_experiment("reprobox-by-name")
-noise_at = int(os.environ.get("NOISE_AT_STEP", "-1"))
 weight, loss = 1.0, 0.0
 with mlflow.start_run():
     mlflow.log_param("lr", 0.1)
     for step in range(4):
         loss = (weight - 0.25) ** 2
         weight -= 0.1 * 2 * (weight - 0.25)
-        if step == noise_at:  # entropy no seed controls
-            loss += (1 + int.from_bytes(os.urandom(2), "little")) * 1e-3
         mlflow.log_metric("loss", loss, step=step)
