@@ -289,8 +289,7 @@ class _Pair:
         text_a = _text(a.record, path_a)
         text_b = _text(b.record, path_b)
         if text_a is not None and text_b is not None:
-            masked_a, reasons_a = mask(text_a, contexts[0])
-            masked_b, reasons_b = mask(text_b, contexts[1])
+            (masked_a, reasons_a), (masked_b, reasons_b) = _masked_texts(text_a, text_b, contexts)
             reordered = masked_a != masked_b and _stamped_lines_reordered(masked_a, masked_b)
             if masked_a == masked_b or reordered:
                 line, left, right = outputvalues.first_differing_line(text_a, text_b)
@@ -342,6 +341,27 @@ def _content_of(record: RunRecord, path: str) -> str:
 
 def _presence(key: str, metadata: dict[str, Any]) -> str:
     return "<present>" if key in metadata else "<absent>"
+
+
+def _masked_texts(
+    text_a: str, text_b: str, contexts: tuple[RunContext, RunContext]
+) -> tuple[tuple[str, set[str]], tuple[str, set[str]]]:
+    """Both texts with each run's own facts masked: line by line where only some lines differ (a long
+    log is decoded only where it differs), whole where the lines do not align."""
+    lines_a, lines_b = text_a.splitlines(), text_b.splitlines()
+    if len(lines_a) != len(lines_b):
+        return mask(text_a, contexts[0]), mask(text_b, contexts[1])
+    out_a, out_b, why_a, why_b = [], [], set[str](), set[str]()
+    for plain_a, plain_b in zip(lines_a, lines_b, strict=True):
+        (line_a, more_a), (line_b, more_b) = (
+            (mask(plain_a, contexts[0]), mask(plain_b, contexts[1]))
+            if plain_a != plain_b
+            else ((plain_a, set()), (plain_b, set()))
+        )
+        why_a, why_b = why_a | more_a, why_b | more_b
+        out_a.append(line_a)
+        out_b.append(line_b)
+    return ("\n".join(out_a), why_a), ("\n".join(out_b), why_b)
 
 
 def _leading(path: str, masked_folder: str) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from reprobox import timestamps
@@ -159,15 +160,16 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     for part in run.name_parts:  # a folder's own name before the clock: it is why the file was paired
         if part in text:
             text, reasons = text.replace(part, "<name>"), reasons | {NAME_PART}
-    for host in run.all_hostnames():
-        text, count = re.subn(rf"(?<![A-Za-z0-9]){re.escape(host)}(?![A-Za-z0-9])", "<host>", text)
+    hosts = _host_pattern(tuple(run.all_hostnames()))
+    if hosts is not None:
+        text, count = hosts.subn("<host>", text)
         if count:
             reasons.add(HOSTNAME)
     if run.window is not None:
         text, readings = mask_clock(text, run.window)
         if readings:
             reasons.add(TIMESTAMP)
-    if run.pids and any(c.isdigit() for c in text):
+    if run.pids and _DIGIT.search(text):
         text, count = _pid_pattern(run.pids).subn("<pid>", text)
         if count:
             reasons.add(PROCESS_ID)
@@ -175,6 +177,14 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
 
 
 _PID_PATTERNS: dict[frozenset[int], re.Pattern[str]] = {}
+_DIGIT = re.compile(r"\d")
+
+
+@lru_cache(maxsize=256)
+def _host_pattern(hosts: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not hosts:
+        return None
+    return re.compile("(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, hosts)) + ")(?![A-Za-z0-9])")
 
 
 def _pid_pattern(pids: frozenset[int]) -> re.Pattern[str]:

@@ -13,13 +13,12 @@ real value, so the window, not the layout, is the evidence.
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
+from functools import cached_property
 
 MARGIN_S = 2.0
 """How far outside its window a reading may lie: the records' own stamps are taken around the job."""
@@ -52,11 +51,23 @@ _DAY_FIRST = re.compile(
     + ")?"
     + _ZONE
 )
-_ANY_MONTH = re.compile(f"(?i:{'|'.join(_MONTH_NAMES)})")
+_ANY_MONTH = re.compile(f"(?<![a-z])(?:{'|'.join(_MONTH_NAMES)})")  # searched in lower case
 _DIGITS = re.compile(r"(?<!\d)\d+(?:(?:[-_:/.,T ]|, )\d+)*")
 _GROUP = re.compile(r"\d+")
+_PLAIN_NUMBER = re.compile(r"(\d+)(?:[.,](\d+))?")
+_CACHE_SIZE = 1 << 16
+# what any reading holds: a year of four digits, Unix time's nine or more, or three groups of a time
+_PLAUSIBLE = re.compile(r"(?<!\d)(?:19|2[0-2])\d\d|\d{9}|(?<!\d)\d{1,2}\D\d\d\D\d\d(?!\d)")
 _ZONE_AFTER = re.compile(r"\s?(Z|UTC|GMT|[+-]\d{2}:?\d{2})(?![\d:])")
 _YEAR_FIRST_WIDTHS = (4, 2, 2, 2, 2, 2)
+# (first field, length of a group of digits run together) -> where its fields start: "20261128" at 0
+_SPLITS = {
+    (first, sum(_YEAR_FIRST_WIDTHS[first:last])): tuple(
+        sum(_YEAR_FIRST_WIDTHS[first:k]) for k in range(first, last + 1)
+    )
+    for first in range(6)
+    for last in range(first + 1, 7)
+}
 
 
 @dataclass(frozen=True)
@@ -71,9 +82,24 @@ class Window:
         """Whether [instant, instant + span] meets the window widened by the margin."""
         return instant + span >= self.start - MARGIN_S and instant <= self.end + MARGIN_S
 
+    @cached_property
+    def decoded(self) -> dict[tuple[str, str], list[tuple[int, int]]]:
+        """Tokens already decoded against this window (logs repeat them)."""
+        return {}
+
+    @cached_property
+    def zones(self) -> tuple[int, ...]:
+        """UTC and the local offsets: how a reading without a zone may have been written."""
+        return tuple(sorted({0, *self.offsets}))
+
+    @cached_property
+    def year_span(self) -> tuple[int, int]:
+        years = self.years()
+        return min(years), max(years)
+
     def meets_wall(self, naive: float, span: float, zone: int | None) -> bool:
         """A wall-clock reading (seconds as if UTC): in its own zone, or in UTC or local time."""
-        zones = (zone,) if zone is not None else {0, *self.offsets}
+        zones = (zone,) if zone is not None else self.zones
         return any(self.meets(naive - z, span) for z in zones)
 
     def meets_time_of_day(self, seconds: float, span: float) -> bool:
@@ -110,7 +136,7 @@ def is_reading(number: float, window: Window) -> bool:
 def mask_clock(text: str, window: Window, mark: str = "<time>") -> tuple[str, list[str]]:
     """The text with each reading of the run's clock replaced by ``mark``, and the readings found."""
     found: list[str] = []
-    if sum(c.isdigit() for c in text) < _MIN_DIGITS:
+    if len(text) < 64 and sum(map(str.isdigit, text)) < _MIN_DIGITS:
         return text, found
     pieces: list[str] = []
     position = 0
@@ -127,13 +153,19 @@ def mask_clock(text: str, window: Window, mark: str = "<time>") -> tuple[str, li
 
 
 def _named_months(text: str) -> list[re.Match[str]]:
-    """Dates with a month's name, first come first, none overlapping."""
-    if not _ANY_MONTH.search(text):
+    """Dates with a month's name, first come first, none overlapping: looked for only around the
+    places a month's name appears (a whole log is scanned once, by plain substring searches)."""
+    low = text.lower()
+    if not any(month in low for month in _MONTH_NAMES):
         return []
-    matches = sorted(
-        (m for pattern in (_MONTH_FIRST, _DAY_FIRST) for m in pattern.finditer(text)),
-        key=lambda m: (m.start(), -m.end()),
-    )
+    candidates: list[re.Match[str]] = []
+    for hit in _ANY_MONTH.finditer(low):
+        start, end = max(0, hit.start() - 16), min(len(text), hit.end() + 48)
+        for pattern in (_MONTH_FIRST, _DAY_FIRST):
+            found = pattern.search(text, start, end)
+            if found is not None and found.start() <= hit.start() < found.end():
+                candidates.append(found)
+    matches = sorted(candidates, key=lambda m: (m.start(), -m.end()))
     kept: list[re.Match[str]] = []
     for match in matches:
         if not kept or match.start() >= kept[-1].end():
@@ -146,7 +178,7 @@ def _mask_digits(text: str, window: Window, mark: str, found: list[str]) -> str:
     position = 0
     for match in _DIGITS.finditer(text):
         token = match.group()
-        if sum(c.isdigit() for c in token) < _MIN_DIGITS:
+        if len(token) < _MIN_DIGITS or not _PLAUSIBLE.search(token):
             continue
         for start, end in _readings(token, text[match.end() : match.end() + 7], window):
             pieces += [text[position : match.start() + start], mark]
@@ -176,11 +208,11 @@ def _meets(window: Window, fields: Sequence[int | None], fraction: float, zone: 
     if year is None or month is None or day is None or not 1970 <= year <= 2200:
         return None
     try:
-        moment = datetime(year, month, day, hour or 0, minute or 0, min(second or 0, 59))
+        moment = datetime(year, month, day, hour or 0, minute or 0, min(second or 0, 59), tzinfo=timezone.utc)
     except ValueError:
         return None
     span = DAY if hour is None else 3600.0 if minute is None else 60.0 if second is None else 1.0
-    naive = calendar.timegm(moment.timetuple()) + fraction
+    naive = moment.timestamp() + fraction
     return window.meets_wall(naive, 0.0 if fraction else span, zone)
 
 
@@ -196,11 +228,26 @@ def _zone_seconds(text: str | None) -> int | None:
 
 def _readings(token: str, after: str, window: Window) -> list[tuple[int, int]]:
     """The spans of a digit token (groups of digits with separators) that read the window's clock."""
-    return _readings_cached(token, after if token[-1:].isdigit() else "", window)
+    key = (token, after if token[-1:].isdigit() else "")
+    found = window.decoded.get(key)
+    if found is None:
+        if len(window.decoded) >= _CACHE_SIZE:
+            window.decoded.clear()
+        plain = _PLAIN_NUMBER.fullmatch(token)
+        if plain is not None and len(plain.group(1)) not in (8, 12, 14):  # a number: Unix time or none
+            value = int(plain.group(1)) + (float("0." + plain.group(2)) if plain.group(2) else 0.0)
+            found = (
+                [(0, len(token))]
+                if (window.meets(value) if plain.group(2) else is_reading(int(value), window))
+                else []
+            )
+        else:
+            found = _decode(key[0], key[1], window)
+        window.decoded[key] = found
+    return found
 
 
-@lru_cache(maxsize=65536)
-def _readings_cached(token: str, after: str, window: Window) -> list[tuple[int, int]]:
+def _decode(token: str, after: str, window: Window) -> list[tuple[int, int]]:
     groups = [(m.start(), m.end()) for m in _GROUP.finditer(token)][:_MAX_GROUPS]
     texts = [token[s:e] for s, e in groups]
     seps = [""] + [token[groups[i - 1][1] : groups[i][0]] for i in range(1, len(groups))]
@@ -255,6 +302,14 @@ def _unix_time(texts: list[str], seps: list[str], first: int, _after: str, windo
 
 def _year_first(texts: list[str], seps: list[str], first: int, after: str, window: Window) -> int:
     """Year, month, day, hour, minute, second: in groups of their own widths, or run together."""
+    head = texts[first]
+    if len(head) < 4 or not head[:2].isdigit():
+        return 0
+    low, high = window.year_span
+    if not low - 1 <= int(head[:4]) <= high + 1:  # no year near the window's: no reading, no date of it
+        year = int(head[:4])
+        if not 1970 <= year <= 2200 or len(head) not in (4, 8, 10, 12, 14):
+            return 0
     fields: list[int] = []
     per_group: list[int] = []  # how many fields each group gave
     index = first
@@ -263,12 +318,10 @@ def _year_first(texts: list[str], seps: list[str], first: int, after: str, windo
         if position > 0 and len(text) in (1, 2):
             fields.append(int(text))
         else:
-            widths = _YEAR_FIRST_WIDTHS[position:]
-            count = next((k for k in range(1, len(widths) + 1) if sum(widths[:k]) == len(text)), 0)
-            if not count:
+            offsets = _SPLITS.get((position, len(text)))
+            if offsets is None:
                 break
-            offsets = [sum(widths[:k]) for k in range(count + 1)]
-            fields += [int(text[offsets[k] : offsets[k + 1]]) for k in range(count)]
+            fields += [int(text[offsets[k] : offsets[k + 1]]) for k in range(len(offsets) - 1)]
         per_group.append(len(fields) - position)
         index += 1
     if len(fields) < 3:
@@ -281,10 +334,11 @@ def _year_first(texts: list[str], seps: list[str], first: int, after: str, windo
     whole = _meets(window, fields, fraction or 0.0, zone)
     if whole:
         return end - first + zone_groups
-    date_groups = next((k for k in range(1, len(per_group) + 1) if sum(per_group[:k]) == 3), 0)
-    if len(fields) > 3 and zone is None and date_groups and _meets(window, fields[:3], 0.0, None):
-        return date_groups  # a date and what follows it: "20261128_000001" holds a date and a counter
-    date = _meets(window, fields[:3], 0.0, None)
+    date = _meets(window, fields[:3], 0.0, None) if len(fields) > 3 else whole
+    if date and zone is None:  # a date and what follows it: "20261128_000001" holds a date and a counter
+        date_groups = next((k for k in range(1, len(per_group) + 1) if sum(per_group[:k]) == 3), 0)
+        if date_groups:
+            return date_groups
     return 0 if date is None and whole is None else -(end - first)
 
 
