@@ -373,3 +373,46 @@ def test_a_record_naming_a_file_outside_the_outputs_shows_nothing_of_it(tmp_path
     result = compare.compare_runs([a, b])
     assert result.grade == compare.NO_VERDICT  # what the record points at is never read, so not compared
     assert "topsecret" not in json.dumps(result.to_json())
+
+
+def test_a_saved_config_with_a_run_name_stamped_from_the_clock_reproduces(tmp_path: Path) -> None:
+    """nanoGPT-derived scripts save their whole config: ``"run" + strftime("%Y_%m_%d_%H_%M_%S")``."""
+
+    def write(stamps: tuple[str, str]) -> Callable[[Path, int], None]:
+        def save(out: Path, run: int) -> None:
+            config = {"wandb_run_name": f"run{stamps[run]}", "learning_rate": 6e-4}
+            torch.save({"model": weights(), "config": config, "iter_num": 5}, out / "ckpt.pt")
+
+        return save
+
+    own = two_runs(tmp_path / "own", write(("2026_11_23_12_00_30", "2026_11_23_12_01_24")))
+    assert (own.verdict, own.grade) == (compare.IDENTICAL, compare.REPRODUCED), own.sentence
+    (entry,) = own.run_specific
+    assert (entry["name"], entry["reason"]) == ("config.wandb_run_name", "a wall-clock timestamp")
+    # the same layout, but b's stamp is no reading of b's clock (it lies in a's window)
+    other = two_runs(tmp_path / "other", write(("2026_11_23_12_00_30", "2026_11_23_12_00_31")))
+    assert other.grade == compare.NOT_REPRODUCIBLE
+    assert [e["name"] for e in other.value_differences] == ["config.wandb_run_name"]
+
+
+def test_an_sb3_progress_log_excuses_its_rates_and_names_its_entropy(tmp_path: Path) -> None:
+    """SB3's CSV logger: time/fps and time/time_elapsed beside computed train/ figures."""
+
+    def write(entropy: tuple[str, str]) -> Callable[[Path, int], None]:
+        def log(out: Path, run: int) -> None:
+            (out / "progress.csv").write_text(
+                "time/fps,time/time_elapsed,time/total_timesteps,train/entropy_loss\n"
+                f"{[812, 790][run]},{[2, 3][run]},2048,{entropy[run]}\n"
+            )
+
+        return log
+
+    same = two_runs(tmp_path / "same", write(("-0.6921", "-0.6921")))
+    assert same.grade == compare.REPRODUCED, same.sentence
+    assert {e["name"]: e["reason"] for e in same.run_specific} == {
+        "0.time/fps": "a duration or throughput figure",
+        "0.time/time_elapsed": "a duration or throughput figure",
+    }
+    noisy = two_runs(tmp_path / "noisy", write(("-0.6921", "-0.6925")))
+    assert noisy.grade == compare.NOT_REPRODUCIBLE
+    assert [e["name"] for e in noisy.value_differences] == ["0.train/entropy_loss"]
