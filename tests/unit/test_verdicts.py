@@ -416,3 +416,27 @@ def test_an_sb3_progress_log_excuses_its_rates_and_names_its_entropy(tmp_path: P
     noisy = two_runs(tmp_path / "noisy", write(("-0.6921", "-0.6925")))
     assert noisy.grade == compare.NOT_REPRODUCIBLE
     assert [e["name"] for e in noisy.value_differences] == ["0.train/entropy_loss"]
+
+
+def test_stamped_lines_of_concurrent_writers_may_come_in_another_order(tmp_path: Path) -> None:
+    """W&B's debug-internal.log: goroutines log 'stream: started' and 'handler: started' in either order,
+    each line stamped with its run's clock. Unstamped lines in another order stay a difference."""
+
+    def write(stamped: bool) -> Callable[[Path, int], None]:
+        def log(out: Path, run: int) -> None:
+            minute = f"12:0{run}"
+            lines = [f"{minute}:05.97{i} " if stamped else "" for i in range(3)]
+            messages = ["wandb-core", "stream: started", "handler: started"]
+            if run:
+                messages[1:] = messages[2:0:-1]
+            (out / "debug-internal.log").write_text(
+                "".join(f"{s}{m}\n" for s, m in zip(lines, messages, strict=True))
+            )
+
+        return log
+
+    stamped = two_runs(tmp_path / "stamped", write(True))
+    assert stamped.grade == compare.REPRODUCED, stamped.sentence
+    assert "in another order" in stamped.run_specific[0]["reason"]
+    plain = two_runs(tmp_path / "plain", write(False))
+    assert plain.grade == compare.NOT_REPRODUCIBLE
