@@ -176,7 +176,6 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     return text, reasons
 
 
-_PID_PATTERNS: dict[frozenset[int], re.Pattern[str]] = {}
 _DIGIT = re.compile(r"\d")
 
 
@@ -187,13 +186,12 @@ def _host_pattern(hosts: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, hosts)) + ")(?![A-Za-z0-9])")
 
 
+@lru_cache(maxsize=256)
 def _pid_pattern(pids: frozenset[int]) -> re.Pattern[str]:
-    pattern = _PID_PATTERNS.get(pids)
-    if pattern is None:
-        alternatives = "|".join(str(p) for p in sorted(pids, reverse=True))
-        pattern = re.compile(rf"(?<!\d)(?<!\d\.)(?:{alternatives})(?!\d)")
-        _PID_PATTERNS[pids] = pattern
-    return pattern
+    """A pid of the run as a number of its own (``MainThread:2264``, ``.2264.0``), never inside another
+    number or a decimal fraction."""
+    alternatives = "|".join(str(p) for p in sorted(pids, reverse=True))
+    return re.compile(rf"(?<!\d)(?<!\d\.)(?:{alternatives})(?!\d)")
 
 
 def last_key(name: str) -> str:
