@@ -345,6 +345,8 @@ def test_output_names_from_records_never_leave_the_outputs_folder(tmp_path: Path
     (outputs / "dirlink").symlink_to(tmp_path, target_is_directory=True)
     os.mkfifo(outputs / "pipe.txt")
     assert output_file(outputs, "sub/ok.json") == outputs / "sub" / "ok.json"
+    (outputs / "latest.json").symlink_to("sub/ok.json")  # W&B's wandb/debug.log links into its run folder
+    assert output_file(outputs, "latest.json") == outputs / "sub" / "ok.json"
     for name in (
         "../secret.txt",
         str(secret),
