@@ -136,7 +136,7 @@ def is_reading(number: float, window: Window) -> bool:
 def mask_clock(text: str, window: Window, mark: str = "<time>") -> tuple[str, list[str]]:
     """The text with each reading of the run's clock replaced by ``mark``, and the readings found."""
     found: list[str] = []
-    if len(text) < 64 and sum(map(str.isdigit, text)) < _MIN_DIGITS:
+    if not _PLAUSIBLE.search(text):  # every reading holds a year, nine digits or a time: most values none
         return text, found
     pieces: list[str] = []
     position = 0
