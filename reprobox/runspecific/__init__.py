@@ -73,7 +73,9 @@ BY_NAME = "its name"
 BY_RECORD = "the run's own record"
 _MIN_HOSTNAME = 3  # shorter names would mask ordinary words
 MIN_PID = 100
-"""Smaller pids (a container's first processes) read like ordinary numbers; they are equal across runs."""
+"""Smaller pids (a container's first processes) read like ordinary numbers (an epoch, a count): they are
+masked only where they name a process (``pid=7``, ``MainThread:7``, a TensorBoard name's ``<host>.7``)."""
+_PID_CONTEXT = r"(?:(?<![A-Za-z])pid\W{0,2}|Thread[-:]|Process[-:]|<host>\.)"
 _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{4,16}\b")
 
 
@@ -108,7 +110,7 @@ class RunContext:
         hostname = hardware.get("hostname") if isinstance(hardware.get("hostname"), str) else None
         hosts = tuple(sorted({h for h in _strings(facts.get("hostnames") or []) if h != hostname}))
         paths = tuple(sorted((p.rstrip("/") for p in found if p.startswith("/") and len(p) > 1), key=len))
-        pids = frozenset(p for p in facts.get("pids") or [] if isinstance(p, int) and p >= MIN_PID)
+        pids = frozenset(p for p in facts.get("pids") or [] if type(p) is int and p > 0)
         return cls(
             paths=paths[::-1],
             run_id=str(data.get("run_id") or ""),
@@ -170,7 +172,7 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
         if readings:
             reasons.add(TIMESTAMP)
     if run.pids and _DIGIT.search(text):
-        text, count = _pid_pattern(run.pids).subn("<pid>", text)
+        text, count = _pid_pattern(run.pids).subn(_pid_mark, text)
         if count:
             reasons.add(PROCESS_ID)
     return text, reasons
@@ -189,9 +191,16 @@ def _host_pattern(hosts: tuple[str, ...]) -> re.Pattern[str] | None:
 @lru_cache(maxsize=256)
 def _pid_pattern(pids: frozenset[int]) -> re.Pattern[str]:
     """A pid of the run as a number of its own (``MainThread:2264``, ``.2264.0``), never inside another
-    number or a decimal fraction."""
-    alternatives = "|".join(str(p) for p in sorted(pids, reverse=True))
-    return re.compile(rf"(?<!\d)(?<!\d\.)(?:{alternatives})(?!\d)")
+    number or a decimal fraction; a small one only where it names a process."""
+    large = "|".join(str(p) for p in sorted(pids, reverse=True) if p >= MIN_PID)
+    small = "|".join(str(p) for p in sorted(pids, reverse=True) if p < MIN_PID)
+    choices = [rf"(?<!\d)(?<!\d\.)(?:{large})(?!\d)"] if large else []
+    choices += [rf"(?P<context>{_PID_CONTEXT})(?:{small})(?!\d)"] if small else []
+    return re.compile("|".join(choices))
+
+
+def _pid_mark(match: re.Match[str]) -> str:
+    return (match.group("context") or "") + "<pid>" if "context" in match.re.groupindex else "<pid>"
 
 
 def last_key(name: str) -> str:
@@ -230,13 +239,19 @@ def judge_value(
             return Excuse(by_key, BY_NAME)
     if _number(a) and _number(b) and _reads_clock(a, run_a) and _reads_clock(b, run_b):
         return Excuse(TIMESTAMP, BY_RECORD)
-    if isinstance(a, int) and isinstance(b, int) and a in run_a.pids and b in run_b.pids:
+    named_pid = reason_by_key(name, names) == PROCESS_ID
+    if _pid_pair(a, b, run_a, run_b) and (named_pid or min(a, b) >= MIN_PID):  # type: ignore[call-overload]
         return Excuse(PROCESS_ID, BY_RECORD)
     masked_a, reasons_a = _masked_value(a, run_a)
     masked_b, reasons_b = _masked_value(b, run_b)
     if masked_a == masked_b and (reasons_a or reasons_b):
         return Excuse(" and ".join(sorted(reasons_a | reasons_b)), BY_RECORD)
     return None
+
+
+def _pid_pair(a: object, b: object, run_a: RunContext, run_b: RunContext) -> bool:
+    """Two whole numbers, each a pid its own run recorded."""
+    return type(a) is int and type(b) is int and a in run_a.pids and b in run_b.pids
 
 
 def classify_value(

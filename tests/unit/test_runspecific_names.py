@@ -192,3 +192,17 @@ def test_a_saved_config_holding_a_run_name_stamped_from_the_clock() -> None:
     assert excuse is not None and excuse.reason == TIMESTAMP
     assert judge_value("config", a, {**b, "lr": 0.2}, RUN_A, RUN_B) is None
     assert judge_value("config", json.dumps(a), json.dumps(b), RUN_A, RUN_B) is not None
+
+
+def test_a_containers_small_pids_are_masked_only_where_they_name_a_process() -> None:
+    """In a container the job's pid is small and may differ (7, 9): as a number of its own it reads like
+    an epoch, so it is masked only after ``pid``, ``Thread:``, ``Process-`` or a host name's dot."""
+    small_a = RunContext(paths=(), run_id="", hostname="reprobox", pids=frozenset({9}))
+    small_b = RunContext(paths=(), run_id="", hostname="reprobox", pids=frozenset({7}))
+    excuse = judge_value("line 1", "INFO MainThread:9 [x.py]", "INFO MainThread:7 [x.py]", small_a, small_b)
+    assert excuse is not None and excuse.reason == PROCESS_ID
+    assert judge_value("line 2", "epoch 9", "epoch 7", small_a, small_b) is None
+    assert judge_value("epoch", 9, 7, small_a, small_b) is None
+    assert judge_value("pid", 9, 7, small_a, small_b) is not None
+    name_a, name_b = "events.out.tfevents.1.reprobox.9.0", "events.out.tfevents.1.reprobox.7.0"
+    assert mask(name_a, small_a)[0] == mask(name_b, small_b)[0]
