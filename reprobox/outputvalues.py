@@ -26,18 +26,39 @@ def output_file(output_dir: Path, relative: str) -> Path | None:
     """The output file a record names, or None unless it is a regular file inside ``output_dir``.
 
     Records come from what the job wrote, so the name is untrusted: no absolute path, no ``..``, and
-    the same check as every record reprobox reads (``saferead``): no symbolic link on the way, no FIFO
-    or device to block on.
+    the same check as every record reprobox reads (``saferead``): no FIFO or device to block on, and no
+    symbolic link on the way unless it leads to another output (W&B's ``wandb/debug.log`` links to its
+    run folder's log): then that file is read, with the same checks.
     """
-    parts = Path(relative).parts
-    if not parts or Path(relative).is_absolute() or ".." in parts:
+    target = link_target(output_dir, relative)
+    if target is None:
         return None
-    path = output_dir.joinpath(*parts)
+    path = output_dir.joinpath(*Path(target).parts)
     try:
         os.close(saferead.open_regular(path, root=output_dir))
     except (OSError, saferead.UnsafeFile):
         return None
     return path
+
+
+def link_target(output_dir: Path, relative: str) -> str | None:
+    """The output a recorded name stands for, relative to ``output_dir``: the name itself, or where its
+    symbolic links lead when that is inside the outputs; None for a name that leaves them."""
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        return None
+    path = output_dir.joinpath(*parts)
+    try:
+        root = output_dir.resolve(strict=True)
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if resolved == path.absolute() or resolved == root / Path(*parts):
+        return relative
+    try:
+        return resolved.relative_to(root).as_posix()
+    except ValueError:
+        return None
 
 
 def load_values(path: Path) -> dict[str, object] | None:

@@ -110,6 +110,7 @@ def build_manifest(
         "environment": {**redact_env(plan.guest_env, job.secrets), **recorded.environment},
         "runtime": {**runtime_facts, **outcome.runtime},
         "fingerprint": recorded.fingerprint or {},
+        "run_facts": recorded.run_facts,
         "checkpoints": recorded.checkpoints,
         "claims": [c.to_json() for c in claims],
         "trail": settings.TRAIL_FILE if (plan.run_dir / settings.TRAIL_FILE).exists() else None,

@@ -16,7 +16,19 @@ from reprobox.compare._ignore import ignore_rules, ignored_by
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, WHOLE_FILE, Comparison
 from reprobox.compare._tensors import differing_tensor_names, tensor_differences
 from reprobox.records.manifest import RunRecord
-from reprobox.runspecific import RunContext, classify_value, for_file, mask, mask_file_name, reason_by_key
+from reprobox.runspecific import (
+    CLOCK_MARK,
+    CONCURRENT_LINES,
+    PAIRED_FOLDER,
+    RunContext,
+    StructuralPairs,
+    for_file,
+    judge_value,
+    mask,
+    mask_file_name,
+    pair_by_structure,
+    reason_by_key,
+)
 
 
 @dataclass(frozen=True)
@@ -32,7 +44,7 @@ class _Side:
 
 
 def compare_pair(a: RunRecord, b: RunRecord, out: Comparison, tensor_details: bool) -> None:
-    pair = _Pair(_Side.of(a), _Side.of(b), ignore_rules(a), out, tensor_details)
+    pair = _Pair(_Side.of(a), _Side.of(b), ignore_rules(a), out, tensor_details, StructuralPairs())
     for path_a, path_b in pair.paired_files():
         pair.compare_file(path_a, path_b)
 
@@ -46,6 +58,7 @@ class _Pair:
     rules: list[tuple[str, str | None]]
     out: Comparison
     tensor_details: bool
+    structure: StructuralPairs
 
     def paired_files(self) -> list[tuple[str, str]]:
         """Same path, or paths equal once run-specific parts are masked; the rest said plainly:
@@ -75,8 +88,10 @@ class _Pair:
                         "a": path,
                         "b": other,
                         "reason": f"file name: {why}",
+                        "evidence": "the run's own record",
                     }
                 )
+        pairs += self.paired_by_structure(rest_a, rest_b)
         by_content_b: dict[str, list[str]] = {}
         for path in rest_b:
             by_content_b.setdefault(_content_of(b.record, path), []).append(path)
@@ -101,6 +116,51 @@ class _Pair:
             out.notes.append(f"checkpoint {path} exists only in {where}")
         return pairs
 
+    def paired_by_structure(self, rest_a: list[str], rest_b: list[str]) -> list[tuple[str, str]]:
+        """Files under folders whose names differ while what lies under them pairs file for file (their
+        names compared with the run's own facts masked); each paired file is listed, with its folder."""
+        masked_a = _unique_masks(rest_a, self.a.context)
+        masked_b = _unique_masks(rest_b, self.b.context)
+        self.structure = pair_by_structure(masked_a, masked_b)
+        pairs: list[tuple[str, str]] = []
+        for name_a, name_b in self.structure.files:
+            path_a, path_b = masked_a[name_a], masked_b[name_b]
+            rest_a.remove(path_a)
+            rest_b.remove(path_b)
+            pairs.append((path_a, path_b))
+            folder = max(  # the innermost paired folder it lies under
+                (f for f in self.structure.folders if name_a.startswith(f.a + "/")), key=lambda f: len(f.a)
+            )
+            self.out.run_specific.append(
+                {
+                    "checkpoint": path_a,
+                    "name": WHOLE_FILE,
+                    "a": path_a,
+                    "b": path_b,
+                    "reason": f"file name: {PAIRED_FOLDER}",
+                    "evidence": "the runs' output folders",
+                    "folder": {"a": _leading(path_a, folder.a), "b": _leading(path_b, folder.b)},
+                }
+            )
+        return pairs
+
+    def contexts(self, path_a: str, path_b: str) -> tuple[RunContext, RunContext]:
+        """Each run's context for one file: the clock readings in its path and the names of the paired
+        folders it lies under (or the file it links to) are the run's own names inside it too."""
+        return self.context_of(self.a, path_a, 0), self.context_of(self.b, path_b, 1)
+
+    def context_of(self, side: _Side, path: str, which: int) -> RunContext:
+        names = {path, outputvalues.link_target(side.record.output_dir, path) or path}
+        parts = [
+            part
+            for name in names
+            for part in (
+                *self.structure.name_parts(mask_file_name(name, side.context)[0], which),
+                *for_file(side.context, name).name_parts,
+            )
+        ]
+        return for_file(side.context, path, tuple(parts))
+
     def compare_file(self, path_a: str, path_b: str) -> None:
         a, b, out = self.a, self.b, self.out
         ca, cb = a.record.checkpoint(path_a) or {}, b.record.checkpoint(path_b) or {}
@@ -113,7 +173,7 @@ class _Pair:
             return
         unreadable_before = len(out.unreadable)
         real_before, excused_before = self.real_count(), self.excused_count()
-        contexts = (for_file(a.context, path_a), for_file(b.context, path_b))
+        contexts = self.contexts(path_a, path_b)
         names = differing_tensor_names(ca, cb, contexts=contexts)
         names = [n for n in names if not self.ignore_value(path_a, n, None, None)]
         if names == [WHOLE_FILE]:
@@ -179,10 +239,15 @@ class _Pair:
             if values_a is None or values_b is None or key not in values_a or key not in values_b:
                 if self.ignore_value(path_a, key, None, None):
                     continue
-                by_name = reason_by_key(key)  # e.g. against published digests, which hold no values
+                by_name = reason_by_key(key, ma)  # e.g. against published digests, which hold no values
                 if by_name is not None:
                     self.out.run_specific.append(
-                        {"checkpoint": path_a, "name": key, "reason": f"{by_name} (judged by its name)"}
+                        {
+                            "checkpoint": path_a,
+                            "name": key,
+                            "reason": f"{by_name} (judged by its name)",
+                            "evidence": "its name",
+                        }
                     )
                     continue
                 why = "the values could not be read back from both runs' files"
@@ -191,8 +256,8 @@ class _Pair:
             va, vb = values_a[key], values_b[key]
             if self.ignore_value(path_a, key, va, vb):
                 continue
-            reason = classify_value(key, va, vb, *contexts)
-            if reason is None:
+            excuse = judge_value(key, va, vb, *contexts, names=values_a)
+            if excuse is None:
                 self.real_value(path_a, key, va, vb, None)
                 continue
             self.out.run_specific.append(
@@ -201,7 +266,8 @@ class _Pair:
                     "name": key,
                     "a": outputvalues.shown(key, va),
                     "b": outputvalues.shown(key, vb),
-                    "reason": reason,
+                    "reason": excuse.reason,
+                    "evidence": excuse.evidence,
                 }
             )
 
@@ -223,17 +289,19 @@ class _Pair:
         text_a = _text(a.record, path_a)
         text_b = _text(b.record, path_b)
         if text_a is not None and text_b is not None:
-            masked_a, reasons_a = mask(text_a, contexts[0])
-            masked_b, reasons_b = mask(text_b, contexts[1])
-            if masked_a == masked_b:
+            (masked_a, reasons_a), (masked_b, reasons_b) = _masked_texts(text_a, text_b, contexts)
+            reordered = masked_a != masked_b and _stamped_lines_reordered(masked_a, masked_b)
+            if masked_a == masked_b or reordered:
                 line, left, right = outputvalues.first_differing_line(text_a, text_b)
+                reasons = reasons_a | reasons_b | ({CONCURRENT_LINES} if reordered else set())
                 out.run_specific.append(
                     {
                         "checkpoint": path_a,
                         "name": f"line {line}",
                         "a": outputvalues.shown("", left),
                         "b": outputvalues.shown("", right),
-                        "reason": " and ".join(sorted(reasons_a | reasons_b)),
+                        "reason": " and ".join(sorted(reasons)),
+                        "evidence": "the run's own record",
                     }
                 )
                 return
@@ -273,3 +341,46 @@ def _content_of(record: RunRecord, path: str) -> str:
 
 def _presence(key: str, metadata: dict[str, Any]) -> str:
     return "<present>" if key in metadata else "<absent>"
+
+
+def _masked_texts(
+    text_a: str, text_b: str, contexts: tuple[RunContext, RunContext]
+) -> tuple[tuple[str, set[str]], tuple[str, set[str]]]:
+    """Both texts with each run's own facts masked: line by line where only some lines differ (a long
+    log is decoded only where it differs), whole where the lines do not align."""
+    lines_a, lines_b = text_a.splitlines(), text_b.splitlines()
+    if len(lines_a) != len(lines_b):
+        return mask(text_a, contexts[0]), mask(text_b, contexts[1])
+    out_a, out_b, why_a, why_b = [], [], set[str](), set[str]()
+    for plain_a, plain_b in zip(lines_a, lines_b, strict=True):
+        (line_a, more_a), (line_b, more_b) = (
+            (mask(plain_a, contexts[0]), mask(plain_b, contexts[1]))
+            if plain_a != plain_b
+            else ((plain_a, set()), (plain_b, set()))
+        )
+        why_a, why_b = why_a | more_a, why_b | more_b
+        out_a.append(line_a)
+        out_b.append(line_b)
+    return ("\n".join(out_a), why_a), ("\n".join(out_b), why_b)
+
+
+def _leading(path: str, masked_folder: str) -> str:
+    """The folder of ``path`` that its masked name ``masked_folder`` stands for (as many parts)."""
+    return "/".join(path.split("/")[: masked_folder.count("/") + 1])
+
+
+def _stamped_lines_reordered(masked_a: str, masked_b: str) -> bool:
+    """The same lines in another order, where every line out of place carries a reading of its run's
+    clock: a log that concurrent threads or processes write, each line stamped as it was written."""
+    lines_a, lines_b = masked_a.splitlines(), masked_b.splitlines()
+    if len(lines_a) != len(lines_b) or sorted(lines_a) != sorted(lines_b):
+        return False
+    return all(CLOCK_MARK in x for x, y in zip(lines_a, lines_b, strict=True) if x != y)
+
+
+def _unique_masks(paths: list[str], context: RunContext) -> dict[str, str]:
+    """Masked name -> path, for the names no other path of the run masks to."""
+    found: dict[str, list[str]] = {}
+    for path in paths:
+        found.setdefault(mask_file_name(path, context)[0], []).append(path)
+    return {masked: group[0] for masked, group in found.items() if len(group) == 1}

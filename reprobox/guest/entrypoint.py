@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import determinism, processes, settings, variation, watch, workcopy
+from reprobox.guest import determinism, processes, runfacts, settings, variation, watch, workcopy
 from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
@@ -76,12 +76,22 @@ def main(argv: list[str]) -> int:
         if work is not None:
             workcopy.prune(work)
         shutil.rmtree(output_dir / settings.RESUME_INPUT, ignore_errors=True)  # an input, not an output
+        ended_at = utc_now()  # the job's window: hashing reads what it wrote, it stamps nothing more
         checkpoints, hash_error = _hash_outputs(output_dir)
+        facts = runfacts.record(
+            env,
+            child_env,
+            started_at=started_at,
+            ended_at=ended_at,
+            pids=list((ended.run_facts or {}).get("pids") or []),
+            folders=[run_dir, output_dir, cwd, work.work if work else None],
+        )
         record = dataclasses.replace(
             ended,
             command=command,
             started_at=started_at,
             ended_at=utc_now(),
+            run_facts=facts,
             stopped_early=_stopped_early(run_dir),
             environment={
                 **determinism.process_environment(seed, det),

@@ -1,6 +1,7 @@
 """The job's processes: its command started in our process group with termination signals forwarded,
 and, once it ends, every process it left behind stopped (a background job, a double-forked daemon),
-so that nothing still writes to its outputs while they are hashed."""
+so that nothing still writes to its outputs while they are hashed. Their pids are recorded while they
+run (``PidWatch``): a pid a job writes into its logs is run-specific by that record, not by its look."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +20,9 @@ from reprobox.records.guest import GuestRecord
 
 GRACE_SECONDS = 5.0
 PR_SET_CHILD_SUBREAPER = 36
+MAX_PIDS = 4096
+FIRST_LOOK_S = 0.02
+LONGEST_LOOK_S = 1.0
 
 
 def become_subreaper() -> bool:
@@ -58,16 +63,70 @@ def run_command(
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
+    pids = PidWatch(child.pid)
     if on_start is not None:
         on_start(child)
     returncode = child.wait()
+    pids.look()  # what it left behind, before that is stopped
     stopped = stop_other_group_members()
     ended = GuestRecord(
         exit_code=returncode if returncode >= 0 else None,
         signal=-returncode if returncode < 0 else None,
         stray_processes_stopped=stopped or None,
+        run_facts={"pids": pids.finish()},
     )
     return (returncode if returncode >= 0 else 128 - returncode), ended
+
+
+class PidWatch:
+    """The pids of the job's processes, looked for while it runs: our descendants (the job's children,
+    and the orphans we adopt as a subreaper), often at first, then every second at most."""
+
+    def __init__(self, first: int) -> None:
+        self.seen: set[int] = {first}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="reprobox-pids", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        pause = FIRST_LOOK_S
+        while not self._stop.wait(pause):
+            self.look()
+            pause = min(pause * 1.5, LONGEST_LOOK_S)
+
+    def look(self) -> None:
+        if len(self.seen) < MAX_PIDS:
+            self.seen.update(list(descendants(os.getpid()))[: MAX_PIDS - len(self.seen)])
+
+    def finish(self) -> list[int]:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return sorted(self.seen)
+
+
+def descendants(root: int) -> set[int]:
+    """Every live descendant of a process, through /proc/PID/task/TID/children (Linux); none elsewhere."""
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        for children in _children_files(pid):
+            try:
+                text = children.read_text()
+            except OSError:
+                continue
+            for child in text.split():
+                if int(child) not in found:
+                    found.add(int(child))
+                    todo.append(int(child))
+    return found
+
+
+def _children_files(pid: int) -> list[Path]:
+    try:
+        return [task / "children" for task in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        return []
 
 
 def stop_other_group_members() -> int:

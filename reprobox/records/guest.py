@@ -49,6 +49,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "ended_at": TEXT,
     "stray_processes_stopped": WHOLE,
     "disk_full": OBJECT,
+    "run_facts": OBJECT,
 }
 
 
@@ -72,6 +73,9 @@ class GuestRecord:
     fingerprint: dict[str, Any] | None = None
     hash_error: str | None = None
     disk_full: dict[str, Any] | None = None  # the guest's record met a full disk: {free, quota}
+    # what makes the run itself: {clock: {start, end, utc_offsets, shift_s}, hostnames, pids, run_id,
+    # folders}; the evidence that excuses a run-specific value (reprobox.runspecific)
+    run_facts: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The file's fields; those never recorded are left out, as the guest always wrote them."""
@@ -85,6 +89,7 @@ class GuestRecord:
             "fingerprint": self.fingerprint,
             "hash_error": self.hash_error,
             "disk_full": self.disk_full,
+            "run_facts": self.run_facts,
         }
         data.update({name: value for name, value in optional.items() if value is not None})
         data["environment"] = self.environment
@@ -108,6 +113,7 @@ class GuestRecord:
             fingerprint=data.get("fingerprint"),
             hash_error=data.get("hash_error"),
             disk_full=data.get("disk_full"),
+            run_facts=data.get("run_facts"),
         )
 
 
@@ -199,5 +205,13 @@ def check_guest_record(data: Any) -> str | None:
             stopped is None or StoppedEarly.from_json(stopped) is not None,
             "a stopped_early that is not a reason and an optimizer step",
         ),
+        (_run_facts_fine(data.get("run_facts")), "run_facts whose pids are not whole numbers"),
     )
     return next((f"has {what}" for fine, what in checks if not fine), None)
+
+
+def _run_facts_fine(facts: Any) -> bool:
+    if facts is None:
+        return True
+    pids = facts.get("pids")
+    return pids is None or (isinstance(pids, list) and all(type(p) is int for p in pids))

@@ -63,6 +63,7 @@ _FIELDS: dict[str, tuple[type, ...]] = {
         ("job", "code", "environment", "runtime", "fingerprint", "prefix_check", "stopped_early"), OBJECT
     ),
     "disk_full": OBJECT,
+    "run_facts": OBJECT,  # the guest's record of what makes the run itself (reprobox.runspecific)
     **dict.fromkeys(("data", "command", "checkpoints", "notes"), ARRAY),
 }
 

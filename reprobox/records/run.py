@@ -61,6 +61,13 @@ class RunRecord:
         return str(self.data.get("ended_at") or "")
 
     @property
+    def run_facts(self) -> dict[str, Any]:
+        """What makes the run itself, as the guest recorded it: its clock window and UTC offsets, host
+        names, the job's pids, run id and folders; empty for older records."""
+        facts = self.data.get("run_facts")
+        return dict(facts) if isinstance(facts, dict) else {}
+
+    @property
     def seed(self) -> int | None:
         seed = self.data.get("seed")
         return seed if is_int(seed) else None

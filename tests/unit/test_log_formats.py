@@ -32,6 +32,7 @@ from reprobox.guest.hashing._protowire import Message, WireError
 from reprobox.guest.hashing._wandb import BLOCK, FULL, HEADER
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import DURATION, TIMESTAMP, reason_by_key
+from reprobox.timestamps import utc_now
 
 LOSSES = [1.0, 0.75, 0.5]
 
@@ -327,6 +328,9 @@ def test_wandb_field_numbers_are_wandbs() -> None:
 # --- through hashing and compare -------------------------------------------------------------------
 
 
+STARTED_AT = utc_now()
+
+
 def make_run(root: Path, run_id: str, files: dict[str, Path]) -> RunRecord:
     run_dir = root / "runs" / "job" / run_id
     outputs = run_dir / "outputs"
@@ -337,6 +341,8 @@ def make_run(root: Path, run_id: str, files: dict[str, Path]) -> RunRecord:
         "run_id": run_id,
         "status": "succeeded",
         "job": {},
+        "started_at": STARTED_AT,  # the logs were written by this session: the runs' clock window
+        "ended_at": utc_now(),
         "fingerprint": {"hardware": {"hostname": "node1"}},
         "checkpoints": [d.to_json() for d in hash_outputs(outputs, [])],
     }

@@ -58,11 +58,9 @@ def test_names_stamped_with_time_host_and_pid_are_paired(tmp_path: Path, capsys)
     assert code == 0 and data["grade"] == "reproduced", data["sentence"]
     (renamed,) = [r for r in data["run_specific"] if r["name"] == "<file>"]
     assert "events.out.tfevents." in renamed["a"] and renamed["a"] != renamed["b"]
-    assert set(renamed["reason"].removeprefix("file name: ").split(" and ")) == {
-        "a process id",
-        "a wall-clock timestamp",
-        "the host name",
-    }
+    reasons = set(renamed["reason"].removeprefix("file name: ").split(" and "))
+    assert {"a process id", "a wall-clock timestamp"} <= reasons  # this run's pid and clock, as recorded
+    assert reasons <= {"a process id", "a wall-clock timestamp", "the host name"}  # the same host: maybe
     assert data["compared_files"] == 2 and not data["one_sided_files"]
 
 

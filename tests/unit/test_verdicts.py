@@ -2,6 +2,8 @@
 
 Each test writes two runs' output files, hashes them with the guest's real hashing, and compares the
 records: run-specific values are listed and excused, every other difference is named with both values.
+Run A ran from 12:00:00 to 12:00:59 UTC on 2026-11-23 and run B the minute after, as their records say:
+a stamp is a reading of a run's clock only inside that run's own window.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +22,26 @@ from reprobox import compare
 from reprobox.guest.hashing import hash_outputs
 from reprobox.records.manifest import RunRecord
 from reprobox.render import terminal
-from reprobox.runspecific import RunContext, classify_value, mask, reason_by_key
+from reprobox.runspecific import PAIRED_FOLDER, RunContext, Window, classify_value, mask, reason_by_key
 
 Writer = Callable[[Path], None]
 
 
+WINDOWS = {
+    "a": ("2026-11-23T12:00:00.000+00:00", "2026-11-23T12:00:59.000+00:00"),
+    "b": ("2026-11-23T12:01:00.000+00:00", "2026-11-23T12:01:59.000+00:00"),
+}
+
+
 def make_run(
-    root: Path, run_id: str, write: Writer, *, host: str = "node1", job: dict[str, Any] | None = None
+    root: Path,
+    run_id: str,
+    write: Writer,
+    *,
+    host: str = "node1",
+    job: dict[str, Any] | None = None,
+    window: tuple[str, str] = WINDOWS["a"],
+    facts: dict[str, Any] | None = None,
 ) -> RunRecord:
     run_dir = root / "runs" / "job" / run_id
     outputs = run_dir / "outputs"
@@ -35,15 +51,26 @@ def make_run(
         "run_id": run_id,
         "status": "succeeded",
         "job": job or {},
+        "started_at": window[0],
+        "ended_at": window[1],
         "fingerprint": {"hardware": {"hostname": host}},
         "checkpoints": [d.to_json() for d in hash_outputs(outputs, [])],
+        "run_facts": facts or {},
     }
     return RunRecord(run_dir.resolve(), data)
 
 
 def two_runs(tmp_path: Path, write: Callable[[Path, int], None], **kwargs: Any) -> compare.Comparison:
-    a = make_run(tmp_path, "20261123T120000Z-aaaaaa", lambda out: write(out, 0), **kwargs)
-    b = make_run(tmp_path, "20261123T120105Z-bbbbbb", lambda out: write(out, 1), **kwargs)
+    facts = kwargs.pop("facts", ({}, {}))
+    a = make_run(tmp_path, "20261123T120000Z-aaaaaa", lambda out: write(out, 0), facts=facts[0], **kwargs)
+    b = make_run(
+        tmp_path,
+        "20261123T120105Z-bbbbbb",
+        lambda out: write(out, 1),
+        window=WINDOWS["b"],
+        facts=facts[1],
+        **kwargs,
+    )
     return compare.compare_runs([a, b])
 
 
@@ -168,9 +195,14 @@ def test_csv_metrics_are_compared_cell_by_cell(tmp_path: Path) -> None:
 def test_plain_text_logs_are_masked_then_compared_by_line(tmp_path: Path) -> None:
     stamped = two_runs(
         tmp_path / "stamped",
-        lambda out, run: (out / "train.log").write_text(f"2026-11-23 12:00:0{run} step 1 loss 0.5\n"),
+        lambda out, run: (out / "train.log").write_text(f"2026-11-23 12:0{run}:05 step 1 loss 0.5\n"),
     )
     assert stamped.grade == compare.REPRODUCED
+    outside = two_runs(  # the same shape, but no reading of run b's clock: a real difference
+        tmp_path / "outside",
+        lambda out, run: (out / "train.log").write_text(f"2026-11-23 12:00:0{run} step 1 loss 0.5\n"),
+    )
+    assert outside.grade == compare.NOT_REPRODUCIBLE
     changed = two_runs(
         tmp_path / "changed",
         lambda out, run: (out / "train.log").write_text(f"step 1 loss {['0.5', '0.6'][run]}\n"),
@@ -226,7 +258,7 @@ def test_a_tools_run_id_in_its_path_is_run_specific_inside_its_files_too(tmp_pat
     assert result.grade == compare.REPRODUCED, result.sentence
     reasons = {e["name"]: e["reason"] for e in result.run_specific}
     assert reasons["run_id"] == reasons["artifact_uri"] == "a run id or time in the file's own path"
-    assert reasons["<file>"] == "file name: a random run id"
+    assert reasons["<file>"] == f"file name: {PAIRED_FOLDER}"
 
 
 def test_a_changed_value_beside_a_run_id_is_still_real(tmp_path: Path) -> None:
@@ -275,7 +307,8 @@ def test_masks_are_narrow() -> None:
 
 
 def test_durations_are_excused_only_as_scalars_and_never_other_keys() -> None:
-    run = RunContext(paths=(), run_id="", hostname=None)
+    start = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc).timestamp()
+    run = RunContext(paths=(), run_id="", hostname=None, window=Window(start, start + 10))
     assert classify_value("train_runtime", 3.1, 3.4, run, run) is not None
     assert classify_value("train_runtime", True, False, run, run) is None
     assert classify_value("val_acc", 0.9, 0.91, run, run) is None
@@ -312,6 +345,8 @@ def test_output_names_from_records_never_leave_the_outputs_folder(tmp_path: Path
     (outputs / "dirlink").symlink_to(tmp_path, target_is_directory=True)
     os.mkfifo(outputs / "pipe.txt")
     assert output_file(outputs, "sub/ok.json") == outputs / "sub" / "ok.json"
+    (outputs / "latest.json").symlink_to("sub/ok.json")  # W&B's wandb/debug.log links into its run folder
+    assert output_file(outputs, "latest.json") == outputs / "sub" / "ok.json"
     for name in (
         "../secret.txt",
         str(secret),
@@ -340,3 +375,70 @@ def test_a_record_naming_a_file_outside_the_outputs_shows_nothing_of_it(tmp_path
     result = compare.compare_runs([a, b])
     assert result.grade == compare.NO_VERDICT  # what the record points at is never read, so not compared
     assert "topsecret" not in json.dumps(result.to_json())
+
+
+def test_a_saved_config_with_a_run_name_stamped_from_the_clock_reproduces(tmp_path: Path) -> None:
+    """nanoGPT-derived scripts save their whole config: ``"run" + strftime("%Y_%m_%d_%H_%M_%S")``."""
+
+    def write(stamps: tuple[str, str]) -> Callable[[Path, int], None]:
+        def save(out: Path, run: int) -> None:
+            config = {"wandb_run_name": f"run{stamps[run]}", "learning_rate": 6e-4}
+            torch.save({"model": weights(), "config": config, "iter_num": 5}, out / "ckpt.pt")
+
+        return save
+
+    own = two_runs(tmp_path / "own", write(("2026_11_23_12_00_30", "2026_11_23_12_01_24")))
+    assert (own.verdict, own.grade) == (compare.IDENTICAL, compare.REPRODUCED), own.sentence
+    (entry,) = own.run_specific
+    assert (entry["name"], entry["reason"]) == ("config.wandb_run_name", "a wall-clock timestamp")
+    # the same layout, but b's stamp is no reading of b's clock (it lies in a's window)
+    other = two_runs(tmp_path / "other", write(("2026_11_23_12_00_30", "2026_11_23_12_00_31")))
+    assert other.grade == compare.NOT_REPRODUCIBLE
+    assert [e["name"] for e in other.value_differences] == ["config.wandb_run_name"]
+
+
+def test_an_sb3_progress_log_excuses_its_rates_and_names_its_entropy(tmp_path: Path) -> None:
+    """SB3's CSV logger: time/fps and time/time_elapsed beside computed train/ figures."""
+
+    def write(entropy: tuple[str, str]) -> Callable[[Path, int], None]:
+        def log(out: Path, run: int) -> None:
+            (out / "progress.csv").write_text(
+                "time/fps,time/time_elapsed,time/total_timesteps,train/entropy_loss\n"
+                f"{[812, 790][run]},{[2, 3][run]},2048,{entropy[run]}\n"
+            )
+
+        return log
+
+    same = two_runs(tmp_path / "same", write(("-0.6921", "-0.6921")))
+    assert same.grade == compare.REPRODUCED, same.sentence
+    assert {e["name"]: e["reason"] for e in same.run_specific} == {
+        "0.time/fps": "a duration or throughput figure",
+        "0.time/time_elapsed": "a duration or throughput figure",
+    }
+    noisy = two_runs(tmp_path / "noisy", write(("-0.6921", "-0.6925")))
+    assert noisy.grade == compare.NOT_REPRODUCIBLE
+    assert [e["name"] for e in noisy.value_differences] == ["0.train/entropy_loss"]
+
+
+def test_stamped_lines_of_concurrent_writers_may_come_in_another_order(tmp_path: Path) -> None:
+    """W&B's debug-internal.log: goroutines log 'stream: started' and 'handler: started' in either order,
+    each line stamped with its run's clock. Unstamped lines in another order stay a difference."""
+
+    def write(stamped: bool) -> Callable[[Path, int], None]:
+        def log(out: Path, run: int) -> None:
+            minute = f"12:0{run}"
+            lines = [f"{minute}:05.97{i} " if stamped else "" for i in range(3)]
+            messages = ["wandb-core", "stream: started", "handler: started"]
+            if run:
+                messages[1:] = messages[2:0:-1]
+            (out / "debug-internal.log").write_text(
+                "".join(f"{s}{m}\n" for s, m in zip(lines, messages, strict=True))
+            )
+
+        return log
+
+    stamped = two_runs(tmp_path / "stamped", write(True))
+    assert stamped.grade == compare.REPRODUCED, stamped.sentence
+    assert "in another order" in stamped.run_specific[0]["reason"]
+    plain = two_runs(tmp_path / "plain", write(False))
+    assert plain.grade == compare.NOT_REPRODUCIBLE

@@ -1,0 +1,37 @@
+"""A script that saves what names its own run: a run name stamped from the local clock in a layout of its
+own (nanoGPT-derived scripts save their whole config), Unix times in ns and as text, a repr carrying a
+memory address, and a log whose lines carry its pid and host; its model is a NumPy array."""
+
+import json
+import os
+import socket
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+out = Path(os.environ["REPROBOX_OUTPUT_DIR"])
+
+
+class Schedule:
+    pass
+
+
+config = {
+    "wandb_run_name": "run" + datetime.now().strftime("%Y_%m_%d_%H_%M_%S"),  # local time, TZ in force
+    "started_ns": time.time_ns(),
+    "stamp": f"{time.time():.3f}",
+    "schedule": repr(Schedule()),  # <__main__.Schedule object at 0x7f...>
+    "lr": 0.1,
+}
+if os.environ.get("OLD_STAMP") == "1":  # stamp-shaped, but no reading of this run's clock
+    config["release"] = (datetime.now() - timedelta(days=400)).strftime("%Y%m%d-%H%M%S")
+weights = np.random.default_rng(0).standard_normal((3, 3))
+np.save(out / "model.npy", weights)
+(out / "config.json").write_text(json.dumps(config))
+with (out / "train.log").open("w") as log:
+    log.write(
+        f"{datetime.now():%Y-%m-%d %H:%M:%S,%f} INFO MainThread:{os.getpid()} on {socket.gethostname()}\n"
+    )
+    log.write(f"step 1 loss {float(weights.sum()):.6f}\n")
