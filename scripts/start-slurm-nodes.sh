@@ -78,6 +78,7 @@ if [[ ${stop} -eq 1 ]]; then
     for name in /var/run/netns/rbx-node*; do [[ -e "${name}" ]] && stop_node "$(basename "${name}")"; done
     running "${run}/slurmctld.pid" && kill "$(cat "${run}/slurmctld.pid")"
     ip link delete "${bridge}" 2>/dev/null || true
+    iptables -D FORWARD -i "${bridge}" -o "${bridge}" -j ACCEPT 2>/dev/null || true
     echo "start-slurm-nodes.sh: stopped."
     exit 0
 fi
@@ -88,6 +89,13 @@ if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends slurm-wlm munge iproute2 >/dev/null
+fi
+
+# Node to node across the bridge: where bridged frames pass iptables (br_netfilter) and FORWARD drops by
+# default (as Docker sets it), this one rule lets the nodes reach each other and nothing else.
+if command -v iptables >/dev/null 2>&1 &&
+    ! iptables -C FORWARD -i "${bridge}" -o "${bridge}" -j ACCEPT 2>/dev/null; then
+    iptables -I FORWARD -i "${bridge}" -o "${bridge}" -j ACCEPT
 fi
 
 if all_idle && [[ -f "${conf}" ]] && grep -q "^NodeName=rbx-node${nodes} " "${conf}" &&

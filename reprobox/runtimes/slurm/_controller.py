@@ -199,6 +199,8 @@ class SlurmRuntime:
             slurm["failure"] = failure
         if node is not None:
             slurm["node"] = node.get("node")
+            if node.get("node_order"):
+                slurm["node_order"] = node["node_order"]  # node rank k ran on node_order[k]
             outcome.runtime["node_runtime"] = node.get("runtime") or {}
             if "paths" in outcome.runtime["node_runtime"]:  # what the job saw, where every runtime records it
                 outcome.runtime["paths"] = outcome.runtime["node_runtime"]["paths"]

@@ -17,7 +17,14 @@ from reprobox.errors import UsageError
 from reprobox.jobfile import DataMount, JobSpec, Launcher, Resources
 from reprobox.runtimes.base import RunPlan
 from reprobox.runtimes.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
-from reprobox.runtimes.slurm._model import NODE_PLAN_SCHEMA, PLAN_FILE, SlurmOptions, state_dir
+from reprobox.runtimes.slurm._model import (
+    NODE_ORDER_FILE_PREFIX,
+    NODE_ORDER_VARIABLE,
+    NODE_PLAN_SCHEMA,
+    PLAN_FILE,
+    SlurmOptions,
+    state_dir,
+)
 
 
 def job_name(plan: RunPlan) -> str:
@@ -72,8 +79,16 @@ def render_batch_script(plan: RunPlan, options: SlurmOptions) -> str:
     ]
     if plan.job.launcher.type == "torchrun" and plan.job.launcher.nnodes > 1:
         lines += [
-            "# torchrun's static rendezvous: rank 0 on the first node, a port of this job's own",
-            f'{MASTER_ADDR_VARIABLE}="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+            "# Node ranks in an order of this job's own: the allocation rotated by the job id, so reruns",
+            "# place their ranks on the nodes in different orders. srun's task k (node rank k) runs on",
+            "# line k of the host file; torchrun's static rendezvous is on node rank 0, at a port of the job's.",
+            'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
+            "turn=$((SLURM_JOB_ID % ${#nodes[@]}))",
+            'order=("${nodes[@]:turn}" "${nodes[@]:0:turn}")',
+            f'printf "%s\\n" "${{order[@]}}" >"{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID"',
+            f'export SLURM_HOSTFILE="$PWD/{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID" SLURM_DISTRIBUTION=arbitrary',
+            f'export {NODE_ORDER_VARIABLE}="${{order[*]}}"',
+            f'{MASTER_ADDR_VARIABLE}="${{order[0]}}"',
             f'{MASTER_PORT_VARIABLE}="$((20000 + SLURM_JOB_ID % 20000))"',
             f"export {MASTER_ADDR_VARIABLE} {MASTER_PORT_VARIABLE}",
         ]
