@@ -98,7 +98,14 @@ if command -v iptables >/dev/null 2>&1 &&
     iptables -I FORWARD -i "${bridge}" -o "${bridge}" -j ACCEPT
 fi
 
-if all_idle && [[ -f "${conf}" ]] && grep -q "^NodeName=rbx-node${nodes} " "${conf}" &&
+nodes_alive() {  # each node's namespace and slurmd still there (Slurm notices a lost node only later)
+    local name
+    for name in "${names[@]}"; do
+        [[ -e "/var/run/netns/${name}" ]] && running "$(slurmd_pid_file "${name}")" || return 1
+    done
+}
+
+if nodes_alive && all_idle && [[ -f "${conf}" ]] && grep -q "^NodeName=rbx-node${nodes} " "${conf}" &&
     ! grep -q "^NodeName=rbx-node$((nodes + 1)) " "${conf}"; then
     echo "start-slurm-nodes.sh: Slurm answers (SLURM_CONF=${conf}); nodes ${node_list} are up."
     exit 0

@@ -32,6 +32,7 @@ from reprobox.runtimes.slurm._model import (
 from reprobox.runtimes.slurm._scheduler import (
     cancel_and_wait,
     cancel_by_name,
+    check_placeable,
     current_state,
     final_state,
     sbatch_version,
@@ -235,6 +236,8 @@ def create(options: RuntimeOptions) -> Runtime:
         container=container, python=os.environ.get(PYTHON_ENV) or sys.executable, sbatch_args=extra
     )
     version = sbatch_version()  # after the options: a typo is refused even where Slurm does not answer
+    if options.job is not None:
+        check_placeable(options.job, slurm)  # before anything runs: never a run queued forever
     image: dict[str, Any] | None = None
     if container == "docker":
         job = options.job

@@ -10,9 +10,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from reprobox.errors import EnvironmentProblem
+from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.jobfile import JobSpec
 from reprobox.runtimes.base import RunPlan
-from reprobox.runtimes.slurm._model import SlurmOptions
+from reprobox.runtimes.slurm._model import SBATCH_ARGS_ENV, SlurmOptions
+from reprobox.runtimes.slurm._script import placement_options
 from reprobox.runtimes.slurm._states import JobState, parse_sacct_job, parse_scontrol_job, parse_squeue_line
 
 CANCEL_WAIT_SECONDS = 90.0
@@ -44,6 +46,41 @@ def sbatch_version() -> str:
         )
     done = _slurm(["sbatch", "--version"])
     return done.stdout.strip()
+
+
+def check_placeable(job: JobSpec, options: SlurmOptions) -> None:
+    """Ask Slurm, before anything runs, whether it could ever place a run of the job (`sbatch --test-only`).
+
+    A request no partition can meet (more nodes than exist) would otherwise wait in the queue forever.
+    """
+    requested = placement_options(job, job.timeout)
+    done = _slurm(
+        ["sbatch", "--test-only", *requested, *options.sbatch_args, "--output=/dev/null", "--wrap=true"]
+    )
+    if done.returncode == 0:
+        return
+    said = refusal(done.stderr or done.stdout) or f"exit status {done.returncode}"
+    if any(sign in said for sign in _UNREACHABLE):
+        raise EnvironmentProblem(f"Slurm's controller does not answer ({said}); check it is up (sinfo)")
+    raise UsageError(
+        f"{job.job_file}: Slurm cannot place a run of this job here ({' '.join(requested)}: {said}); "
+        "lower launcher.nnodes or resources to what a partition has (sinfo -N), or name one that has them "
+        f"with --sbatch-args or {SBATCH_ARGS_ENV}"
+    )
+
+
+_UNREACHABLE = ("Unable to contact slurm controller", "connect failure", "Connection refused")
+
+
+def refusal(text: str) -> str:
+    """Slurm's own words for a refusal: its last line, without the `sbatch: error:` prefixes."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    for prefix in ("sbatch: error:", "allocation failure:", "Batch job submission failed:"):
+        last = last.removeprefix(prefix).strip()
+    return last
 
 
 def submit(script: Path, plan: RunPlan, options: SlurmOptions) -> str:

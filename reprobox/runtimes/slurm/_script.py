@@ -45,19 +45,14 @@ def time_limit_minutes(timeout: float | None) -> int | None:
     return None if timeout is None else math.ceil(timeout / 60) + 1
 
 
-def batch_options(plan: RunPlan) -> list[str]:
-    """The sbatch options for a run (also written as #SBATCH lines); extra arguments come after them."""
-    job = plan.job
+def placement_options(job: JobSpec, timeout: float | None) -> list[str]:
+    """What the scheduler must find for a run: nodes, a task per node, CPUs, memory, GPUs and time."""
     options = [
-        f"--job-name={job_name(plan)}",
-        f"--output={state_dir(plan) / 'slurm-%j.out'}",
-        f"--chdir={state_dir(plan)}",
         f"--nodes={job.launcher.nnodes}",
         "--ntasks-per-node=1",
         f"--cpus-per-task={cpus_per_task(job)}",
-        "--no-requeue",  # a requeued job would start again in the same run directory: fail instead
     ]
-    minutes = time_limit_minutes(plan.timeout)
+    minutes = time_limit_minutes(timeout)
     if minutes is not None:
         options.append(f"--time={minutes}")
     if job.resources.memory is not None:
@@ -67,6 +62,17 @@ def batch_options(plan: RunPlan) -> list[str]:
     if isinstance(job.resources.gpus, tuple) and job.resources.gpus:
         options.append(f"--gpus-per-node={len(job.resources.gpus)}")
     return options
+
+
+def batch_options(plan: RunPlan) -> list[str]:
+    """The sbatch options for a run (also written as #SBATCH lines); extra arguments come after them."""
+    return [
+        f"--job-name={job_name(plan)}",
+        f"--output={state_dir(plan) / 'slurm-%j.out'}",
+        f"--chdir={state_dir(plan)}",
+        *placement_options(plan.job, plan.timeout),
+        "--no-requeue",  # a requeued job would start again in the same run directory: fail instead
+    ]
 
 
 def render_batch_script(plan: RunPlan, options: SlurmOptions) -> str:
@@ -81,12 +87,13 @@ def render_batch_script(plan: RunPlan, options: SlurmOptions) -> str:
         lines += [
             "# Node ranks in an order of this job's own: the allocation rotated by the job id, so reruns",
             "# place their ranks on the nodes in different orders. srun's task k (node rank k) runs on",
-            "# line k of the host file; torchrun's static rendezvous is on node rank 0, at a port of the job's.",
+            "# line k of the host file; torchrun's static rendezvous: node rank 0, a port of its own.",
             'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
             "turn=$((SLURM_JOB_ID % ${#nodes[@]}))",
             'order=("${nodes[@]:turn}" "${nodes[@]:0:turn}")',
             f'printf "%s\\n" "${{order[@]}}" >"{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID"',
-            f'export SLURM_HOSTFILE="$PWD/{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID" SLURM_DISTRIBUTION=arbitrary',
+            f'export SLURM_HOSTFILE="$PWD/{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID"',
+            "export SLURM_DISTRIBUTION=arbitrary",
             f'export {NODE_ORDER_VARIABLE}="${{order[*]}}"',
             f'{MASTER_ADDR_VARIABLE}="${{order[0]}}"',
             f'{MASTER_PORT_VARIABLE}="$((20000 + SLURM_JOB_ID % 20000))"',
