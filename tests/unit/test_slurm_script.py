@@ -181,6 +181,10 @@ def test_multi_node_script_rotates_node_ranks_by_job_id_and_puts_the_rendezvous_
     assert orders[301] == ["n2", "n3", "n1"]
     assert orders[302] == ["n3", "n1", "n2"]
     assert orders[123456] == orders[300]
+    shared = make_plan(tmp_path / "4", launcher=Launcher("torchrun", nproc_per_node=1, nnodes=4))
+    env = run_rendezvous(render_batch_script(shared, OPTIONS), tmp_path, 7)  # 4 node ranks, 3 nodes
+    assert "SLURM_HOSTFILE" not in env and "REPROBOX_NODE_ORDER" not in env  # Slurm's own layout then
+    assert env["REPROBOX_MASTER_ADDR"] == "n1"
 
 
 def test_a_single_node_script_needs_no_rendezvous_or_host_file(tmp_path: Path) -> None:

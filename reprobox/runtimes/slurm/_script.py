@@ -83,19 +83,23 @@ def render_batch_script(plan: RunPlan, options: SlurmOptions) -> str:
         *(f"#SBATCH {shlex.quote(option)}" for option in batch_options(plan)),
         "set -eu",
     ]
-    if plan.job.launcher.type == "torchrun" and plan.job.launcher.nnodes > 1:
+    nnodes = plan.job.launcher.nnodes
+    if plan.job.launcher.type == "torchrun" and nnodes > 1:
+        hostfile = f"$PWD/{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID"
         lines += [
-            "# Node ranks in an order of this job's own: the allocation rotated by the job id, so reruns",
-            "# place their ranks on the nodes in different orders. srun's task k (node rank k) runs on",
-            "# line k of the host file; torchrun's static rendezvous: node rank 0, a port of its own.",
+            "# torchrun's static rendezvous: on node rank 0, at a port of this job's own. With a node per",
+            "# node rank, node ranks follow the allocation rotated by the job id, so reruns place them on",
+            "# the nodes in different orders: srun's task k (node rank k) runs on line k of the host file.",
             'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
-            "turn=$((SLURM_JOB_ID % ${#nodes[@]}))",
-            'order=("${nodes[@]:turn}" "${nodes[@]:0:turn}")',
-            f'printf "%s\\n" "${{order[@]}}" >"{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID"',
-            f'export SLURM_HOSTFILE="$PWD/{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID"',
-            "export SLURM_DISTRIBUTION=arbitrary",
-            f'export {NODE_ORDER_VARIABLE}="${{order[*]}}"',
-            f'{MASTER_ADDR_VARIABLE}="${{order[0]}}"',
+            f'{MASTER_ADDR_VARIABLE}="${{nodes[0]}}"',
+            f"if [ ${{#nodes[@]}} -eq {nnodes} ]; then",
+            "    turn=$((SLURM_JOB_ID % ${#nodes[@]}))",
+            '    order=("${nodes[@]:turn}" "${nodes[@]:0:turn}")',
+            f'    printf "%s\\n" "${{order[@]}}" >"{hostfile}"',
+            f'    export SLURM_HOSTFILE="{hostfile}" SLURM_DISTRIBUTION=arbitrary',
+            f'    export {NODE_ORDER_VARIABLE}="${{order[*]}}"',
+            f'    {MASTER_ADDR_VARIABLE}="${{order[0]}}"',
+            "fi",
             f'{MASTER_PORT_VARIABLE}="$((20000 + SLURM_JOB_ID % 20000))"',
             f"export {MASTER_ADDR_VARIABLE} {MASTER_PORT_VARIABLE}",
         ]
