@@ -22,6 +22,7 @@ from reprobox.runtimes.slurm import (
     node_plan,
     parse_sacct_job,
     parse_scontrol_job,
+    parse_scontrol_nodes,
     parse_squeue_line,
     placement_options,
     plan_from_node_plan,
@@ -344,3 +345,20 @@ def test_no_record_anywhere_is_a_failure() -> None:
     outcome = RunOutcome()
     failure = apply_final_state(outcome, None, None, stopped_by_us=False)
     assert failure is not None and "no record" in failure and not outcome.succeeded
+
+
+def test_scontrol_node_lines_name_the_nodes_a_node_fail_lost() -> None:
+    text = (
+        "NodeName=n1 Arch=x86_64 CoresPerSocket=2  CPUAlloc=0 CPUTot=2 NodeAddr=10.0.0.1 State=IDLE "
+        "Partitions=debug  BootTime=2026-01-01T00:00:00 CfgTRES=cpu=2 AllocTRES= CapWatts=n/a\n"
+        "NodeName=n2 Arch=x86_64 CoresPerSocket=2  CPUAlloc=0 CPUTot=2 NodeAddr=10.0.0.2 "
+        "State=DOWN+NOT_RESPONDING Partitions=debug CfgTRES=cpu=2 AllocTRES= "
+        "Reason=Not responding [slurm@2026-01-01T00:00:09]\n"
+        "NodeName=n3 State=IDLE+DRAIN Reason=disk swap [root@2026-01-01T00:00:01]\n"
+    )
+    n1, n2, n3 = parse_scontrol_nodes(text)
+    assert (n1.name, n1.state, n1.reason, n1.lost) == ("n1", "IDLE", "", False)
+    assert (n2.state, n2.reason, n2.lost) == ("DOWN+NOT_RESPONDING", "Not responding", True)
+    assert n2.describe() == "n2 DOWN+NOT_RESPONDING (Not responding)"
+    assert (n3.reason, n3.lost) == ("disk swap", False)  # drained, not lost: its jobs run on
+    assert parse_scontrol_nodes("No nodes in the system\n") == []

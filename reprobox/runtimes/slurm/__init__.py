@@ -45,6 +45,7 @@ from reprobox.runtimes.slurm._states import (
     apply_final_state,
     parse_sacct_job,
     parse_scontrol_job,
+    parse_scontrol_nodes,
     parse_squeue_line,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     "node_plan",
     "parse_sacct_job",
     "parse_scontrol_job",
+    "parse_scontrol_nodes",
     "parse_squeue_line",
     "placement_options",
     "plan_from_node_plan",

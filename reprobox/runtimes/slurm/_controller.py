@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from reprobox.runtimes.slurm._scheduler import (
     check_placeable,
     current_state,
     final_state,
+    lost_nodes,
     sbatch_version,
     submit,
 )
@@ -196,6 +198,11 @@ class SlurmRuntime:
         if final is not None:
             slurm.update(state=final.state, reason=final.reason, nodes=final.nodes, exit=final.exit_code)
             slurm.update({key.lower(): value for key, value in final.facts.items() if key != "JobId"})
+        if final is not None and final.state == "NODE_FAIL":  # name the node, while Slurm still holds it down
+            lost = lost_nodes(final.nodes)
+            slurm["lost_nodes"] = [asdict(node) for node in lost]
+            if lost and failure is not None:
+                failure += ": " + ", ".join(node.describe() for node in lost)
         if failure is not None:
             slurm["failure"] = failure
         if node is not None:

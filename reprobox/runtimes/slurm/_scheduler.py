@@ -15,7 +15,14 @@ from reprobox.jobfile import JobSpec
 from reprobox.runtimes.base import RunPlan
 from reprobox.runtimes.slurm._model import SBATCH_ARGS_ENV, SlurmOptions
 from reprobox.runtimes.slurm._script import placement_options
-from reprobox.runtimes.slurm._states import JobState, parse_sacct_job, parse_scontrol_job, parse_squeue_line
+from reprobox.runtimes.slurm._states import (
+    JobState,
+    NodeStatus,
+    parse_sacct_job,
+    parse_scontrol_job,
+    parse_scontrol_nodes,
+    parse_squeue_line,
+)
 
 CANCEL_WAIT_SECONDS = 90.0
 COMMAND_TIMEOUT = 60.0
@@ -105,6 +112,17 @@ def current_state(job_id: str) -> JobState | None:
     if done.returncode != 0:
         raise EnvironmentProblem(f"squeue could not report job {job_id}: {done.stderr.strip()}")
     return parse_squeue_line(done.stdout)
+
+
+def lost_nodes(node_list: str) -> list[NodeStatus]:
+    """Which of a job's nodes Slurm holds as down or not answering (after a NODE_FAIL); [] when unknown."""
+    if not node_list:
+        return []
+    try:
+        done = _slurm(["scontrol", "show", "node", "-o", node_list])
+    except EnvironmentProblem:
+        return []
+    return [node for node in parse_scontrol_nodes(done.stdout) if node.lost] if done.returncode == 0 else []
 
 
 def final_state(job_id: str) -> JobState | None:
