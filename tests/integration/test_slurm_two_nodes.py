@@ -59,11 +59,11 @@ def two_nodes() -> Iterator[None]:
         yield
 
 
-def two_node_job(folder: Path, name: str, *, epochs: int = 2) -> Path:
+def two_node_job(folder: Path, name: str, *, epochs: int = 1) -> Path:
     """examples/ddp as 2 nodes x 1 gloo rank."""
     text = (DDP / "job.yaml").read_text()
     text = text.replace("nproc_per_node: 2", "nproc_per_node: 1").replace("nnodes: 1", "nnodes: 2")
-    text = text.replace("name: ddp", f"name: {name}").replace('"--epochs", "3"', f'"--epochs", "{epochs}"')
+    text = text.replace("name: ddp", f"name: {name}").replace('--epochs, "3"', f'--epochs, "{epochs}"')
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "job.yaml").write_text(text + f"code: {DDP}\n")
     return folder / "job.yaml"
