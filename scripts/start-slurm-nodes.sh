@@ -84,8 +84,8 @@ if [[ ${stop} -eq 1 ]]; then
 fi
 
 if ! command -v slurmctld >/dev/null 2>&1 || ! command -v slurmd >/dev/null 2>&1 ||
-    ! command -v munged >/dev/null 2>&1; then
-    echo "start-slurm-nodes.sh: installing slurm-wlm and munge from Debian ..."
+    ! command -v munged >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+    echo "start-slurm-nodes.sh: installing slurm-wlm, munge and iproute2 from Debian ..."
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends slurm-wlm munge iproute2 >/dev/null
