@@ -39,6 +39,7 @@ if [[ "${nodes}" != 1 ]]; then
 fi
 
 conf=/etc/slurm/slurm.conf
+export SLURM_CONF="${conf}"  # this cluster's, even where SLURM_CONF names another (the multi-node one)
 marker="# written by reprobox scripts/start-slurm.sh"
 node="$(hostname -s)"
 

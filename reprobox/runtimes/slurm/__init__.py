@@ -11,6 +11,11 @@ Why this shape:
 - The run directory must be on a file system the nodes share with the controller (as it is on a
   cluster's home or project file system): the node writes the run's records there and the controller
   streams the job's output from the Slurm output file as it grows.
+- A run Slurm could never place (more nodes or CPUs than any partition has) is refused before anything
+  runs: `create` asks `sbatch --test-only` once, rather than leave runs pending forever.
+- A job over several nodes takes its node ranks in the allocation rotated by the Slurm job id (srun
+  follows a host file), so reruns place ranks on the nodes in different orders, and a rerun that agrees
+  shows the result does not depend on placement; each run records which node ran each node rank.
 - Stopping is Slurm's too: a stop request, Ctrl-C or the job's timeout become `scancel`, and the
   controller waits until Slurm no longer lists the job.
 
