@@ -3,7 +3,8 @@
 #
 #   1. a Docker engine (Debian's docker.io, docker-compose, debootstrap; dockerd started if none answers),
 #      and Debian's chromium for the browser test of the HTML report
-#   2. a one-node Slurm cluster (Debian's slurm-wlm), for --runtime slurm and its tests
+#   2. Slurm clusters (Debian's slurm-wlm) for --runtime slurm and its tests: one node, and two nodes in
+#      network namespaces beside it (scripts/start-slurm.sh --nodes 2)
 #   3. .venv with reprobox, torch (2.13.0, the CPU build), the examples' frameworks, the test tools and
 #      the docs site's (MkDocs)
 #   4. the offline base image (debootstrap, docker import) and a wheelhouse (the image's lock and the
@@ -56,9 +57,10 @@ if ! compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null; then
     fi
 fi
 
-step "Slurm (a one-node cluster for the Slurm runtime and its tests)"
+step "Slurm (a one-node cluster, and a two-node one in network namespaces, for the Slurm runtime's tests)"
 if [[ ${EUID} -eq 0 ]]; then
     scripts/start-slurm.sh
+    scripts/start-slurm.sh --nodes 2
 else
     echo "setup.sh: not root; skipping Slurm (its tests will be skipped)" >&2
 fi

@@ -16,20 +16,30 @@
 #   KillWait=5                       scancel escalates from SIGTERM to SIGKILL after 5 s
 #
 # Usage: scripts/start-slurm.sh [--timeout SECONDS]   (as root, or as a user who may sudo)
+#        scripts/start-slurm.sh --nodes N [--timeout SECONDS]   (N from 2 to 9: a cluster of N nodes, each
+#        in its own network and UTS namespace, beside this one; clients reach it with
+#        SLURM_CONF=/etc/slurm-nodes/slurm.conf; see scripts/start-slurm-nodes.sh)
 # Logs: /var/log/slurm/slurmctld.log and /var/log/slurm/slurmd.log
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/as-root.sh"
 
 timeout=60
+nodes=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --timeout) timeout="$2"; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --nodes) nodes="$2"; shift 2 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "start-slurm.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
 
+if [[ "${nodes}" != 1 ]]; then
+    exec "$(dirname "${BASH_SOURCE[0]}")/start-slurm-nodes.sh" --nodes "${nodes}" --timeout "${timeout}"
+fi
+
 conf=/etc/slurm/slurm.conf
+export SLURM_CONF="${conf}"  # this cluster's, even where SLURM_CONF names another (the multi-node one)
 marker="# written by reprobox scripts/start-slurm.sh"
 node="$(hostname -s)"
 
@@ -106,13 +116,15 @@ if ! pgrep -x munged >/dev/null 2>&1; then
     runuser -u munge -- /usr/sbin/munged
 fi
 
-if pgrep -x slurmctld >/dev/null 2>&1; then
+# By pid file: the daemons of a multi-node cluster (start-slurm-nodes.sh) may run beside these.
+running() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+if running /run/slurm/slurmctld.pid; then
     scontrol reconfigure >/dev/null 2>&1 || true
 else
     echo "start-slurm.sh: starting slurmctld ..."
     slurmctld
 fi
-if ! pgrep -x slurmd >/dev/null 2>&1; then
+if ! running /run/slurm/slurmd.pid; then
     echo "start-slurm.sh: starting slurmd ..."
     slurmd
 fi

@@ -22,12 +22,15 @@ from reprobox.runtimes.slurm import (
     node_plan,
     parse_sacct_job,
     parse_scontrol_job,
+    parse_scontrol_nodes,
     parse_squeue_line,
+    placement_options,
     plan_from_node_plan,
     render_batch_script,
     state_dir,
     time_limit_minutes,
 )
+from reprobox.runtimes.slurm._scheduler import refusal
 
 OPTIONS = SlurmOptions(container="none", python="/opt/venv/bin/python3")
 
@@ -134,22 +137,93 @@ def test_cpus_cover_every_rank_and_its_pinned_threads(tmp_path: Path) -> None:
     assert cpus_per_task(ddp.with_overrides(determinism=Determinism())) == 2
 
 
-def test_multi_node_script_exports_the_rendezvous_of_the_first_node(tmp_path: Path) -> None:
-    plan = make_plan(tmp_path, launcher=Launcher("torchrun", nproc_per_node=4, nnodes=3))
-    script = render_batch_script(plan, OPTIONS)
-    assert "--nodes=3" in sbatch_lines(script) and "--ntasks-per-node=1" in sbatch_lines(script)
-    assert 'REPROBOX_MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in script
-    assert "export REPROBOX_MASTER_ADDR REPROBOX_MASTER_PORT" in script
-    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
-    port_line = next(line for line in script.splitlines() if line.startswith("REPROBOX_MASTER_PORT="))
+def run_rendezvous(script: str, tmp_path: Path, job_id: int) -> dict[str, str]:
+    """Run the script up to its node side, with an `scontrol` that lists three nodes; its exports."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir(exist_ok=True)
+    scontrol = fake_bin / "scontrol"
+    scontrol.write_text('#!/bin/sh\n[ "$*" = "show hostnames n[1-3]" ] && printf "n1\\nn2\\nn3\\n"\n')
+    scontrol.chmod(0o755)
+    body = script.rsplit("\nexec ", 1)[0] + "\nenv\n"
     done = subprocess.run(
-        ["bash", "-c", f"{port_line}; echo $REPROBOX_MASTER_PORT"],
-        env={"SLURM_JOB_ID": "123456"},
+        ["bash", "-c", body],
+        env={
+            "SLURM_JOB_ID": str(job_id),
+            "SLURM_JOB_NODELIST": "n[1-3]",
+            "PATH": f"{fake_bin}:/usr/bin:/bin",
+        },
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert done.stdout.strip() == str(20000 + 123456 % 20000)  # one port per job: runs can share a node
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+
+
+def test_multi_node_script_rotates_node_ranks_by_job_id_and_puts_the_rendezvous_on_rank_0(
+    tmp_path: Path,
+) -> None:
+    plan = make_plan(tmp_path, launcher=Launcher("torchrun", nproc_per_node=4, nnodes=3))
+    script = render_batch_script(plan, OPTIONS)
+    assert "--nodes=3" in sbatch_lines(script) and "--ntasks-per-node=1" in sbatch_lines(script)
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    orders = {}
+    for job_id in (300, 301, 302, 123456):
+        env = run_rendezvous(script, tmp_path, job_id)
+        order = env["REPROBOX_NODE_ORDER"].split()
+        orders[job_id] = order
+        hostfile = Path(env["SLURM_HOSTFILE"])
+        assert hostfile == tmp_path / f"nodes-{job_id}"
+        assert hostfile.read_text().split() == order  # srun's task k runs on line k
+        assert env["SLURM_DISTRIBUTION"] == "arbitrary"
+        assert env["REPROBOX_MASTER_ADDR"] == order[0]
+        assert env["REPROBOX_MASTER_PORT"] == str(20000 + job_id % 20000)  # one port per job
+    assert orders[300] == ["n1", "n2", "n3"]
+    assert orders[301] == ["n2", "n3", "n1"]
+    assert orders[302] == ["n3", "n1", "n2"]
+    assert orders[123456] == orders[300]
+    shared = make_plan(tmp_path / "4", launcher=Launcher("torchrun", nproc_per_node=1, nnodes=4))
+    env = run_rendezvous(render_batch_script(shared, OPTIONS), tmp_path, 7)  # 4 node ranks, 3 nodes
+    assert "SLURM_HOSTFILE" not in env and "REPROBOX_NODE_ORDER" not in env  # Slurm's own layout then
+    assert env["REPROBOX_MASTER_ADDR"] == "n1"
+
+
+def test_a_single_node_script_needs_no_rendezvous_or_host_file(tmp_path: Path) -> None:
+    script = render_batch_script(
+        make_plan(tmp_path, launcher=Launcher("torchrun", nproc_per_node=2)), OPTIONS
+    )
+    assert "SLURM_HOSTFILE" not in script and "REPROBOX_MASTER_ADDR" not in script
+
+
+@pytest.mark.parametrize(
+    ("said", "words"),
+    [
+        (
+            "allocation failure: Requested node configuration is not available\n",
+            "Requested node configuration is not available",
+        ),
+        (
+            "sbatch: error: invalid partition specified: gpu\n"
+            "allocation failure: Invalid partition name specified",
+            "Invalid partition name specified",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: "
+            "Unable to contact slurm controller (connect failure)",
+            "Unable to contact slurm controller (connect failure)",
+        ),
+        ("", ""),
+    ],
+)
+def test_slurms_refusal_is_its_last_line_without_prefixes(said: str, words: str) -> None:
+    assert refusal(said) == words
+
+
+def test_placement_asks_for_what_every_run_will(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path, launcher=Launcher("torchrun", nproc_per_node=2, nnodes=2))
+    placement = placement_options(plan.job, plan.timeout)
+    assert placement == ["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=2", "--time=2"]
+    assert set(placement) <= set(batch_options(plan))
 
 
 def test_node_plan_round_trips_through_json(tmp_path: Path) -> None:
@@ -271,3 +345,20 @@ def test_no_record_anywhere_is_a_failure() -> None:
     outcome = RunOutcome()
     failure = apply_final_state(outcome, None, None, stopped_by_us=False)
     assert failure is not None and "no record" in failure and not outcome.succeeded
+
+
+def test_scontrol_node_lines_name_the_nodes_a_node_fail_lost() -> None:
+    text = (
+        "NodeName=n1 Arch=x86_64 CoresPerSocket=2  CPUAlloc=0 CPUTot=2 NodeAddr=10.0.0.1 State=IDLE "
+        "Partitions=debug  BootTime=2026-01-01T00:00:00 CfgTRES=cpu=2 AllocTRES= CapWatts=n/a\n"
+        "NodeName=n2 Arch=x86_64 CoresPerSocket=2  CPUAlloc=0 CPUTot=2 NodeAddr=10.0.0.2 "
+        "State=DOWN+NOT_RESPONDING Partitions=debug CfgTRES=cpu=2 AllocTRES= "
+        "Reason=Not responding [slurm@2026-01-01T00:00:09]\n"
+        "NodeName=n3 State=IDLE+DRAIN Reason=disk swap [root@2026-01-01T00:00:01]\n"
+    )
+    n1, n2, n3 = parse_scontrol_nodes(text)
+    assert (n1.name, n1.state, n1.reason, n1.lost) == ("n1", "IDLE", "", False)
+    assert (n2.state, n2.reason, n2.lost) == ("DOWN+NOT_RESPONDING", "Not responding", True)
+    assert n2.describe() == "n2 DOWN+NOT_RESPONDING (Not responding)"
+    assert (n3.reason, n3.lost) == ("disk swap", False)  # drained, not lost: its jobs run on
+    assert parse_scontrol_nodes("No nodes in the system\n") == []

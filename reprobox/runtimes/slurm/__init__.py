@@ -11,6 +11,11 @@ Why this shape:
 - The run directory must be on a file system the nodes share with the controller (as it is on a
   cluster's home or project file system): the node writes the run's records there and the controller
   streams the job's output from the Slurm output file as it grows.
+- A run Slurm could never place (more nodes or CPUs than any partition has) is refused before anything
+  runs: `create` asks `sbatch --test-only` once, rather than leave runs pending forever.
+- A job over several nodes takes its node ranks in the allocation rotated by the Slurm job id (srun
+  follows a host file), so reruns place ranks on the nodes in different orders, and a rerun that agrees
+  shows the result does not depend on placement; each run records which node ran each node rank.
 - Stopping is Slurm's too: a stop request, Ctrl-C or the job's timeout become `scancel`, and the
   controller waits until Slurm no longer lists the job.
 
@@ -36,6 +41,7 @@ from reprobox.runtimes.slurm._script import (
     cpus_per_task,
     job_name,
     node_plan,
+    placement_options,
     plan_from_node_plan,
     render_batch_script,
     time_limit_minutes,
@@ -44,6 +50,7 @@ from reprobox.runtimes.slurm._states import (
     apply_final_state,
     parse_sacct_job,
     parse_scontrol_job,
+    parse_scontrol_nodes,
     parse_squeue_line,
 )
 
@@ -57,7 +64,9 @@ __all__ = [
     "node_plan",
     "parse_sacct_job",
     "parse_scontrol_job",
+    "parse_scontrol_nodes",
     "parse_squeue_line",
+    "placement_options",
     "plan_from_node_plan",
     "render_batch_script",
     "state_dir",

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,10 @@ from reprobox.runtimes.slurm._model import (
 from reprobox.runtimes.slurm._scheduler import (
     cancel_and_wait,
     cancel_by_name,
+    check_placeable,
     current_state,
     final_state,
+    lost_nodes,
     sbatch_version,
     submit,
 )
@@ -195,10 +198,17 @@ class SlurmRuntime:
         if final is not None:
             slurm.update(state=final.state, reason=final.reason, nodes=final.nodes, exit=final.exit_code)
             slurm.update({key.lower(): value for key, value in final.facts.items() if key != "JobId"})
+        if final is not None and final.state == "NODE_FAIL":  # name the node, while Slurm still holds it down
+            lost = lost_nodes(final.nodes)
+            slurm["lost_nodes"] = [asdict(node) for node in lost]
+            if lost and failure is not None:
+                failure += ": " + ", ".join(node.describe() for node in lost)
         if failure is not None:
             slurm["failure"] = failure
         if node is not None:
             slurm["node"] = node.get("node")
+            if node.get("node_order"):
+                slurm["node_order"] = node["node_order"]  # node rank k ran on node_order[k]
             outcome.runtime["node_runtime"] = node.get("runtime") or {}
             if "paths" in outcome.runtime["node_runtime"]:  # what the job saw, where every runtime records it
                 outcome.runtime["paths"] = outcome.runtime["node_runtime"]["paths"]
@@ -233,6 +243,8 @@ def create(options: RuntimeOptions) -> Runtime:
         container=container, python=os.environ.get(PYTHON_ENV) or sys.executable, sbatch_args=extra
     )
     version = sbatch_version()  # after the options: a typo is refused even where Slurm does not answer
+    if options.job is not None:
+        check_placeable(options.job, slurm)  # before anything runs: never a run queued forever
     image: dict[str, Any] | None = None
     if container == "docker":
         job = options.job

@@ -18,6 +18,9 @@ PLAN_FILE = "plan.json"
 SCRIPT_FILE = "job.sbatch"
 NODE_OUTCOME_FILE = "node-outcome.json"
 NODE_PLAN_SCHEMA = "reprobox.slurm-node/1"
+# A job over several nodes: its nodes by node rank (space-separated), and the host file srun follows.
+NODE_ORDER_VARIABLE = "REPROBOX_NODE_ORDER"
+NODE_ORDER_FILE_PREFIX = "nodes-"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from reprobox.errors import EnvironmentProblem
 from reprobox.records.files import write_text_atomic
 from reprobox.runtimes.base import RunOutcome, RunPlan, Runtime, RuntimeOptions
 from reprobox.runtimes.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
-from reprobox.runtimes.slurm._model import NODE_OUTCOME_FILE, STATE_SUBDIR
+from reprobox.runtimes.slurm._model import NODE_ORDER_VARIABLE, NODE_OUTCOME_FILE, STATE_SUBDIR
 from reprobox.runtimes.slurm._script import plan_from_node_plan
 from reprobox.timestamps import utc_now
 
@@ -63,6 +63,8 @@ def run_on_node(plan_path: Path) -> int:
     )
     signal.signal(signal.SIGTERM, _terminate)
     record: dict[str, Any] = {"node": node_name}
+    if os.environ.get(NODE_ORDER_VARIABLE):  # a job over several nodes: which node ran each node rank
+        record["node_order"] = os.environ[NODE_ORDER_VARIABLE].split()
     try:
         outcome = _node_runtime(data, node_name).run(plan, _StdoutSink())
     except EnvironmentProblem as exc:

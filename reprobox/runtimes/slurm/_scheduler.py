@@ -10,10 +10,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from reprobox.errors import EnvironmentProblem
+from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.jobfile import JobSpec
 from reprobox.runtimes.base import RunPlan
-from reprobox.runtimes.slurm._model import SlurmOptions
-from reprobox.runtimes.slurm._states import JobState, parse_sacct_job, parse_scontrol_job, parse_squeue_line
+from reprobox.runtimes.slurm._model import SBATCH_ARGS_ENV, SlurmOptions
+from reprobox.runtimes.slurm._script import placement_options
+from reprobox.runtimes.slurm._states import (
+    JobState,
+    NodeStatus,
+    parse_sacct_job,
+    parse_scontrol_job,
+    parse_scontrol_nodes,
+    parse_squeue_line,
+)
 
 CANCEL_WAIT_SECONDS = 90.0
 COMMAND_TIMEOUT = 60.0
@@ -46,6 +55,41 @@ def sbatch_version() -> str:
     return done.stdout.strip()
 
 
+def check_placeable(job: JobSpec, options: SlurmOptions) -> None:
+    """Ask Slurm, before anything runs, whether it could ever place a run of the job (`sbatch --test-only`).
+
+    A request no partition can meet (more nodes than exist) would otherwise wait in the queue forever.
+    """
+    requested = placement_options(job, job.timeout)
+    done = _slurm(
+        ["sbatch", "--test-only", *requested, *options.sbatch_args, "--output=/dev/null", "--wrap=true"]
+    )
+    if done.returncode == 0:
+        return
+    said = refusal(done.stderr or done.stdout) or f"exit status {done.returncode}"
+    if any(sign in said for sign in _UNREACHABLE):
+        raise EnvironmentProblem(f"Slurm's controller does not answer ({said}); check it is up (sinfo)")
+    raise UsageError(
+        f"{job.job_file}: Slurm cannot place a run of this job here ({' '.join(requested)}: {said}); "
+        "lower launcher.nnodes or resources to what a partition has (sinfo -N), or name one that has them "
+        f"with --sbatch-args or {SBATCH_ARGS_ENV}"
+    )
+
+
+_UNREACHABLE = ("Unable to contact slurm controller", "connect failure", "Connection refused")
+
+
+def refusal(text: str) -> str:
+    """Slurm's own words for a refusal: its last line, without the `sbatch: error:` prefixes."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    for prefix in ("sbatch: error:", "allocation failure:", "Batch job submission failed:"):
+        last = last.removeprefix(prefix).strip()
+    return last
+
+
 def submit(script: Path, plan: RunPlan, options: SlurmOptions) -> str:
     """sbatch the script; returns the job id. Raises EnvironmentProblem with sbatch's own words."""
     done = _slurm(["sbatch", "--parsable", *options.sbatch_args, str(script)])
@@ -68,6 +112,17 @@ def current_state(job_id: str) -> JobState | None:
     if done.returncode != 0:
         raise EnvironmentProblem(f"squeue could not report job {job_id}: {done.stderr.strip()}")
     return parse_squeue_line(done.stdout)
+
+
+def lost_nodes(node_list: str) -> list[NodeStatus]:
+    """Which of a job's nodes Slurm holds as down or not answering (after a NODE_FAIL); [] when unknown."""
+    if not node_list:
+        return []
+    try:
+        done = _slurm(["scontrol", "show", "node", "-o", node_list])
+    except EnvironmentProblem:
+        return []
+    return [node for node in parse_scontrol_nodes(done.stdout) if node.lost] if done.returncode == 0 else []
 
 
 def final_state(job_id: str) -> JobState | None:

@@ -17,7 +17,14 @@ from reprobox.errors import UsageError
 from reprobox.jobfile import DataMount, JobSpec, Launcher, Resources
 from reprobox.runtimes.base import RunPlan
 from reprobox.runtimes.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
-from reprobox.runtimes.slurm._model import NODE_PLAN_SCHEMA, PLAN_FILE, SlurmOptions, state_dir
+from reprobox.runtimes.slurm._model import (
+    NODE_ORDER_FILE_PREFIX,
+    NODE_ORDER_VARIABLE,
+    NODE_PLAN_SCHEMA,
+    PLAN_FILE,
+    SlurmOptions,
+    state_dir,
+)
 
 
 def job_name(plan: RunPlan) -> str:
@@ -38,19 +45,14 @@ def time_limit_minutes(timeout: float | None) -> int | None:
     return None if timeout is None else math.ceil(timeout / 60) + 1
 
 
-def batch_options(plan: RunPlan) -> list[str]:
-    """The sbatch options for a run (also written as #SBATCH lines); extra arguments come after them."""
-    job = plan.job
+def placement_options(job: JobSpec, timeout: float | None) -> list[str]:
+    """What the scheduler must find for a run: nodes, a task per node, CPUs, memory, GPUs and time."""
     options = [
-        f"--job-name={job_name(plan)}",
-        f"--output={state_dir(plan) / 'slurm-%j.out'}",
-        f"--chdir={state_dir(plan)}",
         f"--nodes={job.launcher.nnodes}",
         "--ntasks-per-node=1",
         f"--cpus-per-task={cpus_per_task(job)}",
-        "--no-requeue",  # a requeued job would start again in the same run directory: fail instead
     ]
-    minutes = time_limit_minutes(plan.timeout)
+    minutes = time_limit_minutes(timeout)
     if minutes is not None:
         options.append(f"--time={minutes}")
     if job.resources.memory is not None:
@@ -62,6 +64,17 @@ def batch_options(plan: RunPlan) -> list[str]:
     return options
 
 
+def batch_options(plan: RunPlan) -> list[str]:
+    """The sbatch options for a run (also written as #SBATCH lines); extra arguments come after them."""
+    return [
+        f"--job-name={job_name(plan)}",
+        f"--output={state_dir(plan) / 'slurm-%j.out'}",
+        f"--chdir={state_dir(plan)}",
+        *placement_options(plan.job, plan.timeout),
+        "--no-requeue",  # a requeued job would start again in the same run directory: fail instead
+    ]
+
+
 def render_batch_script(plan: RunPlan, options: SlurmOptions) -> str:
     """The batch script for one run: sbatch options, the rendezvous for multi-node jobs, the node side."""
     lines = [
@@ -70,10 +83,23 @@ def render_batch_script(plan: RunPlan, options: SlurmOptions) -> str:
         *(f"#SBATCH {shlex.quote(option)}" for option in batch_options(plan)),
         "set -eu",
     ]
-    if plan.job.launcher.type == "torchrun" and plan.job.launcher.nnodes > 1:
+    nnodes = plan.job.launcher.nnodes
+    if plan.job.launcher.type == "torchrun" and nnodes > 1:
+        hostfile = f"$PWD/{NODE_ORDER_FILE_PREFIX}$SLURM_JOB_ID"
         lines += [
-            "# torchrun's static rendezvous: rank 0 on the first node, a port of this job's own",
-            f'{MASTER_ADDR_VARIABLE}="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+            "# torchrun's static rendezvous: on node rank 0, at a port of this job's own. With a node per",
+            "# node rank, node ranks follow the allocation rotated by the job id, so reruns place them on",
+            "# the nodes in different orders: srun's task k (node rank k) runs on line k of the host file.",
+            'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
+            f'{MASTER_ADDR_VARIABLE}="${{nodes[0]}}"',
+            f"if [ ${{#nodes[@]}} -eq {nnodes} ]; then",
+            "    turn=$((SLURM_JOB_ID % ${#nodes[@]}))",
+            '    order=("${nodes[@]:turn}" "${nodes[@]:0:turn}")',
+            f'    printf "%s\\n" "${{order[@]}}" >"{hostfile}"',
+            f'    export SLURM_HOSTFILE="{hostfile}" SLURM_DISTRIBUTION=arbitrary',
+            f'    export {NODE_ORDER_VARIABLE}="${{order[*]}}"',
+            f'    {MASTER_ADDR_VARIABLE}="${{order[0]}}"',
+            "fi",
             f'{MASTER_PORT_VARIABLE}="$((20000 + SLURM_JOB_ID % 20000))"',
             f"export {MASTER_ADDR_VARIABLE} {MASTER_PORT_VARIABLE}",
         ]

@@ -134,3 +134,38 @@ def apply_final_state(
         return None
     why = final.reason or STATE_MEANINGS.get(final.state, "")
     return f"Slurm ended the job as {final.state}" + (f" ({why})" if why else "")
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """Slurm's account of one node: its name, state (IDLE, DOWN+NOT_RESPONDING, ...) and reason."""
+
+    name: str
+    state: str
+    reason: str = ""
+
+    @property
+    def lost(self) -> bool:
+        """Down, failed or not answering: what ends its jobs as NODE_FAIL."""
+        flags = set(self.state.split("+"))
+        return bool(flags & {"DOWN", "FAIL", "FAILING", "NOT_RESPONDING"})
+
+    def describe(self) -> str:
+        return f"{self.name} {self.state}" + (f" ({self.reason})" if self.reason else "")
+
+
+def parse_scontrol_nodes(text: str) -> list[NodeStatus]:
+    """`scontrol show node -o NODES` (a line of Key=Value per node) -> NodeStatus per node.
+
+    Reason is free text (`Not responding [slurm@2026-01-01T00:00:00]`): the rest of the line after it,
+    without who set it and when.
+    """
+    nodes = []
+    for line in text.splitlines():
+        name = re.search(r"(?:^|\s)NodeName=(\S+)", line)
+        state = re.search(r"\sState=(\S+)", line)
+        if name is None or state is None:
+            continue
+        reason = re.search(r"\sReason=(.*?)(?:\s+\[[^\]]*\])?\s*$", line)
+        nodes.append(NodeStatus(name[1], state[1], _none_to_empty(reason[1]) if reason else ""))
+    return nodes

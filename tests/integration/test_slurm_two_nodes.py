@@ -1,0 +1,222 @@
+"""`--runtime slurm` on a real two-node cluster: scripts/start-slurm.sh --nodes 2 (a slurmd per node, each
+in its own network and UTS namespace on one machine), never a fake sbatch.
+
+A two-node torchrun job bit-identical across reruns placed on the nodes in different orders, runs side by
+side on different nodes with a node set up to differ named as a different stack, a node lost mid-run
+recorded as Slurm's NODE_FAIL with nothing left behind, and a job no partition can hold refused up front.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from reprobox import cli
+from reprobox.records.manifest import read_record
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).parents[2]
+DDP = ROOT / "examples" / "ddp"
+START = ROOT / "scripts" / "start-slurm.sh"
+CONF = "/etc/slurm-nodes/slurm.conf"
+NODES = ("rbx-node1", "rbx-node2")
+PID_FILE = "/run/slurm-nodes/slurmd-{}.pid"
+START_HINT = "start it with `scripts/start-slurm.sh --nodes 2` (as root)"
+
+
+def start_cluster() -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(START), "--nodes", "2"], capture_output=True, text=True, check=False, timeout=180
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def two_nodes() -> Iterator[None]:
+    """The two-node cluster answers (started here when this is root: idempotent, quick when up); every
+    Slurm command of the tests and of reprobox talks to it, and the nodes find torchrun on PATH."""
+    if shutil.which("sbatch") is None:
+        pytest.skip(f"no Slurm here (sbatch is not on PATH); {START_HINT}")
+    if not Path(CONF).exists() and os.geteuid() != 0:
+        pytest.skip(f"no two-node cluster here ({CONF} is missing); {START_HINT}")
+    started = start_cluster() if os.geteuid() == 0 else None
+    assert started is None or started.returncode == 0, started.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", CONF)
+        patch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        patch.delenv("REPROBOX_SBATCH_ARGS", raising=False)
+        yield
+
+
+def two_node_job(folder: Path, name: str, *, epochs: int = 1) -> Path:
+    """examples/ddp as 2 nodes x 1 gloo rank."""
+    text = (DDP / "job.yaml").read_text()
+    text = text.replace("nproc_per_node: 2", "nproc_per_node: 1").replace("nnodes: 1", "nnodes: 2")
+    text = text.replace("name: ddp", f"name: {name}").replace('--epochs, "3"', f'--epochs, "{epochs}"')
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "job.yaml").write_text(text + f"code: {DDP}\n")
+    return folder / "job.yaml"
+
+
+def run_records(runs: Path, name: str) -> list[dict[str, object]]:
+    return [read_record(run).data for run in sorted((runs / name).glob("2*"))]
+
+
+def netns_pids(node: str) -> set[int]:
+    listed = subprocess.run(["ip", "netns", "pids", node], capture_output=True, text=True, check=True)
+    return {int(pid) for pid in listed.stdout.split()}
+
+
+def slurmd_pid(node: str) -> int:
+    return int(Path(PID_FILE.format(node)).read_text().strip())
+
+
+def test_a_two_node_ddp_job_is_bit_identical_across_reruns_on_different_node_orders(tmp_path: Path) -> None:
+    name = f"ddp-2n-{uuid.uuid4().hex[:6]}"
+    job = two_node_job(tmp_path / "job", name)
+    runs = tmp_path / "runs"
+    started = time.monotonic()
+    code = cli.main(["verify", str(job), "--runtime", "slurm", "--runs", "2", "--runs-dir", str(runs), "-q"])
+    seconds = time.monotonic() - started
+    assert code == 0
+    orders = []
+    for data in run_records(runs, name):
+        slurm = data["runtime"]["slurm"]  # type: ignore[index]
+        assert slurm["state"] == "COMPLETED" and slurm["numnodes"] == "2"
+        order = slurm["node_order"]  # node rank k ran on order[k]
+        assert sorted(order) == list(NODES)
+        ranks = data["fingerprint"]["ranks"]  # type: ignore[index]
+        assert {rank: ranks[rank]["hardware"]["hostname"] for rank in ranks} == {"0": order[0], "1": order[1]}
+        assert {rank: ranks[rank]["software"]["distributed"]["rank"] for rank in ranks} == {"0": 0, "1": 1}
+        orders.append(order)
+    assert orders[0] != orders[1], f"both reruns placed their ranks alike: {orders}"
+    print(f"two-node verify --runs 2 (2 nodes x 1 gloo rank): {seconds:.1f} s; node orders {orders}")
+
+
+@contextlib.contextmanager
+def one_cpu_on(node: str) -> Iterator[None]:
+    """Every thread of the node's slurmd (so every job it starts) limited to CPU 0: a smaller node."""
+    tasks = Path(f"/proc/{slurmd_pid(node)}/task")
+    everything = os.sched_getaffinity(slurmd_pid(node))
+    for thread in tasks.iterdir():
+        os.sched_setaffinity(int(thread.name), {0})
+    try:
+        yield
+    finally:
+        for thread in tasks.iterdir():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(thread.name), everything)
+
+
+def test_parallel_runs_go_to_both_nodes_at_once_and_a_smaller_node_is_a_different_stack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each run asks for both CPUs of a node, so Slurm must put the two on different nodes; the job writes
+    what its node gives it, and the explanation names the node that differs rather than nondeterminism."""
+    if os.geteuid() != 0:
+        pytest.skip("changing a node's CPUs needs root")
+    name = f"spread-{uuid.uuid4().hex[:6]}"
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "job.yaml").write_text(
+        f"version: 1\nname: {name}\ntimeout: 120\nresources:\n  cpus: 2\ncheckpoints: ['*.txt']\n"
+        'command: [python, -c, "import os, time; time.sleep(3); cores = len(os.sched_getaffinity(0)); '
+        "open(os.environ['REPROBOX_OUTPUT_DIR'] + '/cores.txt', 'w').write(str(cores))\"]\n"
+    )
+    runs = tmp_path / "runs"
+    with one_cpu_on("rbx-node2"):
+        arguments = ["verify", str(folder / "job.yaml"), "--runtime", "slurm", "--runs", "2", "--parallel=2"]
+        code = cli.main([*arguments, "--runs-dir", str(runs), "--json", "-q", "--no-attestation"])
+    assert code == 1  # the outputs differ: the job wrote its node's CPU count
+    result = json.loads(capsys.readouterr().out)
+    records = run_records(runs, name)
+    placed = [record["runtime"]["slurm"] for record in records]  # type: ignore[index]
+    assert sorted(slurm["nodes"] for slurm in placed) == list(NODES)
+    spans = [(datetime.fromisoformat(s["starttime"]), datetime.fromisoformat(s["endtime"])) for s in placed]
+    (start_a, end_a), (start_b, end_b) = spans
+    assert start_a < end_b and start_b < end_a, f"Slurm ran them one after the other: {spans}"
+    explanation = result["explanation"]
+    assert explanation["same_stack"] is False, result
+    assert explanation["sentence"].startswith("different stack"), result
+    fields = {field["field"]: (field["a"], field["b"]) for field in explanation["fields"]}
+    assert sorted(fields["hardware.cpu.usable_cores"]) == [1, 2]
+    assert sorted(fields["hardware.hostname"]) == list(NODES)
+
+
+def test_a_node_lost_mid_run_fails_the_run_as_node_fail_and_leaves_nothing(tmp_path: Path) -> None:
+    """rbx-node2 torn down (every process in it killed, its namespace deleted) while both ranks run."""
+    if os.geteuid() != 0:
+        pytest.skip("tearing a node down needs root")
+    name = f"lost-{uuid.uuid4().hex[:6]}"
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "job.yaml").write_text(
+        f"version: 1\nname: {name}\ntimeout: 300\n"
+        "launcher: {type: torchrun, nproc_per_node: 1, nnodes: 2}\n"
+        "command: [python, -c, \"import time; print('training', flush=True); time.sleep(240)\"]\n"
+    )
+    runs = tmp_path / "runs"
+    command = [sys.executable, "-m", "reprobox", "run", str(folder / "job.yaml"), "--runtime", "slurm"]
+    process = subprocess.Popen(
+        [*command, "--runs-dir", str(runs), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    survivor = "rbx-node1"
+    try:
+        deadline = time.monotonic() + 120
+        logs = runs / name
+        while (
+            sum(log.read_text(errors="replace").count("training") for log in logs.glob("2*/stdout.log")) < 2
+        ):
+            assert process.poll() is None, process.communicate()[1].decode()
+            assert time.monotonic() < deadline, "the two ranks never started"
+            time.sleep(0.3)
+        for pid in netns_pids("rbx-node2"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        subprocess.run(["ip", "netns", "delete", "rbx-node2"], check=True)
+        _out, err = process.communicate(timeout=150)
+        assert process.returncode == 3, err.decode()
+        assert netns_pids(survivor) == {slurmd_pid(survivor)}, "processes of the job outlived it"
+    finally:
+        if process.poll() is None:
+            process.kill()
+        restarted = start_cluster()
+        assert restarted.returncode == 0, restarted.stderr
+    (data,) = run_records(runs, name)
+    assert data["status"] == "failed"
+    slurm = data["runtime"]["slurm"]  # type: ignore[index]
+    assert slurm["state"] == "NODE_FAIL" and slurm["reason"], slurm
+    assert "NODE_FAIL" in str(data["failure"]) and "rbx-node2" in str(data["failure"])
+    leftovers = subprocess.run(
+        [*command[:3], "clean", "--dry-run", "--json", "--runs-dir", str(runs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(leftovers.stdout)["leftovers"] == []
+
+
+def test_a_job_needing_more_nodes_than_exist_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = f"three-{uuid.uuid4().hex[:6]}"
+    job = two_node_job(tmp_path / "job", name)
+    job.write_text(job.read_text().replace("nnodes: 2", "nnodes: 3"))
+    runs = tmp_path / "runs"
+    assert cli.main(["verify", str(job), "--runtime", "slurm", "--runs", "2", "--runs-dir", str(runs)]) == 2
+    said = capsys.readouterr().err.strip()
+    assert len(said.splitlines()) == 1 and "launcher.nnodes" in said and str(job) in said, said
+    assert not runs.exists()
+    queued = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True, check=True).stdout
+    assert name not in queued
