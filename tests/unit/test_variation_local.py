@@ -1,4 +1,7 @@
-"""verify --vary end to end on the local runtime: the matrix names exactly the factor that matters."""
+"""verify --vary end to end on the local runtime: the matrix names exactly the factor that matters.
+
+The jobs save their weights with NumPy (an .npz is hashed tensor by tensor like a torch checkpoint), all but
+vary-threads, whose factor is torch's own thread count."""
 
 from __future__ import annotations
 
@@ -95,7 +98,7 @@ def test_a_job_that_lists_its_data_unsorted_is_blamed_on_file_order(vary_job) ->
     code, data = vary_job("vary-file-order", "file-order,tz")
     assert code == 1
     assert (data["sensitive"], data["invariant"]) == (["file-order"], ["tz"])
-    assert data["factors"][1]["files"] == ["model.pt"] and data["factors"][1]["tensors"]
+    assert data["factors"][1]["files"] == ["model.npz"] and data["factors"][1]["tensors"]
     assert data["sentence"].startswith("sensitive to file-order: sort directory listings")
 
 
@@ -146,7 +149,7 @@ def test_a_job_seeded_from_its_host_name_is_blamed_on_hostname_alone(vary_job) -
     assert code == 1, data["sentence"]
     assert (data["sensitive"], data["invariant"]) == (["hostname"], ["tz", "time"])
     hostname = next(row for row in data["factors"] if row["factor"] == "hostname")
-    assert hostname["files"] == ["model.pt"] and sorted(hostname["tensors"]) == ["bias", "weight"]
+    assert hostname["files"] == ["model.npz"] and sorted(hostname["tensors"]) == ["bias", "weight"]
     assert data["sentence"].startswith("sensitive to hostname: keep the host name out of outputs and seeds")
 
 
