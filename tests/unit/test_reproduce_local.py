@@ -1,4 +1,7 @@
-"""`reprobox reproduce` on the local runtime: real jobs, attested, then reproduced from fresh copies."""
+"""`reprobox reproduce` on the local runtime: real jobs, attested, then reproduced from fresh copies.
+
+The author's job is a NumPy one (publish-small-npz) wherever torch is not the point; tiny-gpt's thread
+counts are torch's own."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ THREAD_FIELDS = {"software.threads.torch_intra_op", "software.threads.torch_inte
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
-    return publish(JOBS / "publish-small", tmp_path_factory.mktemp("author"), runs=2)
+    return publish(JOBS / "publish-small-npz", tmp_path_factory.mktemp("author"), runs=2)
 
 
 @pytest.fixture(scope="module")
@@ -142,14 +145,14 @@ def test_tolerance_without_the_authors_files_is_refused_before_running(small, tm
 def test_published_files_that_are_not_the_authors_are_refused(small, tmp_path: Path) -> None:
     fake = tmp_path / "fake"
     fake.mkdir()
-    (fake / "model.pt").write_bytes(b"not the weights")
+    (fake / "model.npz").write_bytes(b"not the weights")
     with pytest.raises(SpecError, match="not the author's"):
         reproduce(small[0], ReproduceOptions(runtime="local", runs_dir=tmp_path / "runs", published=fake))
     assert not (tmp_path / "runs").exists()
 
 
 def test_an_unseeded_job_on_the_same_stack_is_a_real_nondeterminism(tmp_path: Path) -> None:
-    attestation, _records = publish(JOBS / "urandom", tmp_path / "author", runs=1)
+    attestation, _records = publish(JOBS / "urandom-npz", tmp_path / "author", runs=1)
     result = reproduce(attestation, ReproduceOptions(runtime="local", runs_dir=tmp_path / "runs"))
     assert (result.verdict, result.exit_code) == (NONDETERMINISTIC, 1)
     assert result.sentence.startswith(stackdiff.SAME_STACK)
