@@ -5,10 +5,13 @@ vary-threads, whose factor is torch's own thread count."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,8 +22,22 @@ JOBS = Path(__file__).parents[1] / "jobs"
 ATTESTATION = "reprobox.attestation.json"
 
 
-def test_a_thread_sensitive_job_is_blamed_on_threads_alone(vary_job) -> None:
-    code, data = vary_job("vary-threads", "threads,tz")
+@pytest.fixture(scope="module")
+def threads_published(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], Path]:
+    """An author's `verify --vary threads,tz` of a copy of vary-threads, attested next to its job file:
+    (exit code, JSON, the copy's folder). The blame and the reviewer's reproduction below read the same
+    verify, so it runs once."""
+    root = tmp_path_factory.mktemp("threads")
+    shutil.copytree(JOBS / "vary-threads", root / "code")
+    argv = ["verify", str(root / "code"), "--vary", "threads,tz", "--runtime", "local"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli.main([*argv, "--runs-dir", str(root / "author"), "--json", "-q"])
+    return code, json.loads(printed.getvalue()), root / "code"
+
+
+def test_a_thread_sensitive_job_is_blamed_on_threads_alone(threads_published) -> None:
+    code, data, _code_dir = threads_published
     assert code == 1
     assert data["baseline"]["reproducible"]
     assert (data["sensitive"], data["invariant"]) == (["threads"], ["tz"])
@@ -109,16 +126,14 @@ def test_a_job_that_sorts_its_listing_is_invariant_to_file_order(vary_job) -> No
 
 
 def test_reproduce_names_the_differing_factor_the_author_found_sensitive(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    threads_published, tmp_path: Path
 ) -> None:
     from reprobox.reproduce import BIT_IDENTICAL, DIFFERENT_STACK, ReproduceOptions, reproduce
 
-    shutil.copytree(JOBS / "vary-threads", tmp_path / "code")
-    capsys.readouterr()
-    argv = ["verify", str(tmp_path / "code"), "--vary", "threads,tz", "--runtime", "local"]
-    assert cli.main([*argv, "--runs-dir", str(tmp_path / "author"), "--json", "-q"]) == 1
-    published = Path(json.loads(capsys.readouterr().out)["attestation"])
-    assert published == tmp_path / "code" / ATTESTATION  # sensitive, yet the baseline is attested
+    code, data, code_dir = threads_published
+    assert code == 1
+    published = Path(data["attestation"])
+    assert published == code_dir / ATTESTATION  # sensitive, yet the baseline is attested
     # the baseline is the plain run: a reviewer's plain rerun on the author's stack matches it
     same = reproduce(published, ReproduceOptions(runtime="local", runs_dir=tmp_path / "same"))
     assert same.verdict == BIT_IDENTICAL, same.sentence
