@@ -1,7 +1,7 @@
 """`reprobox reproduce` on the local runtime: real jobs, attested, then reproduced from fresh copies.
 
-The author's job is a NumPy one (publish-small-npz) wherever torch is not the point; tiny-gpt's thread
-counts are torch's own."""
+The author's job is a NumPy one (publish-small-npz) wherever torch is not the point; threads-pinned's
+thread count is torch's own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from publishing import EXAMPLES, JOBS, edit_attestation, fresh_copy, publish
+from publishing import JOBS, edit_attestation, fresh_copy, publish
 
 from reprobox import attest, cli, stackdiff
 from reprobox.engine import ImageInfo
@@ -37,8 +37,9 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecor
 
 
 @pytest.fixture(scope="module")
-def gpt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
-    return publish(EXAMPLES / "tiny-gpt", tmp_path_factory.mktemp("gpt-author"), runs=1)
+def one_thread(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
+    """A tiny torch job pinned to one thread (examples/tiny-gpt's case is test_explain_runs.py's)."""
+    return publish(JOBS / "threads-pinned", tmp_path_factory.mktemp("one-thread-author"), runs=1)
 
 
 def test_a_fresh_copy_reproduces_bit_identically(small, tmp_path: Path, capsys) -> None:
@@ -98,8 +99,8 @@ def test_the_code_folder_is_found_around_the_attestation_or_is_the_current_direc
     assert attest.locate_code(attest.read_attestation(alone), tmp_path / "clone") == tmp_path / "clone"
 
 
-def test_another_thread_count_gives_the_different_stack_sentence(gpt, tmp_path: Path) -> None:
-    attestation, records = gpt
+def test_another_thread_count_gives_the_different_stack_sentence(one_thread, tmp_path: Path) -> None:
+    attestation, records = one_thread
     runs = tmp_path / "runs"
     result = reproduce(attestation, ReproduceOptions(runtime="local", runs_dir=runs, threads=2))
     assert (result.verdict, result.exit_code) == (DIFFERENT_STACK, 1)
