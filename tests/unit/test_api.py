@@ -9,7 +9,7 @@ from pathlib import Path
 
 import reprobox
 
-JOB = Path(__file__).parents[1] / "jobs" / "clean" / "job.yaml"
+JOB = Path(__file__).parents[1] / "jobs" / "publish-small-npz" / "job.yaml"  # NumPy: the API is the point
 
 
 def test_every_public_name_resolves() -> None:

@@ -36,7 +36,7 @@ def publish(source: Path, author: Path) -> tuple[Path, RunRecord]:
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunRecord]:
-    return publish(JOBS / "publish-small", tmp_path_factory.mktemp("author"))
+    return publish(JOBS / "publish-small-npz", tmp_path_factory.mktemp("author"))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_pack_records_the_bundles_digest_and_indexes_every_member(small, packed:
         train = archive.extractfile("tree/train.py").read()  # type: ignore[union-attr]
     assert names[0] == "index.json"
     assert set(names[1:]) == set(index["members"])
-    assert {"attestation.json", "tree/job.yaml", "tree/train.py", "published/outputs/model.pt"} <= set(names)
+    assert {"attestation.json", "tree/job.yaml", "tree/train.py", "published/outputs/model.npz"} <= set(names)
     assert index["members"]["tree/train.py"]["sha256"] == hashlib.sha256(train).hexdigest()
     assert index["image"] is None  # the job ran without a container
     assert all(m.uid == 0 and m.mtime == bundle.MEMBER_MTIME for m in members.values())

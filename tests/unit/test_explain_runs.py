@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,14 @@ def run_once(job: Path, runs: Path) -> Path:
     return max(p for p in runs.glob("*/*") if p.is_dir() and not p.is_symlink())
 
 
+@pytest.fixture(scope="module")
+def unseeded_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two runs of a job whose weights come from os.urandom, on one stack: shared, and only read, by the
+    tests below (a test that edits their records edits copies)."""
+    runs = tmp_path_factory.mktemp("unseeded")
+    return run_once(JOBS / "urandom-npz", runs / "a"), run_once(JOBS / "urandom-npz", runs / "b")
+
+
 def test_one_thread_against_two_names_exactly_the_thread_fields(tmp_path: Path, capsys) -> None:
     one = run_once(EXAMPLES / "tiny-gpt" / "job.yaml", tmp_path)
     two = run_once(EXAMPLES / "tiny-gpt" / "job-2threads.yaml", tmp_path)
@@ -47,9 +56,8 @@ def test_one_thread_against_two_names_exactly_the_thread_fields(tmp_path: Path, 
     assert "compare with tolerance (max abs difference" in explanation["sentence"]
 
 
-def test_h100_against_a100_names_the_gpu_fields(tmp_path: Path, capsys) -> None:
-    a = run_once(JOBS / "urandom", tmp_path)
-    b = run_once(JOBS / "urandom", tmp_path)
+def test_h100_against_a100_names_the_gpu_fields(unseeded_pair, tmp_path: Path, capsys) -> None:
+    a, b = (shutil.copytree(run, tmp_path / run.parents[1].name, symlinks=True) for run in unseeded_pair)
     for run_dir, gpu in ((a, H100_SXM5_80GB), (b, A100_SXM4_80GB)):
         record = read_record(run_dir)
         fingerprint = collect(
@@ -71,9 +79,8 @@ def test_h100_against_a100_names_the_gpu_fields(tmp_path: Path, capsys) -> None:
     assert "bitwise equality is not expected" in data["explanation"]["sentence"]
 
 
-def test_same_stack_nondeterminism_is_called_real(tmp_path: Path, capsys) -> None:
-    a = run_once(JOBS / "urandom", tmp_path)
-    b = run_once(JOBS / "urandom", tmp_path)
+def test_same_stack_nondeterminism_is_called_real(unseeded_pair, capsys) -> None:
+    a, b = unseeded_pair
     code, data = compare_json(capsys, a, b)
     assert code == 1
     assert data["explanation"]["same_stack"]

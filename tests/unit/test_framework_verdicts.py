@@ -80,7 +80,7 @@ def test_uuid_file_names_are_shown(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_os_urandom_is_still_not_reproducible(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, result = verify("urandom", tmp_path, capsys)
+    code, result = verify("urandom-npz", tmp_path, capsys)
     assert code == 1
     assert result["grade"] == "not reproducible"
     assert result["differing_tensors"] >= 1

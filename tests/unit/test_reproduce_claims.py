@@ -154,13 +154,13 @@ def test_a_claimed_number_that_varies_makes_verify_say_not_reproducible(tmp_path
     job = tmp_path / "job"
     job.mkdir()
     (job / "train.py").write_text(
-        "import json, os, torch\n"
+        "import json, os, numpy\n"
         "out = os.environ['REPROBOX_OUTPUT_DIR']\n"
-        "torch.save({'w': torch.zeros(2)}, out + '/model.pt')\n"
+        "numpy.save(out + '/model.npy', numpy.zeros(2))\n"
         "json.dump({'acc': int.from_bytes(os.urandom(2), 'big') / 65536}, open(out + '/m.json', 'w'))\n"
     )
     (job / "job.yaml").write_text(
-        "version: 1\nname: noisy-claim\ncommand: [python, train.py]\ncheckpoints: ['*.pt']\n"
+        "version: 1\nname: noisy-claim\ncommand: [python, train.py]\ncheckpoints: ['*.npy']\n"
         "claims:\n  - {name: acc, file: m.json, key: acc, tolerance: 0.5}\n"
     )
     code = cli.main(
@@ -184,7 +184,7 @@ def test_a_claimed_number_that_varies_makes_verify_say_not_reproducible(tmp_path
 
 def test_a_claim_the_job_did_not_write_fails_the_run(tmp_path: Path, capsys) -> None:
     source = tmp_path / "job"
-    shutil.copytree(EXAMPLES / "paper-claims", source)
+    shutil.copytree(JOBS / "claims-seeds", source)  # paper-claims' claims, in NumPy
     job = source / "job.yaml"
     job.write_text(job.read_text().replace("key: val_acc\n", "key: test_acc\n"))
     code = cli.main(

@@ -1,4 +1,7 @@
-"""`reprobox reproduce` on the local runtime: real jobs, attested, then reproduced from fresh copies."""
+"""`reprobox reproduce` on the local runtime: real jobs, attested, then reproduced from fresh copies.
+
+The author's job is a NumPy one (publish-small-npz) wherever torch is not the point; threads-pinned's
+thread count is torch's own."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from publishing import EXAMPLES, JOBS, edit_attestation, fresh_copy, publish
+from publishing import JOBS, edit_attestation, fresh_copy, publish
 
 from reprobox import attest, cli, stackdiff
 from reprobox.engine import ImageInfo
@@ -30,12 +33,13 @@ THREAD_FIELDS = {"software.threads.torch_intra_op", "software.threads.torch_inte
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
-    return publish(JOBS / "publish-small", tmp_path_factory.mktemp("author"), runs=2)
+    return publish(JOBS / "publish-small-npz", tmp_path_factory.mktemp("author"), runs=2)
 
 
 @pytest.fixture(scope="module")
-def gpt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
-    return publish(EXAMPLES / "tiny-gpt", tmp_path_factory.mktemp("gpt-author"), runs=1)
+def one_thread(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunRecord]]:
+    """A tiny torch job pinned to one thread (examples/tiny-gpt's case is test_explain_runs.py's)."""
+    return publish(JOBS / "threads-pinned", tmp_path_factory.mktemp("one-thread-author"), runs=1)
 
 
 def test_a_fresh_copy_reproduces_bit_identically(small, tmp_path: Path, capsys) -> None:
@@ -95,8 +99,8 @@ def test_the_code_folder_is_found_around_the_attestation_or_is_the_current_direc
     assert attest.locate_code(attest.read_attestation(alone), tmp_path / "clone") == tmp_path / "clone"
 
 
-def test_another_thread_count_gives_the_different_stack_sentence(gpt, tmp_path: Path) -> None:
-    attestation, records = gpt
+def test_another_thread_count_gives_the_different_stack_sentence(one_thread, tmp_path: Path) -> None:
+    attestation, records = one_thread
     runs = tmp_path / "runs"
     result = reproduce(attestation, ReproduceOptions(runtime="local", runs_dir=runs, threads=2))
     assert (result.verdict, result.exit_code) == (DIFFERENT_STACK, 1)
@@ -142,14 +146,14 @@ def test_tolerance_without_the_authors_files_is_refused_before_running(small, tm
 def test_published_files_that_are_not_the_authors_are_refused(small, tmp_path: Path) -> None:
     fake = tmp_path / "fake"
     fake.mkdir()
-    (fake / "model.pt").write_bytes(b"not the weights")
+    (fake / "model.npz").write_bytes(b"not the weights")
     with pytest.raises(SpecError, match="not the author's"):
         reproduce(small[0], ReproduceOptions(runtime="local", runs_dir=tmp_path / "runs", published=fake))
     assert not (tmp_path / "runs").exists()
 
 
 def test_an_unseeded_job_on_the_same_stack_is_a_real_nondeterminism(tmp_path: Path) -> None:
-    attestation, _records = publish(JOBS / "urandom", tmp_path / "author", runs=1)
+    attestation, _records = publish(JOBS / "urandom-npz", tmp_path / "author", runs=1)
     result = reproduce(attestation, ReproduceOptions(runtime="local", runs_dir=tmp_path / "runs"))
     assert (result.verdict, result.exit_code) == (NONDETERMINISTIC, 1)
     assert result.sentence.startswith(stackdiff.SAME_STACK)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from publishing import EXAMPLES, JOBS, edit_attestation, fresh_copy
+from publishing import JOBS, edit_attestation, fresh_copy
 
 from reprobox import attest, cli
 
@@ -25,9 +25,10 @@ def run_cli(args: list[str], capsys: Any) -> tuple[int, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def three_seeds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """The author: examples/paper-claims verified with three seeds."""
+    """The author: a job with paper-claims' claims (in NumPy: the seeds are the point) verified with three
+    seeds."""
     where = tmp_path_factory.mktemp("author")
-    shutil.copytree(EXAMPLES / "paper-claims", where / "code")
+    shutil.copytree(JOBS / "claims-seeds", where / "code")
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         code = cli.main(

@@ -48,7 +48,7 @@ needs_namespace = pytest.mark.skipif(not NAMESPACES, reason="this kernel refuses
 
 @pytest.fixture(autouse=True)
 def _job_python_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The job's `python` is this interpreter (with torch), as in an activated environment."""
+    """The job's `python` is this interpreter, as in an activated environment."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
@@ -336,7 +336,7 @@ def test_runs_see_the_same_paths_and_write_into_their_own_run_dirs(
         record = read_record(run)
         assert record.data["runtime"]["paths"] == layout.to_json(isolation)
         assert (run / settings.GUEST_STATE / settings.GUEST_RESULT).is_file()
-        assert (run / "outputs" / "model.pt").is_file()
+        assert (run / "outputs" / "model.pkl").is_file()
         assert f"run {record.data['run_id']} writes into {layout.outputs}" in (run / "stdout.log").read_text()
     if isolation == "fixed":  # runs took turns, and left nothing behind in the fixed folder
         spans = sorted(

@@ -1,11 +1,17 @@
-"""verify --vary end to end on the local runtime: the matrix names exactly the factor that matters."""
+"""verify --vary end to end on the local runtime: the matrix names exactly the factor that matters.
+
+The jobs save their weights with NumPy (an .npz is hashed tensor by tensor like a torch checkpoint), all but
+vary-threads, whose factor is torch's own thread count."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,8 +22,22 @@ JOBS = Path(__file__).parents[1] / "jobs"
 ATTESTATION = "reprobox.attestation.json"
 
 
-def test_a_thread_sensitive_job_is_blamed_on_threads_alone(vary_job) -> None:
-    code, data = vary_job("vary-threads", "threads,tz")
+@pytest.fixture(scope="module")
+def threads_published(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], Path]:
+    """An author's `verify --vary threads,tz` of a copy of vary-threads, attested next to its job file:
+    (exit code, JSON, the copy's folder). The blame and the reviewer's reproduction below read the same
+    verify, so it runs once."""
+    root = tmp_path_factory.mktemp("threads")
+    shutil.copytree(JOBS / "vary-threads", root / "code")
+    argv = ["verify", str(root / "code"), "--vary", "threads,tz", "--runtime", "local"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = cli.main([*argv, "--runs-dir", str(root / "author"), "--json", "-q"])
+    return code, json.loads(printed.getvalue()), root / "code"
+
+
+def test_a_thread_sensitive_job_is_blamed_on_threads_alone(threads_published) -> None:
+    code, data, _code_dir = threads_published
     assert code == 1
     assert data["baseline"]["reproducible"]
     assert (data["sensitive"], data["invariant"]) == (["threads"], ["tz"])
@@ -95,7 +115,7 @@ def test_a_job_that_lists_its_data_unsorted_is_blamed_on_file_order(vary_job) ->
     code, data = vary_job("vary-file-order", "file-order,tz")
     assert code == 1
     assert (data["sensitive"], data["invariant"]) == (["file-order"], ["tz"])
-    assert data["factors"][1]["files"] == ["model.pt"] and data["factors"][1]["tensors"]
+    assert data["factors"][1]["files"] == ["model.npz"] and data["factors"][1]["tensors"]
     assert data["sentence"].startswith("sensitive to file-order: sort directory listings")
 
 
@@ -106,16 +126,14 @@ def test_a_job_that_sorts_its_listing_is_invariant_to_file_order(vary_job) -> No
 
 
 def test_reproduce_names_the_differing_factor_the_author_found_sensitive(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    threads_published, tmp_path: Path
 ) -> None:
     from reprobox.reproduce import BIT_IDENTICAL, DIFFERENT_STACK, ReproduceOptions, reproduce
 
-    shutil.copytree(JOBS / "vary-threads", tmp_path / "code")
-    capsys.readouterr()
-    argv = ["verify", str(tmp_path / "code"), "--vary", "threads,tz", "--runtime", "local"]
-    assert cli.main([*argv, "--runs-dir", str(tmp_path / "author"), "--json", "-q"]) == 1
-    published = Path(json.loads(capsys.readouterr().out)["attestation"])
-    assert published == tmp_path / "code" / ATTESTATION  # sensitive, yet the baseline is attested
+    code, data, code_dir = threads_published
+    assert code == 1
+    published = Path(data["attestation"])
+    assert published == code_dir / ATTESTATION  # sensitive, yet the baseline is attested
     # the baseline is the plain run: a reviewer's plain rerun on the author's stack matches it
     same = reproduce(published, ReproduceOptions(runtime="local", runs_dir=tmp_path / "same"))
     assert same.verdict == BIT_IDENTICAL, same.sentence
@@ -146,7 +164,7 @@ def test_a_job_seeded_from_its_host_name_is_blamed_on_hostname_alone(vary_job) -
     assert code == 1, data["sentence"]
     assert (data["sensitive"], data["invariant"]) == (["hostname"], ["tz", "time"])
     hostname = next(row for row in data["factors"] if row["factor"] == "hostname")
-    assert hostname["files"] == ["model.pt"] and sorted(hostname["tensors"]) == ["bias", "weight"]
+    assert hostname["files"] == ["model.npz"] and sorted(hostname["tensors"]) == ["bias", "weight"]
     assert data["sentence"].startswith("sensitive to hostname: keep the host name out of outputs and seeds")
 
 

@@ -84,7 +84,7 @@ def test_a_script_that_writes_next_to_its_code_just_works(tmp_path: Path, capsys
     )
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["grade"] == "bit-identical", data["sentence"]
-    assert [c["path"] for c in data["checkpoints"]] == ["model.pt", "notes.txt", "out/run/ckpt.pt"]
+    assert [c["path"] for c in data["checkpoints"]] == ["model.npz", "notes.txt", "out/run/ckpt.pkl"]
     first = list_runs(runs, "writes-next-to-code")[0] / "outputs"
     assert (first / "notes.txt").read_text() == "runs:\ntrained 3 steps in True\n"  # it ran in the copy
     snapshot = next((runs / "writes-next-to-code" / ".code").iterdir())

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import random
 import sys
 import tempfile
 from pathlib import Path
 
 import helper
-import torch
 
 outputs = Path(os.environ["REPROBOX_OUTPUT_DIR"])
 home, tmp = Path(os.environ["HOME"]), Path(os.environ["TMPDIR"])
@@ -40,9 +41,10 @@ seen = {
 (tmp / "marker").write_text("left by a run\n")
 print(f"run {os.environ['REPROBOX_RUN_ID']} writes into {outputs}", flush=True)
 
-torch.manual_seed(0)
-model = torch.nn.Linear(4, 2)
-torch.save({"model": model.state_dict(), "paths": seen, "work_dir": str(outputs)}, outputs / "model.pt")
+draw = random.Random(0)
+model = {"weight": [[draw.gauss(0, 1) for _ in range(4)] for _ in range(2)], "bias": [0.0, 0.0]}
+state = {"model": model, "paths": seen, "work_dir": str(outputs)}
+(outputs / "model.pkl").write_bytes(pickle.dumps(state, protocol=4))
 (outputs / "paths.json").write_text(json.dumps(seen, indent=1, sort_keys=True) + "\n")
 if os.environ.get("SAVES_PATHS_FAIL"):
     sys.exit(3)
