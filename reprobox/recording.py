@@ -168,8 +168,9 @@ def _failure(
     if outcome.timed_out:
         failure = f"timed out after {prepared.job.timeout:g} s"
     scheduler_failure = (outcome.runtime.get("slurm") or {}).get("failure")
-    if scheduler_failure:  # the scheduler's own account (PREEMPTED, NODE_FAIL, ...) says more than a signal
-        failure = f"{failure}; {scheduler_failure}" if failure else scheduler_failure
+    # the scheduler's own account (PREEMPTED, NODE_FAIL, ...) explains the signal the job died of: it leads
+    if scheduler_failure:
+        failure = f"{scheduler_failure}; {failure}" if failure else scheduler_failure
     if failure and exit_code not in (None, 0) and not outcome.timed_out:
         hint = _nondeterministic_op(prepared, outcome)
         if hint:
