@@ -5,6 +5,7 @@ Layout (plain tar, deterministic: sorted names, owner 0, fixed mtime, modes 644/
 
     index.json          first member: schema, what is where, and every member's size and sha256
     attestation.json    the attestation exactly as published (signed or not)
+    attestation.reprobox.model.sig   the checkpoints' OpenSSF model signature, when one lies beside it
     tree/...            the attested code files, the job file and packed data at their relative places
     published/...       the author's checkpoints (outputs/...) and trail, when packed
     image.tar           `docker save` of the job's image, when the job ran in one

@@ -75,6 +75,13 @@ def pack(
     if published is not None:
         members.extend(published_members(attestation, published))
     members.append(bytes_member(ATTESTATION_MEMBER, attestation_path.read_bytes()))
+    signature = attest.model_signature_path_for(attestation_path)
+    if signature.is_file():  # the model's signature goes where reproduce looks: beside the attestation
+        members.append(
+            bytes_member(
+                attest.model_signature_path_for(Path(ATTESTATION_MEMBER)).name, signature.read_bytes()
+            )
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     with _image_archive(attestation, engine, out.parent) as image:
         if image is not None:

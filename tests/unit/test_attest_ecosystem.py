@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from reprobox import attest, cli, codetree
+from reprobox import attest, bundle, cli, codetree
 from reprobox.attest._keys import legacy_key_id
 from reprobox.errors import EnvironmentProblem, SpecError, UsageError
 from reprobox.guest.hashing import file_sha256
@@ -365,3 +365,30 @@ def test_without_model_signing_an_ecdsa_signature_says_what_to_install(
             checkpoints=published["outputs"],
         )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_packed_bundle_carries_the_model_signature_beside_its_attestation(
+    published, tmp_path: Path
+) -> None:
+    """A reviewer given only the bundle checks both signatures, as with the published files."""
+    out = tmp_path / "paper.tar"
+    assert (
+        cli.main(
+            [
+                "pack",
+                str(published["attestation"]),
+                "--code",
+                str(published["root"] / "code"),
+                "-o",
+                str(out),
+                "-q",
+            ]
+        )
+        == 0
+    )
+    opened = bundle.open_bundle(out, tmp_path / "opened")
+    carried = attest.model_signature_path_for(opened.attestation)
+    assert carried.read_bytes() == published["model_sig"].read_bytes()
+    loaded = attest.read_attestation(opened.attestation, verify_signature=published["pub"])
+    facts = signature_facts(loaded, ReproduceOptions(verify_signature=published["pub"]), None, [])
+    assert facts["verified"] and facts["model"]["verified"]
