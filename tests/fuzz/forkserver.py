@@ -64,12 +64,12 @@ def input_path(folder: Path, target: str, suffix: str = "") -> Path:
 
 
 def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
+    with Path("/proc/self/statm").open() as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _vm_bytes() -> int:
-    with open("/proc/self/statm") as f:
+    with Path("/proc/self/statm").open() as f:
         return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
@@ -105,8 +105,20 @@ def _child(path: Path, write_end: int) -> None:
     os._exit(0)
 
 
-PRELOADED = ("reprobox.guest.hashing", "reprobox.errors", "numpy", "numpy.lib.format", "yaml", "csv", "zipfile",
-             "bz2", "lzma", "tokenize", "ast", "pickletools")
+PRELOADED = (
+    "reprobox.guest.hashing",
+    "reprobox.errors",
+    "numpy",
+    "numpy.lib.format",
+    "yaml",
+    "csv",
+    "zipfile",
+    "bz2",
+    "lzma",
+    "tokenize",
+    "ast",
+    "pickletools",
+)
 
 
 def preload() -> None:
@@ -117,7 +129,16 @@ def preload() -> None:
         importlib.import_module(name)
 
 
-def run_input(path: Path, time_limit: float = TIME_LIMIT_S, memory_limit: int = MEMORY_LIMIT_BYTES) -> Outcome:
+def preload_torch() -> None:
+    import contextlib
+
+    with contextlib.suppress(ImportError):
+        import torch  # noqa: F401
+
+
+def run_input(
+    path: Path, time_limit: float = TIME_LIMIT_S, memory_limit: int = MEMORY_LIMIT_BYTES
+) -> Outcome:
     """Hash ``path`` in a forked child within the limits; the outcome class it ended in."""
     preload()
 
@@ -155,9 +176,13 @@ def run_input(path: Path, time_limit: float = TIME_LIMIT_S, memory_limit: int = 
     if not chunks:
         return Outcome("died", f"wait status {status}", seconds, grown, f"died:{status}")
     report = json.loads(b"".join(chunks))
-    outcome = Outcome(report["kind"], report["detail"], seconds, grown, report.get("signature", report["kind"]))
+    outcome = Outcome(
+        report["kind"], report["detail"], seconds, grown, report.get("signature", report["kind"])
+    )
     if outcome.passed and grown > memory_limit:
-        return Outcome("memory", f"peak memory grew {grown >> 20} MiB, over {memory_limit >> 20} MiB", seconds, grown)
+        return Outcome(
+            "memory", f"peak memory grew {grown >> 20} MiB, over {memory_limit >> 20} MiB", seconds, grown
+        )
     return outcome
 
 
@@ -182,6 +207,8 @@ def fuzz(target: str, seconds: float, seeds: Path, work: Path, findings: Path, r
 
     from tests.fuzz.mutate import MUTATORS
 
+    if target == "torch":  # quantized tensors are built by torch: imported once here, not per child
+        preload_torch()
     rng = random.Random(rng_seed)
     corpus = seed_files(seeds, target)
     campaign = Campaign(target)

@@ -18,11 +18,51 @@ from tests.fuzz.seeds import wandb_frame
 
 Mutator = Callable[[random.Random, bytes], bytes]
 
-INTERESTING_INTS = [0, 1, 2, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 2**48, 2**63 - 1, 2**64 - 1]
+INTERESTING_INTS = [
+    0,
+    1,
+    2,
+    7,
+    8,
+    0x7F,
+    0x80,
+    0xFF,
+    0x100,
+    0x7FFF,
+    0xFFFF,
+    0x7FFFFFFF,
+    0xFFFFFFFF,
+    2**48,
+    2**63 - 1,
+    2**64 - 1,
+]
 TOKENS = [
-    b"9" * 5000, b"0x" + b"f" * 4000, b"1:2:3:4:5:6", b"[" * 300, b"{" * 300, b"-1", b"1e400", b"NaN",
-    b"\xff\xfe", b"\x00", b"(", b")", b"'", b'"', b"\\", b"\n", b",", b":", b"False", b"{'descr': '|O'",
-    b"'shape': (-1,)", b"'shape': (4294967296, 4294967296)", b"'fortran_order': True", b"#", b"\r", b"...",
+    b"9" * 5000,
+    b"0x" + b"f" * 4000,
+    b"1:2:3:4:5:6",
+    b"[" * 300,
+    b"{" * 300,
+    b"-1",
+    b"1e400",
+    b"NaN",
+    b"\xff\xfe",
+    b"\x00",
+    b"(",
+    b")",
+    b"'",
+    b'"',
+    b"\\",
+    b"\n",
+    b",",
+    b":",
+    b"False",
+    b"{'descr': '|O'",
+    b"'shape': (-1,)",
+    b"'shape': (4294967296, 4294967296)",
+    b"'fortran_order': True",
+    b"#",
+    b"\r",
+    b"...",
 ]
 
 
@@ -68,7 +108,16 @@ def _truncate(rng: random.Random, data: bytes) -> bytes:
     return data[: rng.randrange(len(data) + 1)]
 
 
-BYTE_MUTATORS: list[Mutator] = [_flip, _flip, _set_int, _set_int, _insert_token, _delete, _duplicate, _truncate]
+BYTE_MUTATORS: list[Mutator] = [
+    _flip,
+    _flip,
+    _set_int,
+    _set_int,
+    _insert_token,
+    _delete,
+    _duplicate,
+    _truncate,
+]
 
 
 def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
@@ -96,7 +145,9 @@ def _rezip(rng: random.Random, data: bytes) -> bytes:
         payload = mutate_bytes(rng, payload)
     members[index] = (info, payload)
     out = io.BytesIO()
-    compression = rng.choice([info.compress_type, zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+    compression = rng.choice(
+        [info.compress_type, zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA]
+    )
     with zipfile.ZipFile(out, "w") as archive:
         for position, (old, content) in enumerate(members):
             entry = zipfile.ZipInfo("member")
@@ -178,8 +229,26 @@ def _wandb(rng: random.Random, data: bytes) -> bytes:
 
 def _pickle_opcodes(rng: random.Random, data: bytes) -> bytes:
     """Opcodes spliced in before STOP: containers, memo, and long integers."""
-    ops = [b"]", b"}", b"(", b"e", b"u", b"\x8f", b"\x90", b"\x94", b"h\x00", b"t", b"N", b"K\x01", b"s",
-           b"\x8a\xff" + b"\xff" * 255, b"\x8b\xff\xff\x00\x00" + b"\xff" * 8, b"L" + b"9" * 5000 + b"L\n", b"0", b"2"]
+    ops = [
+        b"]",
+        b"}",
+        b"(",
+        b"e",
+        b"u",
+        b"\x8f",
+        b"\x90",
+        b"\x94",
+        b"h\x00",
+        b"t",
+        b"N",
+        b"K\x01",
+        b"s",
+        b"\x8a\xff" + b"\xff" * 255,
+        b"\x8b\xff\xff\x00\x00" + b"\xff" * 8,
+        b"L" + b"9" * 5000 + b"L\n",
+        b"0",
+        b"2",
+    ]
     splice = b"".join(rng.choice(ops) for _ in range(rng.randint(1, 20)))
     at = max(0, data.rfind(b".")) if rng.random() < 0.5 else rng.randrange(len(data) + 1)
     return data[:at] + splice + data[at:]

@@ -43,7 +43,9 @@ def _npz() -> list[bytes]:
     out = []
     for save in (np.savez, np.savez_compressed):
         buffer = io.BytesIO()
-        save(buffer, w=np.arange(12, dtype=np.float32).reshape(3, 4), b=np.ones(3, dtype=">i4"), e=np.zeros(0))
+        save(
+            buffer, w=np.arange(12, dtype=np.float32).reshape(3, 4), b=np.ones(3, dtype=">i4"), e=np.zeros(0)
+        )
         out.append(buffer.getvalue())
     return out
 
@@ -63,7 +65,10 @@ def _torch() -> list[bytes]:
     import torch
 
     state = {
-        "model": {"fc.weight": torch.arange(6.0).reshape(2, 3), "fc.bias": torch.zeros(2, dtype=torch.bfloat16)},
+        "model": {
+            "fc.weight": torch.arange(6.0).reshape(2, 3),
+            "fc.bias": torch.zeros(2, dtype=torch.bfloat16),
+        },
         "expanded": torch.zeros(1).expand(8),
         "view": torch.arange(10)[2:8:2],
         "sparse": torch.eye(3).to_sparse(),
@@ -88,7 +93,9 @@ def _pickle() -> list[bytes]:
 
     value = {"weights": np.arange(6, dtype=np.float64).reshape(2, 3), "step": 10, "tags": {"a", "b"}}
     plain = {"lr": 0.1, "history": [1, 2.5, None, True, "x", b"\x00"], "pair": (1, 2), "big": 2**70}
-    return [pickle.dumps(value, protocol=p) for p in (2, 4, 5)] + [pickle.dumps(plain, protocol=p) for p in (0, 3)]
+    return [pickle.dumps(value, protocol=p) for p in (2, 4, 5)] + [
+        pickle.dumps(plain, protocol=p) for p in (0, 3)
+    ]
 
 
 def _text() -> list[tuple[str, bytes]]:
@@ -117,7 +124,9 @@ def _tensorboard() -> list[bytes]:
         writer = EventFileWriter(folder)
         for step in range(3):
             value = summary_pb2.Summary.Value(tag="loss", simple_value=1.0 / (step + 1))
-            writer.add_event(event_pb2.Event(wall_time=1.5 + step, step=step, summary=summary_pb2.Summary(value=[value])))
+            writer.add_event(
+                event_pb2.Event(wall_time=1.5 + step, step=step, summary=summary_pb2.Summary(value=[value]))
+            )
         writer.add_event(event_pb2.Event(wall_time=9.0, step=3, file_version="brain.Event:2"))
         writer.close()
         (path,) = Path(folder).glob("events.out.tfevents.*")
@@ -153,7 +162,10 @@ def _wandb() -> list[bytes]:
     records = []
     for step in range(3):
         history = pb.HistoryRecord(
-            item=[pb.HistoryItem(key="loss", value_json=json.dumps(1 / (step + 1))), pb.HistoryItem(key="_step", value_json=str(step))],
+            item=[
+                pb.HistoryItem(key="loss", value_json=json.dumps(1 / (step + 1))),
+                pb.HistoryItem(key="_step", value_json=str(step)),
+            ],
             step=pb.HistoryStep(num=step),
         )
         records.append(pb.Record(history=history, num=step).SerializeToString())
@@ -163,7 +175,8 @@ def _wandb() -> list[bytes]:
     records += [pb.Record(config=config).SerializeToString(), pb.Record(summary=summary).SerializeToString()]
     records.append(pb.Record(run=run).SerializeToString())
     records.append(pb.Record(exit=pb.RunExitRecord(exit_code=0, runtime=5)).SerializeToString())
-    return [wandb_frame(records), wandb_frame(records[:1] + [pb.Record(history=pb.HistoryRecord(item=[pb.HistoryItem(key="big", value_json="0" * 40_000)])).SerializeToString()])]
+    big = pb.HistoryRecord(item=[pb.HistoryItem(key="big", value_json="0" * 40000)])  # over one block
+    return [wandb_frame(records), wandb_frame([records[0], pb.Record(history=big).SerializeToString()])]
 
 
 def _mlflow() -> list[bytes]:

@@ -156,10 +156,18 @@ def metadata_sha256(metadata: Mapping[str, str]) -> str:
     return _sha256_text(canonical_json(dict(metadata)))
 
 
+MAX_DECIMAL_BITS = 14_000
+"""Integers longer than this (about 4,200 decimal digits) are spelled in hexadecimal: Python refuses to
+convert an integer of over 4,300 digits to decimal, and a file may hold one (a pickle's LONG4, a YAML
+``0x`` or sexagesimal number). The check is on the bit length, before any conversion."""
+
+
 def canonical_value(value: object) -> object:
     """A JSON-able form of a non-tensor value that is equal exactly when the values are."""
     canonical: object
-    if value is None or isinstance(value, (bool, str, int, float)):
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > MAX_DECIMAL_BITS:
+        canonical = {"int": hex(value)}  # too long for a decimal spelling: Python refuses to write it
+    elif value is None or isinstance(value, (bool, str, int, float)):
         canonical = value
     elif isinstance(value, complex):
         canonical = {"complex": [value.real, value.imag]}
@@ -263,13 +271,27 @@ class _Flattener:
         self.open_containers.discard(id(obj))
 
 
+def _integer_view(tensor: torch.Tensor) -> torch.Tensor:
+    """A quantized tensor's integer values as a view of its storage with its own strides: ``int_repr()``
+    would copy them whole, and an expanded (stride-0) one spans far more than it stores."""
+    import torch
+
+    integer = {torch.quint8: torch.uint8, torch.qint8: torch.int8, torch.qint32: torch.int32}.get(
+        tensor.dtype
+    )
+    if integer is None:  # sub-byte packings (quint4x2): their integer form is not their storage
+        return tensor.int_repr()
+    view = torch.empty(0, dtype=integer)
+    return view.set_(tensor.untyped_storage(), tensor.storage_offset(), tensor.size(), tensor.stride())
+
+
 def expand_quantized(name: str, tensor: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     """A quantized tensor as plain tensors: its integer values and its quantizer's parameters."""
     import torch
 
     if not tensor.is_quantized:
         return [(name, tensor)]
-    parts = [(name, tensor.int_repr())]
+    parts = [(name, _integer_view(tensor))]
     if tensor.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
         parts.append((f"{name}.q_scale", torch.tensor([tensor.q_scale()], dtype=torch.float64)))
         parts.append((f"{name}.q_zero_point", torch.tensor([tensor.q_zero_point()], dtype=torch.int64)))
