@@ -88,3 +88,16 @@ PROBES: dict[str, Probe] = {
     "pickle-six-mib-of-empty-sets": ("pickle", "", _empty_sets),
     "safetensors-header-of-empty-lists": ("safetensors", "", _empty_lists_header),
 }
+
+
+def _tiny_wandb_records() -> bytes:
+    """40 MiB of valid W&B chunks, each a record of one empty field: the reader's per-record cost."""
+    from tests.fuzz.seeds import wandb_frame
+
+    return wandb_frame([b"\x5a\x00"] * ((40 << 20) // 9))  # field 11 (telemetry), empty: one value each
+
+
+PROBES["wandb-40-mib-of-tiny-records"] = ("wandb", "", _tiny_wandb_records)
+
+
+PROBES["mlflow-a-million-metric-lines"] = ("mlflow", "", lambda: b"0 0 0\n" * 1_000_000)

@@ -134,9 +134,15 @@ def _expect_str(data: Mapping[str, object], key: str, field_name: str) -> str:
 # --- the canonical serialisations (the contract) --------------------------------------------------
 
 
+_CANONICAL_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True
+)
+"""``json.dumps`` with these arguments builds an encoder per call; one made once writes the same text."""
+
+
 def canonical_json(value: object) -> str:
     """The one JSON spelling every digest here is computed over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    return _CANONICAL_ENCODER.encode(value)
 
 
 def _sha256_text(text: str) -> str:
@@ -162,10 +168,15 @@ convert an integer of over 4,300 digits to decimal, and a file may hold one (a p
 ``0x`` or sexagesimal number). The check is on the bit length, before any conversion."""
 
 
+def _long_int(value: object) -> bool:
+    return type(value) is int and abs(value).bit_length() > MAX_DECIMAL_BITS
+
+
 def canonical_value(value: object) -> object:
     """A JSON-able form of a non-tensor value that is equal exactly when the values are."""
     canonical: object
     if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > MAX_DECIMAL_BITS:
+        # an int subclass (an IntEnum) is spelled the same way: bit_length is int's own
         canonical = {"int": hex(value)}  # too long for a decimal spelling: Python refuses to write it
     elif value is None or isinstance(value, (bool, str, int, float)):
         canonical = value
@@ -187,8 +198,14 @@ def canonical_value(value: object) -> object:
 
 def _metadata_digests(values: Sequence[tuple[str, object]]) -> dict[str, str]:
     grouped: dict[str, list[str]] = {}
+    known: dict[str, str] = {}  # logs repeat their values: each spelling is hashed once
     for name, value in values:
-        grouped.setdefault(name, []).append(_sha256_text(canonical_json(canonical_value(value))))
+        plain = type(value) in (int, float, str, bool, type(None)) and not _long_int(value)
+        text = canonical_json(value if plain else canonical_value(value))
+        digest = known.get(text)
+        if digest is None:
+            digest = known[text] = _sha256_text(text)
+        grouped.setdefault(name, []).append(digest)
     return {
         name: digests[0] if len(digests) == 1 else _sha256_text("\n".join(sorted(digests)))
         for name, digests in grouped.items()
