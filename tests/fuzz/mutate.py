@@ -181,7 +181,7 @@ def _tfrecords(data: bytes) -> list[bytes]:
     return records
 
 
-def _tfrecord(body: bytes) -> bytes:
+def tfrecord(body: bytes) -> bytes:
     header = struct.pack("<Q", len(body))
     return header + struct.pack("<I", masked_crc32c(header)) + body + struct.pack("<I", masked_crc32c(body))
 
@@ -192,7 +192,7 @@ def _tensorboard(rng: random.Random, data: bytes) -> bytes:
     records[index] = mutate_bytes(rng, records[index])
     if rng.random() < 0.2:
         records.insert(rng.randrange(len(records) + 1), records[index] * rng.randint(2, 100))
-    return b"".join(_tfrecord(r) for r in records)
+    return b"".join(tfrecord(r) for r in records)
 
 
 def _wandb_records(data: bytes) -> list[bytes]:

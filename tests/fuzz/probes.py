@@ -101,3 +101,13 @@ PROBES["wandb-40-mib-of-tiny-records"] = ("wandb", "", _tiny_wandb_records)
 
 
 PROBES["mlflow-a-million-metric-lines"] = ("mlflow", "", lambda: b"0 0 0\n" * 1_000_000)
+
+
+def _tensorboard_record_of_tiny_fields() -> bytes:
+    """One event record of 4 Mi two-byte fields (step = 0, again and again)."""
+    from tests.fuzz.mutate import tfrecord
+
+    return tfrecord(b"\x10\x00" * (4 << 20))
+
+
+PROBES["tensorboard-one-record-of-4-mi-fields"] = ("tensorboard", "", _tensorboard_record_of_tiny_fields)
