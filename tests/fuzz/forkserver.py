@@ -5,8 +5,8 @@ child starts in well under a millisecond of Python. The child hashes the file as
 (``hash_checkpoint(strict=True)``) and reports its outcome class on a pipe; the parent kills it past the
 time limit and reads its peak memory from ``wait4``. The memory limit is checked against the child's
 growth over the parent (``ru_maxrss``), and an address-space rlimit keeps a runaway child from the
-machine. Outcome classes, never messages, decide: ``read`` (digested, with or without a note), ``refused``
-(a UsageError: exit 2); every other ending is a finding.
+machine. Outcome classes, never messages, decide: ``read`` (digested), ``noted`` (compared as bytes, with a
+note saying why), ``refused`` (a UsageError: exit 2); every other ending is a finding.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 TIME_LIMIT_S = 10.0
 MEMORY_LIMIT_BYTES = 512 << 20
 ADDRESS_SPACE_MARGIN = 2 << 30
-PASSING = frozenset({"read", "refused"})
+PASSING = frozenset({"read", "noted", "refused"})
 
 TARGET_FILES: dict[str, str] = {
     # target: the file name each input is hashed under (its suffix or place picks the reader)
@@ -44,7 +44,7 @@ TARGET_FILES: dict[str, str] = {
 
 @dataclass
 class Outcome:
-    kind: str  # read, refused, timeout, memory, environment, exception, died
+    kind: str  # read, noted, refused; or timeout, memory, environment, exception, died
     detail: str = ""
     seconds: float = 0.0
     grown_bytes: int = 0
@@ -90,7 +90,8 @@ def _child(path: Path, write_end: int) -> None:
     warnings.simplefilter("ignore")  # a reader's library warning about an input is not an outcome
     try:
         digest = hash_checkpoint(path, relative_to=path.parent, workers=1, strict=True)
-        report = {"kind": "read", "detail": digest.note or ""}
+        noted = digest.format == "file" and digest.note is not None  # compared as bytes, saying why
+        report = {"kind": "noted" if noted else "read", "detail": digest.note or ""}
     except UsageError as exc:
         report = {"kind": "refused", "detail": str(exc)}
     except EnvironmentProblem as exc:
