@@ -51,6 +51,8 @@ A file the readers cannot take apart (not a checkpoint, or an unreadable one) ge
 its content hash, with a note. A file that declares more than it holds or more than the readers' limits
 (a shape over 2**48 elements, a header nested over 64 levels, an archive that would expand over 1100
 times, an array over 1 GiB to reorder in memory) is refused: exit 2, naming the file and the limit.
+A file changed or cut short while it is hashed is named with exit 4; Ctrl-C or SIGTERM stops hashing at
+once (exit 130 or 143).
 """
 
 
