@@ -3,8 +3,11 @@
 Object arrays are refused. Every array header is checked before its data is touched: a sane shape,
 and no more bytes than the file (or the archive member) holds. An archive that would expand too far (a
 zip bomb) is judged from its directory before anything is decompressed. Members are hashed as they
-decompress, a chunk at a time; a member in Fortran order must be reordered in memory, so it is refused
-past ``MAX_IN_MEMORY_BYTES``, as is an archive loaded whole for comparison (``load_npz``).
+decompress, a chunk at a time, and an .npy file's array is read by ``pread`` (``_filebytes``), never
+memory-mapped for hashing; an array in Fortran order must be reordered in memory, so it is refused past
+``MAX_IN_MEMORY_BYTES``, as is an archive loaded whole for comparison (``load_npz``). Whatever NumPy,
+zipfile or a decompressor raises on a damaged file becomes the file's note at one boundary
+(``_NPZ_ERRORS``), and only what the machine did (an errno) leaves as an OSError.
 """
 
 from __future__ import annotations
