@@ -108,9 +108,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return errors.EXIT_BAD_INPUT
+    _never_fail_on_encoding()
     out = Output(getattr(args, "json", False), getattr(args, "quiet", False))
     with signals.interrupting() as caught, progress.reporting(out.reporter):
-        return _dispatch(args, out, caught, list(argv) if argv is not None else None)
+        code = _dispatch(args, out, caught, list(argv) if argv is not None else None)
+    if caught.first is not None and getattr(args, "abandons_workers", False):
+        signals.exit_now(code)  # worker threads still hashing would hold the interpreter's exit
+    return code
+
+
+def _never_fail_on_encoding() -> None:
+    """A path whose name is not UTF-8 (bytes kept as surrogates) is printed escaped, never an error."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            reconfigure(errors="backslashreplace")
 
 
 def _dispatch(args: argparse.Namespace, out: Output, caught: signals.Caught, argv: list[str] | None) -> int:

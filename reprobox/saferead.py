@@ -235,3 +235,13 @@ def _refuse(path: Path, mode: int) -> None:
 
 def _too_large(path: Path, size: int, limit: int) -> UnsafeFile:
     return UnsafeFile(path, f"is {size} bytes, more than the {limit} bytes reprobox reads from it")
+
+
+def damaged_stream(exc: OSError) -> bool:
+    """Whether an OSError met while decoding a file says the file is damaged, not that the machine failed.
+
+    Decompressors report a broken stream as an OSError without an errno (bz2's "Invalid data stream"), and
+    a zip directory that points before the file's first byte makes the reader seek there (EINVAL). What
+    the machine did (permissions, a file removed while read, a full disk, an I/O error) carries its errno.
+    """
+    return exc.errno is None or exc.errno == errno.EINVAL

@@ -8,7 +8,9 @@ that names its signal, so they take that same path and the exit code can say whi
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -56,3 +58,15 @@ def interrupting() -> Iterator[Caught]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def exit_now(code: int) -> None:
+    """End the process at once with ``code``, output flushed, without waiting for worker threads.
+
+    For a command that only reads (``hash``): its pool's threads may be hashing a large file, and the
+    interpreter's exit would wait for each to finish its task. Nothing is left half-written.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)

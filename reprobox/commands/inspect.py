@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reprobox import runtimes
 from reprobox.commands.common import (
@@ -14,11 +17,13 @@ from reprobox.commands.common import (
     check_report_targets,
     runtime_options,
 )
-from reprobox.errors import EXIT_OK, UsageError
+from reprobox.errors import EXIT_OK, ReproboxError, UsageError
 from reprobox.records.manifest import read_record
 
 if TYPE_CHECKING:
     from reprobox.cli import Output
+
+T = TypeVar("T")
 
 REPORT_EPILOG = """\
 examples:
@@ -50,6 +55,8 @@ with a note. The `covers` line says which.
 A file that declares more than it holds or more than the readers' limits (a shape over 2**48
 elements, a header nested over 64 levels, an archive that would expand over 1100 times, an array over
 1 GiB to reorder in memory) is refused: exit 2, naming the file and the limit.
+A file changed or cut short while it is hashed is named with exit 4; Ctrl-C or SIGTERM stops hashing at
+once (exit 130 or 143).
 """
 
 
@@ -99,7 +106,40 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     hasher.add_argument("files", nargs="+", type=Path, metavar="FILE")
     add_output_flags(hasher)
-    hasher.set_defaults(handler=hash_command)
+    hasher.set_defaults(handler=hash_command, abandons_workers=True)
+
+
+class HashStopped(ReproboxError):
+    """Ctrl-C or a termination signal while files were hashed: nothing was written, nothing to record."""
+
+    def __init__(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"hashing stopped by {name}; no hash was printed and no file was written")
+        self.exit_code = 128 + signum
+
+
+def _while_listening(work: Callable[[], T]) -> T:
+    """``work()`` on a thread of its own while this (main) thread waits, so that Ctrl-C or SIGTERM is
+    taken at once rather than after the task the hashing pool is on; the CLI then exits without
+    waiting for the pool (``signals.exit_now``)."""
+    done = threading.Event()
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # noqa: BLE001 - raised again on the main thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="reprobox-hash", daemon=True).start()
+    while not done.wait(0.5):  # a signal interrupts the wait: its handler raises here
+        pass
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def report_command(args: argparse.Namespace, out: Output) -> int:
@@ -131,7 +171,12 @@ def hash_command(args: argparse.Namespace, out: Output) -> int:
     missing = [str(p) for p in args.files if not p.is_file()]
     if missing:
         raise UsageError(f"{missing[0]}: no such file; pass checkpoint files such as out/model.pt")
-    digests = [hash_checkpoint(path, relative_to=path.parent, strict=True) for path in args.files]
+    try:
+        digests = _while_listening(
+            lambda: [hash_checkpoint(path, relative_to=path.parent, strict=True) for path in args.files]
+        )
+    except KeyboardInterrupt as exc:
+        raise HashStopped(getattr(exc, "signum", signal.SIGINT)) from None
     lines, files = [], {}
     for path, digest in zip(args.files, digests, strict=True):
         data = digest.to_json()

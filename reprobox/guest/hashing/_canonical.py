@@ -134,9 +134,15 @@ def _expect_str(data: Mapping[str, object], key: str, field_name: str) -> str:
 # --- the canonical serialisations (the contract) --------------------------------------------------
 
 
+_CANONICAL_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True
+)
+"""``json.dumps`` with these arguments builds an encoder per call; one made once writes the same text."""
+
+
 def canonical_json(value: object) -> str:
     """The one JSON spelling every digest here is computed over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    return _CANONICAL_ENCODER.encode(value)
 
 
 def _sha256_text(text: str) -> str:
@@ -156,10 +162,23 @@ def metadata_sha256(metadata: Mapping[str, str]) -> str:
     return _sha256_text(canonical_json(dict(metadata)))
 
 
+MAX_DECIMAL_BITS = 14_000
+"""Integers longer than this (about 4,200 decimal digits) are spelled in hexadecimal: Python refuses to
+convert an integer of over 4,300 digits to decimal, and a file may hold one (a pickle's LONG4, a YAML
+``0x`` or sexagesimal number). The check is on the bit length, before any conversion."""
+
+
+def _long_int(value: object) -> bool:
+    return type(value) is int and abs(value).bit_length() > MAX_DECIMAL_BITS
+
+
 def canonical_value(value: object) -> object:
     """A JSON-able form of a non-tensor value that is equal exactly when the values are."""
     canonical: object
-    if value is None or isinstance(value, (bool, str, int, float)):
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > MAX_DECIMAL_BITS:
+        # an int subclass (an IntEnum) is spelled the same way: bit_length is int's own
+        canonical = {"int": hex(value)}  # too long for a decimal spelling: Python refuses to write it
+    elif value is None or isinstance(value, (bool, str, int, float)):
         canonical = value
     elif isinstance(value, complex):
         canonical = {"complex": [value.real, value.imag]}
@@ -179,8 +198,14 @@ def canonical_value(value: object) -> object:
 
 def _metadata_digests(values: Sequence[tuple[str, object]]) -> dict[str, str]:
     grouped: dict[str, list[str]] = {}
+    known: dict[str, str] = {}  # logs repeat their values: each spelling is hashed once
     for name, value in values:
-        grouped.setdefault(name, []).append(_sha256_text(canonical_json(canonical_value(value))))
+        plain = type(value) in (int, float, str, bool, type(None)) and not _long_int(value)
+        text = canonical_json(value if plain else canonical_value(value))
+        digest = known.get(text)
+        if digest is None:
+            digest = known[text] = _sha256_text(text)
+        grouped.setdefault(name, []).append(digest)
     return {
         name: digests[0] if len(digests) == 1 else _sha256_text("\n".join(sorted(digests)))
         for name, digests in grouped.items()
@@ -263,13 +288,27 @@ class _Flattener:
         self.open_containers.discard(id(obj))
 
 
+def _integer_view(tensor: torch.Tensor) -> torch.Tensor:
+    """A quantized tensor's integer values as a view of its storage with its own strides: ``int_repr()``
+    would copy them whole, and an expanded (stride-0) one spans far more than it stores."""
+    import torch
+
+    integer = {torch.quint8: torch.uint8, torch.qint8: torch.int8, torch.qint32: torch.int32}.get(
+        tensor.dtype
+    )
+    if integer is None:  # sub-byte packings (quint4x2): their integer form is not their storage
+        return tensor.int_repr()
+    view = torch.empty(0, dtype=integer)
+    return view.set_(tensor.untyped_storage(), tensor.storage_offset(), tensor.size(), tensor.stride())
+
+
 def expand_quantized(name: str, tensor: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     """A quantized tensor as plain tensors: its integer values and its quantizer's parameters."""
     import torch
 
     if not tensor.is_quantized:
         return [(name, tensor)]
-    parts = [(name, tensor.int_repr())]
+    parts = [(name, _integer_view(tensor))]
     if tensor.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
         parts.append((f"{name}.q_scale", torch.tensor([tensor.q_scale()], dtype=torch.float64)))
         parts.append((f"{name}.q_zero_point", torch.tensor([tensor.q_zero_point()], dtype=torch.int64)))

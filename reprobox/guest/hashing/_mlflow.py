@@ -11,8 +11,10 @@ there). ``meta.yaml`` files are YAML and read as such (``_text``).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._logvalues import LogValues, read_capped
 
 READER_NAME = "MLflow file store reader"
@@ -20,6 +22,9 @@ STORE_FOLDER = "mlruns"
 KINDS = ("metrics", "params", "tags")
 
 MAX_MLFLOW_FILE_BYTES = 64 << 20
+
+READ_SECONDS = 3.0
+"""Reading one metric file's lines stops past this: each line is two values, each digested in turn."""
 """As ``_text.MAX_TEXT_BYTES``: larger files are logs rather than state, compared as bytes."""
 
 
@@ -43,7 +48,10 @@ def read_mlflow(path: Path) -> list[tuple[str, object]]:
     if kind != "metrics":
         found.add(name, text)
         return found.pairs
+    deadline = time.monotonic() + READ_SECONDS
     for number, line in enumerate(text.splitlines(), start=1):
+        if number % 4096 == 0 and time.monotonic() > deadline:
+            raise OverLimit(f"reading its lines takes over {READ_SECONDS} s, the limit ({number} read)")
         if not line.strip():
             continue
         timestamp, value, step = _metric_line(line, number)

@@ -3,13 +3,20 @@
 Object arrays are refused. Every array header is checked before its data is touched: a sane shape,
 and no more bytes than the file (or the archive member) holds. An archive that would expand too far (a
 zip bomb) is judged from its directory before anything is decompressed. Members are hashed as they
-decompress, a chunk at a time; a member in Fortran order must be reordered in memory, so it is refused
-past ``MAX_IN_MEMORY_BYTES``, as is an archive loaded whole for comparison (``load_npz``).
+decompress, a chunk at a time, and an .npy file's array is read by ``pread`` (``_filebytes``), never
+memory-mapped for hashing; an array in Fortran order must be reordered in memory, so it is refused past
+``MAX_IN_MEMORY_BYTES``, as is an archive loaded whole for comparison (``load_npz``). Whatever NumPy,
+zipfile or a decompressor raises on a damaged file becomes the file's note at one boundary
+(``_NPZ_ERRORS``), and only what the machine did (an errno) leaves as an OSError.
 """
 
 from __future__ import annotations
 
+import lzma
+import struct
+import tokenize
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -19,7 +26,6 @@ from reprobox.guest.hashing._arrays import (
     _Array,
     _Content,
     _ContentError,
-    _numpy_array,
     _numpy_buffers,
     _refused,
     _unreadable,
@@ -34,12 +40,33 @@ from reprobox.guest.hashing._bounds import (
     over_limit,
 )
 from reprobox.guest.hashing._canonical import ROOT_NAME, numpy_dtype_name
+from reprobox.guest.hashing._filebytes import FileChanged, FileIdentity, pread_chunks
+from reprobox.saferead import damaged_stream
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-_NPZ_ERRORS = (zipfile.BadZipFile, ValueError, EOFError, KeyError, NotImplementedError, RuntimeError)
+_NPZ_ERRORS = (
+    zipfile.BadZipFile,
+    ValueError,  # OverLimit and UnicodeDecodeError too
+    EOFError,
+    KeyError,
+    IndexError,  # zipfile, on a member whose name is empty
+    TypeError,
+    NotImplementedError,
+    RuntimeError,
+    SyntaxError,  # numpy's header parser (ast.literal_eval) on a damaged header
+    tokenize.TokenError,  # and its tokenizer, on one that never closes a bracket or a string
+    zlib.error,  # a damaged deflate stream
+    lzma.LZMAError,
+    struct.error,
+    OverflowError,
+    MemoryError,
+    RecursionError,
+)
+"""What NumPy, zipfile and the decompressors raise on a damaged file: the NumPy readers' one boundary
+turns each into the file's note. A damaged stream's OSError joins them (``saferead.damaged_stream``)."""
 
 
 # An .npz member may expand at most this many times its compressed size (deflate itself tops out near
@@ -58,18 +85,12 @@ Header = tuple[tuple[int, ...], bool, "np.dtype[Any]"]
 def read_npy_header(stream: IO[bytes], what: str, size: int) -> Header:
     """The header of the .npy data in ``stream`` (``size`` bytes long), checked: no Python objects, a
     sane shape, and no more bytes declared than ``stream`` holds after the header."""
-    import numpy as np
 
-    version = np.lib.format.read_magic(stream)
-    if version == (1, 0):
-        shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
-    elif version == (2, 0):
-        shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(stream)
-    else:  # 3.0 is 2.0 with UTF-8 field names; numpy reads it only through its private reader
-        read_any = getattr(np.lib.format, "_read_array_header", None)
-        if read_any is None:
-            raise ValueError(f"{what} has an .npy header of version {version}, which is not read")
-        shape, fortran_order, dtype = read_any(stream, version)
+    try:
+        shape, fortran_order, dtype = _numpy_header(stream, what)
+    except (tokenize.TokenError, SyntaxError, TypeError, IndexError, struct.error) as exc:
+        # numpy parses the header's dict as Python text: a damaged one fails in its tokenizer or parser
+        raise ValueError(f"{what} has a damaged .npy header ({type(exc).__name__}: {exc})") from None
     if dtype.hasobject:
         raise ValueError(f"{what} holds Python objects, which are never unpickled")
     shape = check_shape(shape, what)
@@ -78,6 +99,21 @@ def read_npy_header(stream: IO[bytes], what: str, size: int) -> Header:
     if nbytes > held:
         raise OverLimit(f"{what} is truncated: its header declares {nbytes} bytes, more than the {held} held")
     return shape, bool(fortran_order), dtype
+
+
+def _numpy_header(stream: IO[bytes], what: str) -> Header:
+    import numpy as np
+
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(stream)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(stream)
+    # 3.0 is 2.0 with UTF-8 field names; numpy reads it only through its private reader
+    read_any = getattr(np.lib.format, "_read_array_header", None)
+    if read_any is None:
+        raise ValueError(f"{what} has an .npy header of version {version}, which is not read")
+    return read_any(stream, version)  # type: ignore[no-any-return]
 
 
 def open_npy(path: Path, mode: Literal["r", "c"]) -> np.ndarray[Any, Any]:
@@ -92,12 +128,65 @@ def open_npy(path: Path, mode: Literal["r", "c"]) -> np.ndarray[Any, Any]:
     return array
 
 
+def _is_damage(exc: BaseException) -> bool:
+    """Whether a reader's error says the file is damaged (its note), rather than what the machine did."""
+    if isinstance(exc, FileChanged):
+        return False
+    if isinstance(exc, OSError):
+        return damaged_stream(exc)
+    return isinstance(exc, _NPZ_ERRORS)
+
+
 def plan_npy(path: Path) -> _Content:
+    """The array of an .npy file, hashed from the file by ``pread`` once its header is checked."""
     try:
-        array = open_npy(path, "r")
-    except _NPZ_ERRORS as exc:
+        with path.open("rb") as f:
+            identity = FileIdentity.of(f.fileno())
+            shape, fortran_order, dtype = read_npy_header(f, "the array", identity.size)
+            offset = f.tell()
+        nbytes = element_count(shape) * dtype.itemsize
+        if not _streamable(shape, fortran_order, dtype):
+            why = "from Fortran order" if fortran_order else f"from dtype {dtype.str}"
+            check_in_memory(nbytes, "the array", f"to convert {why}")
+    except (*_NPZ_ERRORS, OSError) as exc:
+        if not _is_damage(exc):
+            raise
         return _refused("NumPy", exc)
-    return _Content("numpy", [_numpy_array(ROOT_NAME, array)], {}, keepalive=array, reader="numpy")
+    swap = dtype if dtype != dtype.newbyteorder("<") else None
+
+    def buffers(budget: int) -> Iterator[bytes | memoryview]:
+        chunks = pread_chunks(path, identity, offset, nbytes, FILE_CHUNK_BYTES)
+        if _streamable(shape, fortran_order, dtype):
+            return _swapped(chunks, swap)
+        return _in_order(b"".join(chunks), shape, fortran_order, dtype, budget)
+
+    array = _Array(ROOT_NAME, numpy_dtype_name(dtype), shape, nbytes, buffers)
+    return _Content("numpy", [array], {}, reader="numpy")
+
+
+def _swapped(chunks: Iterator[bytes], swap: np.dtype[Any] | None) -> Iterator[bytes]:
+    """The chunks with big-endian elements turned little-endian (whole elements only: a split one waits)."""
+    import numpy as np
+
+    pending = b""
+    for chunk in chunks:
+        if swap is None:
+            yield chunk
+            continue
+        pending += chunk
+        whole = len(pending) - len(pending) % swap.itemsize
+        yield np.frombuffer(pending[:whole], dtype=swap).byteswap().tobytes()
+        pending = pending[whole:]
+
+
+def _in_order(
+    raw: bytes, shape: tuple[int, ...], fortran_order: bool, dtype: np.dtype[Any], budget: int
+) -> Iterator[memoryview]:
+    """An array held whole in memory (within ``MAX_IN_MEMORY_BYTES``), in row-major little-endian order."""
+    import numpy as np
+
+    array = np.frombuffer(raw, dtype=dtype).reshape(shape, order="F" if fortran_order else "C")
+    yield from _numpy_buffers(array, budget)
 
 
 def _npz_bomb(path: Path, infos: list[zipfile.ZipInfo]) -> str | None:
@@ -143,7 +232,9 @@ def plan_npz(path: Path) -> _Content:
                     nbytes = element_count(shape) * dtype.itemsize
                     check_in_memory(nbytes, f"member '{info.filename}'", f"to convert {why}")
                 arrays.append(_npz_member(path, info.filename, shape, fortran_order, dtype))
-    except _NPZ_ERRORS as exc:
+    except (*_NPZ_ERRORS, OSError) as exc:
+        if not _is_damage(exc):
+            raise
         return _refused("NumPy .npz", exc)
     return _Content("numpy", arrays, {}, reader="numpy")
 
@@ -186,7 +277,9 @@ def _npz_stream(path: Path, member: str, nbytes: int, swap: np.dtype[Any] | None
                 whole = len(pending) - len(pending) % swap.itemsize
                 yield np.frombuffer(pending[:whole], dtype=swap).byteswap().tobytes()
                 pending = pending[whole:]
-    except _NPZ_ERRORS as exc:
+    except (*_NPZ_ERRORS, OSError) as exc:
+        if not _is_damage(exc):
+            raise
         raise _content_error(exc) from exc
     if seen != nbytes or pending:
         raise _content_error(OverLimit(f"member '{member}' is truncated"))
@@ -198,7 +291,9 @@ def _npz_loaded(path: Path, member: str, budget: int) -> Iterator[memoryview]:
     try:
         with zipfile.ZipFile(path) as archive, archive.open(member) as stream:
             array = np.lib.format.read_array(stream, allow_pickle=False)
-    except _NPZ_ERRORS as exc:
+    except (*_NPZ_ERRORS, OSError) as exc:
+        if not _is_damage(exc):
+            raise
         raise _content_error(exc) from exc
     yield from _numpy_buffers(array, budget)
 
@@ -206,6 +301,16 @@ def _npz_loaded(path: Path, member: str, budget: int) -> Iterator[memoryview]:
 def load_npz(path: Path) -> list[tuple[str, np.ndarray[Any, Any]]]:
     """Every member of an .npz in memory (for comparison), within the readers' limits; ValueError
     (OverLimit past a limit) says why not."""
+
+    try:
+        return _load_npz(path)
+    except (*_NPZ_ERRORS, OSError) as exc:
+        if not _is_damage(exc) or isinstance(exc, ValueError):
+            raise
+        raise ValueError(limit_reason(exc)) from None
+
+
+def _load_npz(path: Path) -> list[tuple[str, np.ndarray[Any, Any]]]:
     import numpy as np
 
     check_zip_members(path, "the archive")

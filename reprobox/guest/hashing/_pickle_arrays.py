@@ -121,6 +121,14 @@ class TensorMaker:
 
     def quantized(self, spec: QuantizedSpec, plain: Plain) -> torch.Tensor:
         torch_module = import_torch("a quantized tensor")
+        stored = self.storage_bytes(spec.base.storage).size
+        if math.prod(spec.base.size) * spec.base.dtype.itemsize > stored:
+            # torch copies a quantized tensor's values whole when it builds one: an expanded view would
+            # be copied to every element it shows
+            raise OverLimit(
+                f"a quantized tensor of size {list(spec.base.size)} spans more bytes than its storage "
+                f"'{spec.base.storage.key}' holds (a repeated stride), which would be copied whole"
+            )
         base = self.tensor(spec.base)
         values = to_torch(base) if isinstance(base, SavedTensor) else base
         scheme, *params = spec.params

@@ -15,6 +15,7 @@ from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, OverLimit, check
 from reprobox.guest.hashing._pickle_objects import StorageRef, StorageType
 from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
+from reprobox.saferead import damaged_stream
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,6 +101,15 @@ def _bytes_at(mapped: mmap.mmap, start: int, nbytes: int) -> np.ndarray[Any, Any
 
 
 def read_zip(path: Path, mapped: mmap.mmap, budget: int) -> tuple[object, Plainer]:
+    try:
+        return _read_zip(path, mapped, budget)
+    except OSError as exc:  # a directory that points before the file's start: the file, not the machine
+        if not damaged_stream(exc):
+            raise
+        raise ValueError(f"a damaged zip archive ({exc.strerror or exc})") from None
+
+
+def _read_zip(path: Path, mapped: mmap.mmap, budget: int) -> tuple[object, Plainer]:
     check_zip_members(path, "the archive")
     name = zip_pickle_name(path)
     if name is None:

@@ -67,11 +67,62 @@ def _torch_values() -> dict[str, object]:
     return {**DTYPES, **QSCHEMES}
 
 
+MEMORY_PER_DATA_BYTE = 16
+MEMORY_FLOOR = 256 << 20
+"""What unpickling may cost in memory: this many bytes per byte of pickle data, plus the floor. A genuine
+pickle builds a few bytes of objects per byte; a run of one-byte opcodes that each push a new set (216
+bytes) or list onto the stack costs two hundred times the data, and is refused before it is built."""
+
+_OPCODE_COST = {
+    "EMPTY_SET": 216,
+    "FROZENSET": 216,
+    "EMPTY_DICT": 64,
+    "DICT": 64,
+    "EMPTY_LIST": 56,
+    "LIST": 56,
+    "TUPLE": 56,
+    "TUPLE1": 48,
+    "TUPLE2": 56,
+    "TUPLE3": 64,
+    "BINFLOAT": 24,
+    "FLOAT": 24,
+    "NEWOBJ": 200,
+    "NEWOBJ_EX": 200,
+    "REDUCE": 200,
+    "OBJ": 200,
+    "INST": 200,
+    "BUILD": 64,
+    "SETITEM": 32,
+    "SETITEMS": 32,
+    "APPEND": 8,
+    "APPENDS": 8,
+    "ADDITEMS": 64,
+}
+_OPCODE_FLOOR_COST = 16  # a stack slot, and the walk itself
+
+
+def _opcode_cost(name: str, arg: object) -> int:
+    """Roughly the bytes of objects an opcode makes the unpickler hold (CPython's object sizes)."""
+    if isinstance(arg, (str, bytes, bytearray)):
+        return len(arg) + 56
+    if isinstance(arg, int) and name.startswith("LONG"):
+        return arg.bit_length() // 8 + 32
+    return _OPCODE_COST.get(name, _OPCODE_FLOOR_COST)
+
+
 def _check_opcodes(stream: IO[bytes] | mmap.mmap, end: int) -> None:
-    """Walk the opcodes before unpickling: counted data, frames and memo indices must fit the file."""
+    """Walk the opcodes before unpickling: counted data, frames and memo indices must fit the file, and
+    what they would build must fit the memory budget (``MEMORY_PER_DATA_BYTE``)."""
     start = stream.tell()
     readable = cast("IO[bytes]", stream)  # an mmap reads like a binary file
+    budget = MEMORY_PER_DATA_BYTE * max(0, end - start) + MEMORY_FLOOR
     for ops, (op, arg, pos) in enumerate(pickletools.genops(readable), start=1):
+        budget -= _opcode_cost(op.name, arg)
+        if budget < 0:
+            raise OverLimit(
+                f"the pickle would build far more objects than its {end - start} bytes hold "
+                f"(over {MEMORY_PER_DATA_BYTE} bytes of memory per byte)"
+            )
         number = arg if isinstance(arg, int) else 0
         if op.name == "PROTO" and not 0 <= number <= pickle.HIGHEST_PROTOCOL:
             raise ValueError(f"unknown pickle protocol {arg}")

@@ -15,7 +15,14 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from reprobox.guest.hashing._bounds import OverLimit
+
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
+
+MAX_MESSAGE_FIELDS = 100_000
+"""Fields in one message, repeated ones included: a logged event or record holds tens (repeated numbers
+are packed into one field), and a message of millions of two-byte fields would cost a hundred times its
+bytes once parsed."""
 _MAX_VARINT_BYTES = 10
 _WIRE_NAMES = {VARINT: "varint", I64: "64-bit", LEN: "length-delimited", I32: "32-bit"}
 
@@ -48,7 +55,7 @@ def signed64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Field:
     number: int
     wire: int
@@ -101,7 +108,9 @@ class Message:
     def __init__(self, data: Buffer) -> None:
         self.data = memoryview(data)
         self.by_number: dict[int, list[Field]] = {}
-        for field in fields(self.data):
+        for count, field in enumerate(fields(self.data), start=1):
+            if count > MAX_MESSAGE_FIELDS:  # counted as parsed: each costs a few hundred bytes held
+                raise OverLimit(f"a message holds more than the limit of {MAX_MESSAGE_FIELDS} fields")
             self.by_number.setdefault(field.number, []).append(field)
 
     def has(self, number: int) -> bool:

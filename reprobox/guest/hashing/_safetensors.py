@@ -1,14 +1,16 @@
-"""Reading a safetensors file: its JSON header checked entry by entry against the file, and each
-tensor hashed straight from the memory-mapped bytes, never copied."""
+"""Reading a safetensors file: its JSON header checked entry by entry against the file (its values
+counted before it is parsed), and each tensor hashed from the file by ``pread`` in bounded chunks."""
 
 from __future__ import annotations
 
 import itertools
-import mmap
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing._arrays import Buffers, _Array, _Content, _refused
 from reprobox.guest.hashing._bounds import (
     MAX_HEADER_DEPTH,
@@ -19,8 +21,13 @@ from reprobox.guest.hashing._bounds import (
     loads_json,
 )
 from reprobox.guest.hashing._canonical import _join, _metadata_digests
+from reprobox.guest.hashing._filebytes import FileIdentity, pread_chunks
 
 MAX_SAFETENSORS_HEADER = 100 << 20
+
+MAX_HEADER_TOKENS = 4_000_000
+"""JSON values in a header (a genuine entry holds about ten: a name, its dtype, shape and offsets), so
+that parsing it stays within a few hundred MiB whatever the header holds."""
 
 
 # safetensors dtype -> (canonical dtype, bits per element as stored)
@@ -64,17 +71,23 @@ class SafetensorsEntry:
 def read_safetensors_header(path: Path) -> tuple[list[SafetensorsEntry], object]:
     """Validated tensor entries and the ``__metadata__`` value; ValueError says what is wrong (OverLimit,
     a ValueError, when the header declares more than the file holds or than the limits allow)."""
-    size = path.stat().st_size
     with path.open("rb") as f:
-        prefix = f.read(8)
-        if len(prefix) < 8:
-            raise ValueError("shorter than the 8-byte header length")
-        (header_len,) = struct.unpack("<Q", prefix)
-        if header_len > size - 8:
-            raise OverLimit(f"its header length {header_len} is more than the {size - 8} bytes after it")
-        if header_len > MAX_SAFETENSORS_HEADER:
-            raise OverLimit(f"its header length {header_len} is over the limit of {MAX_SAFETENSORS_HEADER}")
-        raw = f.read(header_len)
+        return _header_of(f, os.fstat(f.fileno()).st_size)
+
+
+def _header_of(f: IO[bytes], size: int) -> tuple[list[SafetensorsEntry], object]:
+    prefix = f.read(8)
+    if len(prefix) < 8:
+        raise ValueError("shorter than the 8-byte header length")
+    (header_len,) = struct.unpack("<Q", prefix)
+    if header_len > size - 8:
+        raise OverLimit(f"its header length {header_len} is more than the {size - 8} bytes after it")
+    if header_len > MAX_SAFETENSORS_HEADER:
+        raise OverLimit(f"its header length {header_len} is over the limit of {MAX_SAFETENSORS_HEADER}")
+    raw = f.read(header_len)
+    tokens = sum(raw.count(mark) for mark in (b",", b":", b"[", b"{"))
+    if tokens > MAX_HEADER_TOKENS:  # counted before parsing: a parsed value costs tens of bytes
+        raise OverLimit(f"the header holds more than the limit of {MAX_HEADER_TOKENS} JSON values")
     header = loads_json(
         raw.decode("utf-8"), "the header", max_depth=MAX_HEADER_DEPTH, object_pairs_hook=_no_duplicate_keys
     )
@@ -132,21 +145,24 @@ def _check_disjoint(entries: list[SafetensorsEntry]) -> None:
 
 def plan_safetensors(path: Path) -> _Content:
     try:
-        entries, metadata = read_safetensors_header(path)
+        with path.open("rb") as f:
+            identity = FileIdentity.of(f.fileno())
+            entries, metadata = _header_of(f, identity.size)
     except (ValueError, UnicodeDecodeError) as exc:
         return _refused("safetensors", exc)
-    with path.open("rb") as f:
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    arrays = [_Array(e.name, e.dtype, e.shape, e.end - e.start, _mapped_range(mapped, e)) for e in entries]
+    arrays = [
+        _Array(e.name, e.dtype, e.shape, e.end - e.start, _file_range(path, identity, e)) for e in entries
+    ]
     values: list[tuple[str, object]] = []
     if isinstance(metadata, dict):
         values = [(_join("__metadata__", k), v) for k, v in metadata.items()]
     elif metadata is not None:
         values = [("__metadata__", metadata)]
-    return _Content(
-        "safetensors", arrays, _metadata_digests(values), keepalive=mapped, reader="safetensors header"
+    return _Content("safetensors", arrays, _metadata_digests(values), reader="safetensors header")
+
+
+def _file_range(path: Path, identity: FileIdentity, entry: SafetensorsEntry) -> Buffers:
+    """The entry's bytes by ``pread``, a chunk at a time: a file cut short while hashed is a sentence."""
+    return lambda _budget: pread_chunks(
+        path, identity, entry.start, entry.end - entry.start, FILE_CHUNK_BYTES
     )
-
-
-def _mapped_range(mapped: mmap.mmap, entry: SafetensorsEntry) -> Buffers:
-    return lambda _budget: iter((memoryview(mapped)[entry.start : entry.end],))  # never copied

@@ -28,7 +28,9 @@ moment (final, footer, preempting) or are requests between W&B's processes.
 from __future__ import annotations
 
 import struct
+import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from reprobox.guest.hashing._bounds import OverLimit
@@ -41,6 +43,10 @@ SUFFIX = ".wandb"
 
 MAX_WANDB_FILE_BYTES = 128 << 20
 """Larger run files are compared as bytes (they hold console output and system statistics too)."""
+
+READ_SECONDS = 5.0
+"""Reading one file's records stops past this, whatever they hold: a file of millions of tiny records is
+within the size cap, but each record costs the reader microseconds of Python."""
 
 HEADER = b":W&B" + struct.pack("<H", 0xBEE1) + b"\x00"
 BLOCK = 32 * 1024
@@ -105,12 +111,13 @@ def is_wandb_file(path: Path) -> bool:
     return path.suffix == SUFFIX
 
 
-def records(data: bytes) -> list[memoryview]:
-    """The log's records, each reassembled from its chunks and checksum-checked; ValueError otherwise."""
+def records(data: bytes) -> Iterator[memoryview]:
+    """The log's records, each reassembled from its chunks and checksum-checked; ValueError otherwise.
+
+    Yielded one at a time, so that a file of many tiny records never holds them all at once."""
     if data[: len(HEADER)] != HEADER:
         raise ValueError("it does not start with W&B's header (':W&B', magic 0xBEE1, version 0)")
     view = memoryview(data)
-    found: list[memoryview] = []
     pending: list[memoryview] | None = None
     pos, size = len(HEADER), len(view)
     while pos < size:
@@ -130,20 +137,19 @@ def records(data: bytes) -> list[memoryview]:
         if zlib.crc32(chunk, zlib.crc32(bytes((kind,)))) != checksum:
             raise ValueError(f"the chunk at byte {pos}: its checksum fails")
         if kind == FULL and pending is None:
-            found.append(chunk)
+            yield chunk
         elif kind == FIRST and pending is None:
             pending = [chunk]
         elif kind in (MIDDLE, LAST) and pending is not None:
             pending.append(chunk)
             if kind == LAST:
-                found.append(memoryview(b"".join(pending)))
-                pending = None
+                whole, pending = memoryview(b"".join(pending)), None
+                yield whole
         else:
             raise ValueError(f"the chunk at byte {pos} has type {kind}, out of order or unknown")
         pos = end
     if pending is not None:
         raise ValueError("cut short: the last record's chunks stop before its end")
-    return found
 
 
 def _zero(header: memoryview) -> bool:
@@ -154,7 +160,10 @@ def read_wandb(path: Path) -> list[tuple[str, object]]:
     """The run file's values as (name, value) pairs; ValueError says why it cannot be read."""
     data = read_capped(path, MAX_WANDB_FILE_BYTES, "of a W&B run file")
     run = _RunState()
-    for raw in records(data):
+    deadline = time.monotonic() + READ_SECONDS
+    for count, raw in enumerate(records(data)):
+        if count % 1024 == 0 and time.monotonic() > deadline:
+            raise OverLimit(f"reading its records takes over {READ_SECONDS} s, the limit ({count} read)")
         record = Message(raw)
         for number in record.numbers():
             if number not in _RECORD_OWN and number not in _LEFT_OUT:

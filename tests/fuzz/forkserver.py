@@ -1,0 +1,236 @@
+"""Hashing one input in a forked child, held to a time and a memory limit, and classing the outcome.
+
+The process that forks has imported the readers once (and neither torch nor any writer library), so a
+child starts in well under a millisecond of Python. The child hashes the file as ``reprobox hash`` does
+(``hash_checkpoint(strict=True)``) and reports its outcome class on a pipe; the parent kills it past the
+time limit and reads its peak memory from ``wait4``. The memory limit is checked against the child's
+growth over the parent (``ru_maxrss``), and an address-space rlimit keeps a runaway child from the
+machine. Outcome classes, never messages, decide: ``read`` (digested), ``noted`` (compared as bytes, with a
+note saying why), ``refused`` (a UsageError: exit 2); every other ending is a finding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import select
+import signal
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TIME_LIMIT_S = 10.0
+MEMORY_LIMIT_BYTES = 512 << 20
+ADDRESS_SPACE_MARGIN = 2 << 30
+PASSING = frozenset({"read", "noted", "refused"})
+
+TARGET_FILES: dict[str, str] = {
+    # target: the file name each input is hashed under (its suffix or place picks the reader)
+    "npy": "model.npy",
+    "npz": "arrays.npz",
+    "safetensors": "model.safetensors",
+    "torch": "model.pt",
+    "pickle": "state.pkl",
+    "text": "values",  # the seed's own suffix (.json, .jsonl, .yaml, .csv) is kept
+    "tensorboard": "events.out.tfevents.1700000000.host",
+    "wandb": "run-abcdefgh.wandb",
+    "mlflow": "mlruns/0/0123abcd/metrics/loss",
+}
+
+
+@dataclass
+class Outcome:
+    kind: str  # read, noted, refused; or timeout, memory, environment, exception, died
+    detail: str = ""
+    seconds: float = 0.0
+    grown_bytes: int = 0
+    signature: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.kind in PASSING
+
+
+def input_path(folder: Path, target: str, suffix: str = "") -> Path:
+    """Where an input of ``target`` is written: the name its reader is chosen by."""
+    relative = TARGET_FILES[target] + (suffix if target == "text" else "")
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _rss_bytes() -> int:
+    with Path("/proc/self/statm").open() as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _vm_bytes() -> int:
+    with Path("/proc/self/statm").open() as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _signature(exc: BaseException) -> str:
+    """The exception's type and the line that raised it: one finding per signature is kept."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
+    return f"{type(exc).__name__}@{where}"
+
+
+def _child(path: Path, write_end: int) -> None:
+    from reprobox.errors import EnvironmentProblem, UsageError
+    from reprobox.guest.hashing import hash_checkpoint
+
+    limit = _vm_bytes() + ADDRESS_SPACE_MARGIN
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    warnings.simplefilter("ignore")  # a reader's library warning about an input is not an outcome
+    try:
+        digest = hash_checkpoint(path, relative_to=path.parent, workers=1, strict=True)
+        noted = digest.format == "file" and digest.note is not None  # compared as bytes, saying why
+        report = {"kind": "noted" if noted else "read", "detail": digest.note or ""}
+    except UsageError as exc:
+        report = {"kind": "refused", "detail": str(exc)}
+    except EnvironmentProblem as exc:
+        report = {"kind": "environment", "detail": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - every other ending is the finding
+        report = {
+            "kind": "memory" if isinstance(exc, MemoryError) else "exception",
+            "detail": "".join(traceback.format_exception(exc))[-4000:],
+            "signature": _signature(exc),
+        }
+    os.write(write_end, json.dumps(report).encode())
+    os._exit(0)
+
+
+PRELOADED = (
+    "reprobox.guest.hashing",
+    "reprobox.errors",
+    "numpy",
+    "numpy.lib.format",
+    "yaml",
+    "csv",
+    "zipfile",
+    "bz2",
+    "lzma",
+    "tokenize",
+    "ast",
+    "pickletools",
+)
+
+
+def preload() -> None:
+    """What every child would import, imported once before forking (readers import lazily)."""
+    import importlib
+
+    for name in PRELOADED:
+        importlib.import_module(name)
+
+
+def preload_torch() -> None:
+    import contextlib
+
+    with contextlib.suppress(ImportError):
+        import torch  # noqa: F401
+
+
+def run_input(
+    path: Path, time_limit: float = TIME_LIMIT_S, memory_limit: int = MEMORY_LIMIT_BYTES
+) -> Outcome:
+    """Hash ``path`` in a forked child within the limits; the outcome class it ended in."""
+    preload()
+
+    baseline = _rss_bytes()
+    read_end, write_end = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports on the pipe
+        os.close(read_end)
+        try:
+            _child(path, write_end)
+        finally:
+            os._exit(1)
+    os.close(write_end)
+    chunks: list[bytes] = []
+    timed_out = False
+    while True:
+        left = time_limit - (time.monotonic() - started)
+        if left <= 0:
+            timed_out = True
+            os.kill(pid, signal.SIGKILL)
+            break
+        ready, _, _ = select.select([read_end], [], [], left)
+        if ready:
+            chunk = os.read(read_end, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(read_end)
+    _, status, usage = os.wait4(pid, 0)
+    seconds = time.monotonic() - started
+    grown = max(0, usage.ru_maxrss * 1024 - baseline)
+    if timed_out:
+        return Outcome("timeout", f"over {time_limit:.0f} s", seconds, grown, "timeout")
+    if not chunks:
+        return Outcome("died", f"wait status {status}", seconds, grown, f"died:{status}")
+    report = json.loads(b"".join(chunks))
+    outcome = Outcome(
+        report["kind"], report["detail"], seconds, grown, report.get("signature", report["kind"])
+    )
+    if outcome.passed and grown > memory_limit:
+        return Outcome(
+            "memory", f"peak memory grew {grown >> 20} MiB, over {memory_limit >> 20} MiB", seconds, grown
+        )
+    return outcome
+
+
+@dataclass
+class Campaign:
+    """One target's run: inputs tried, how they ended, the failing ones kept."""
+
+    target: str
+    executions: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    findings: list[tuple[Path, Outcome]] = field(default_factory=list)
+
+
+def seed_files(seeds: Path, target: str) -> list[tuple[str, bytes]]:
+    return [(p.suffix, p.read_bytes()) for p in sorted((seeds / target).iterdir())]
+
+
+def fuzz(target: str, seconds: float, seeds: Path, work: Path, findings: Path, rng_seed: int = 0) -> Campaign:
+    """Mutate ``target``'s seeds for ``seconds``, each input hashed in a child; failing inputs are
+    written to ``findings/<target>/`` under their digest (plus the text target's suffix)."""
+    import hashlib
+
+    from tests.fuzz.mutate import MUTATORS
+
+    if target == "torch":  # quantized tensors are built by torch: imported once here, not per child
+        preload_torch()
+    rng = random.Random(rng_seed)
+    corpus = seed_files(seeds, target)
+    campaign = Campaign(target)
+    mutator = MUTATORS[target]
+    seen: set[str] = set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        suffix, data = rng.choice(corpus)
+        data = mutator(rng, data) if campaign.executions >= len(corpus) or rng.random() < 0.9 else data
+        path = input_path(work, target, suffix)
+        path.write_bytes(data)
+        outcome = run_input(path)
+        path.unlink()
+        campaign.executions += 1
+        campaign.kinds[outcome.kind] = campaign.kinds.get(outcome.kind, 0) + 1
+        if not outcome.passed and outcome.signature not in seen:
+            seen.add(outcome.signature)
+            kept = findings / target / (hashlib.sha256(data).hexdigest()[:16] + suffix)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_bytes(data)
+            campaign.findings.append((kept, outcome))
+        elif outcome.kind == "read" and len(corpus) < 64 and rng.random() < 0.05:
+            corpus.append((suffix, data))  # a readable mutation reaches deeper as a seed of its own
+    return campaign

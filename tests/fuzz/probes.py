@@ -1,0 +1,113 @@
+"""Hand-aimed hostile inputs, one per failure class the readers once had; each is generated here (some
+are large) and hashed like a fuzzer's input by ``tests/unit/test_fuzz_readers.py``."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+import zipfile
+from collections.abc import Callable
+
+Probe = tuple[str, str, Callable[[], bytes]]
+"""(target, suffix for the text target, the input's bytes)."""
+
+
+def _npy_bytes() -> bytes:
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(4096, dtype=np.float32))
+    return buffer.getvalue()
+
+
+def _npz(compression: int, damage: Callable[[bytes], bytes] = lambda b: b, name: str = "w.npy") -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        entry = zipfile.ZipInfo("member")
+        entry.filename = name  # zipfile refuses an empty name given by name
+        entry.compress_type = compression
+        with archive.open(entry, "w") as stream:
+            stream.write(_npy_bytes())
+    return damage(out.getvalue())
+
+
+def _damage_stream(data: bytes) -> bytes:
+    """Bytes in the middle of the first member's compressed stream flipped (its CRC stays stale)."""
+    (name_len, extra_len) = struct.unpack_from("<HH", data, 26)
+    start = 30 + name_len + extra_len
+    middle = start + 40
+    return data[:middle] + bytes(b ^ 0x5A for b in data[middle : middle + 24]) + data[middle + 24 :]
+
+
+def _directory_before_start(data: bytes) -> bytes:
+    """The central directory's member offsets moved before the file's first byte."""
+    at = data.rfind(b"PK\x05\x06")
+    (directory,) = struct.unpack_from("<I", data, at + 16)
+    out = bytearray(data)
+    position = directory
+    while out[position : position + 4] == b"PK\x01\x02":
+        struct.pack_into("<I", out, position + 42, 0)  # local header at 0 ...
+        name_len, extra_len, comment_len = struct.unpack_from("<HHH", out, position + 28)
+        position += 46 + name_len + extra_len + comment_len
+    struct.pack_into("<I", out, at + 16, directory + 1000)  # ... and the directory past where it is
+    return bytes(out)
+
+
+def _deep_yaml_int() -> bytes:
+    return b"hex: 0x" + b"f" * 4000 + b"\nsexagesimal: 1" + b":59" * 3000 + b"\n"
+
+
+def _long_pickle() -> bytes:
+    return pickle.dumps({"big": 10**5000, "negative": -(7**9000)}, protocol=2)
+
+
+def _empty_sets() -> bytes:
+    """Six MiB of EMPTY_SET opcodes, each a new set on the stack: the unpickler's own walk."""
+    return b"\x80\x04" + b"\x8f" * (6 << 20) + b"."
+
+
+def _empty_lists_header() -> bytes:
+    header = b"[" + b"[]," * (30 << 20) + b"[]]"
+    return struct.pack("<Q", len(header)) + header
+
+
+PROBES: dict[str, Probe] = {
+    "npz-broken-deflate": ("npz", "", lambda: _npz(zipfile.ZIP_DEFLATED, _damage_stream)),
+    "npz-broken-lzma": ("npz", "", lambda: _npz(zipfile.ZIP_LZMA, _damage_stream)),
+    "npz-broken-bzip2": ("npz", "", lambda: _npz(zipfile.ZIP_BZIP2, _damage_stream)),
+    "npz-empty-member-name": ("npz", "", lambda: _npz(zipfile.ZIP_STORED, name="")),
+    "npz-directory-before-start": ("npz", "", lambda: _npz(zipfile.ZIP_STORED, _directory_before_start)),
+    "torch-directory-before-start": (
+        "torch",
+        "",
+        lambda: _directory_before_start(_npz(zipfile.ZIP_STORED, name="archive/data.pkl")),
+    ),
+    "yaml-integers-over-4300-digits": ("text", ".yaml", _deep_yaml_int),
+    "pickle-integers-over-4300-digits": ("pickle", "", _long_pickle),
+    "pickle-six-mib-of-empty-sets": ("pickle", "", _empty_sets),
+    "safetensors-header-of-empty-lists": ("safetensors", "", _empty_lists_header),
+}
+
+
+def _tiny_wandb_records() -> bytes:
+    """40 MiB of valid W&B chunks, each a record of one empty field: the reader's per-record cost."""
+    from tests.fuzz.seeds import wandb_frame
+
+    return wandb_frame([b"\x5a\x00"] * ((40 << 20) // 9))  # field 11 (telemetry), empty: one value each
+
+
+PROBES["wandb-40-mib-of-tiny-records"] = ("wandb", "", _tiny_wandb_records)
+
+
+PROBES["mlflow-a-million-metric-lines"] = ("mlflow", "", lambda: b"0 0 0\n" * 1_000_000)
+
+
+def _tensorboard_record_of_tiny_fields() -> bytes:
+    """One event record of 4 Mi two-byte fields (step = 0, again and again)."""
+    from tests.fuzz.mutate import tfrecord
+
+    return tfrecord(b"\x10\x00" * (4 << 20))
+
+
+PROBES["tensorboard-one-record-of-4-mi-fields"] = ("tensorboard", "", _tensorboard_record_of_tiny_fields)

@@ -1,0 +1,210 @@
+"""Seed files for each fuzz target, written by the libraries that write them in the field.
+
+Run as ``python -m tests.fuzz.seeds FOLDER`` (a subprocess, so that torch, tensorboard and wandb are
+imported there and not in the process that forks one child per input).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import pickle
+import struct
+import sys
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _npy() -> list[bytes]:
+    import numpy as np
+
+    arrays = [
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.array(7, dtype=np.int64),
+        np.arange(4, dtype=">f8"),
+        np.asfortranarray(np.arange(6, dtype=np.int16).reshape(2, 3)),
+        np.zeros((0, 3), dtype=np.bool_),
+        np.zeros(3, dtype=[("a", "<i4"), ("b", "<f2")]),
+        np.arange(5, dtype=np.complex64),
+    ]
+    out = []
+    for array in arrays:
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        out.append(buffer.getvalue())
+    return out
+
+
+def _npz() -> list[bytes]:
+    import numpy as np
+
+    out = []
+    for save in (np.savez, np.savez_compressed):
+        buffer = io.BytesIO()
+        save(
+            buffer, w=np.arange(12, dtype=np.float32).reshape(3, 4), b=np.ones(3, dtype=">i4"), e=np.zeros(0)
+        )
+        out.append(buffer.getvalue())
+    return out
+
+
+def _safetensors() -> list[bytes]:
+    import numpy as np
+    from safetensors.numpy import save
+
+    return [
+        save({"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.ones(2, dtype=np.int64)}),
+        save({"x": np.zeros((1, 2, 2), dtype=np.float16)}, metadata={"format": "pt", "step": "3"}),
+        save({}),
+    ]
+
+
+def _torch() -> list[bytes]:
+    import torch
+
+    state = {
+        "model": {
+            "fc.weight": torch.arange(6.0).reshape(2, 3),
+            "fc.bias": torch.zeros(2, dtype=torch.bfloat16),
+        },
+        "expanded": torch.zeros(1).expand(8),
+        "view": torch.arange(10)[2:8:2],
+        "sparse": torch.eye(3).to_sparse(),
+        "epoch": 3,
+        "betas": (0.9, 0.999),
+        "name": "run",
+    }
+    out = []
+    for zipped in (True, False):
+        buffer = io.BytesIO()
+        torch.save(state, buffer, _use_new_zipfile_serialization=zipped)
+        out.append(buffer.getvalue())
+    quantized = torch.quantize_per_tensor(torch.arange(4.0), 0.5, 1, torch.quint8)
+    buffer = io.BytesIO()
+    torch.save({"q": quantized}, buffer)
+    out.append(buffer.getvalue())
+    return out
+
+
+def _pickle() -> list[bytes]:
+    import numpy as np
+
+    value = {"weights": np.arange(6, dtype=np.float64).reshape(2, 3), "step": 10, "tags": {"a", "b"}}
+    plain = {"lr": 0.1, "history": [1, 2.5, None, True, "x", b"\x00"], "pair": (1, 2), "big": 2**70}
+    return [pickle.dumps(value, protocol=p) for p in (2, 4, 5)] + [
+        pickle.dumps(plain, protocol=p) for p in (0, 3)
+    ]
+
+
+def _text() -> list[tuple[str, bytes]]:
+    import yaml
+
+    document = {"loss": [0.5, 0.25], "lr": 1e-3, "name": "run", "nested": {"a": [1, {"b": None}]}, "ok": True}
+    rows = io.StringIO()
+    writer = csv.writer(rows)
+    writer.writerow(["step", "loss", "acc"])
+    writer.writerows([[1, 0.5, 0.1], [2, 0.25, ""]])
+    return [
+        (".json", json.dumps(document).encode()),
+        (".jsonl", "\n".join(json.dumps({"step": i, "loss": 1 / (i + 1)}) for i in range(4)).encode()),
+        (".yaml", yaml.safe_dump(document).encode()),
+        (".csv", rows.getvalue().encode()),
+    ]
+
+
+def _tensorboard() -> list[bytes]:
+    import tempfile
+
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    with tempfile.TemporaryDirectory() as folder:
+        writer = EventFileWriter(folder)
+        for step in range(3):
+            value = summary_pb2.Summary.Value(tag="loss", simple_value=1.0 / (step + 1))
+            writer.add_event(
+                event_pb2.Event(wall_time=1.5 + step, step=step, summary=summary_pb2.Summary(value=[value]))
+            )
+        writer.add_event(event_pb2.Event(wall_time=9.0, step=3, file_version="brain.Event:2"))
+        writer.close()
+        (path,) = Path(folder).glob("events.out.tfevents.*")
+        return [path.read_bytes()]
+
+
+WANDB_HEADER = b":W&B" + struct.pack("<H", 0xBEE1) + b"\x00"
+WANDB_BLOCK = 32 * 1024
+
+
+def wandb_frame(records: list[bytes]) -> bytes:
+    """Records in W&B's log framing (its leveldb-style writer): chunks within 32 KiB blocks."""
+    out = bytearray(WANDB_HEADER)
+    for record in records:
+        rest, first = record, True
+        while True:
+            left = WANDB_BLOCK - len(out) % WANDB_BLOCK
+            if left < 7:
+                out += bytes(left)
+                left = WANDB_BLOCK
+            piece, rest = rest[: left - 7], rest[left - 7 :]
+            kind = (1 if first else 4) if not rest else (2 if first else 3)
+            out += struct.pack("<IHB", zlib.crc32(bytes((kind,)) + piece), len(piece), kind) + piece
+            first = False
+            if not rest:
+                break
+    return bytes(out)
+
+
+def _wandb() -> list[bytes]:
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    records = []
+    for step in range(3):
+        history = pb.HistoryRecord(
+            item=[
+                pb.HistoryItem(key="loss", value_json=json.dumps(1 / (step + 1))),
+                pb.HistoryItem(key="_step", value_json=str(step)),
+            ],
+            step=pb.HistoryStep(num=step),
+        )
+        records.append(pb.Record(history=history, num=step).SerializeToString())
+    config = pb.ConfigRecord(update=[pb.ConfigItem(key="lr", value_json="0.1")])
+    summary = pb.SummaryRecord(update=[pb.SummaryItem(key="loss", value_json="0.3")])
+    run = pb.RunRecord(run_id="abcdefgh", project="p", host="h")
+    records += [pb.Record(config=config).SerializeToString(), pb.Record(summary=summary).SerializeToString()]
+    records.append(pb.Record(run=run).SerializeToString())
+    records.append(pb.Record(exit=pb.RunExitRecord(exit_code=0, runtime=5)).SerializeToString())
+    big = pb.HistoryRecord(item=[pb.HistoryItem(key="big", value_json="0" * 40000)])  # over one block
+    return [wandb_frame(records), wandb_frame([records[0], pb.Record(history=big).SerializeToString()])]
+
+
+def _mlflow() -> list[bytes]:
+    # MLflow's file store (mlflow/store/tracking/file_store.py) writes "<timestamp> <value> <step>" lines
+    return [b"1700000000000 0.5 0\n1700000000100 0.25 1\n", b"1700000000000 -inf 0\n", b"1700000000000 3\n"]
+
+
+BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, bytes]]]] = {
+    "npy": _npy,
+    "npz": _npz,
+    "safetensors": _safetensors,
+    "torch": _torch,
+    "pickle": _pickle,
+    "text": _text,
+    "tensorboard": _tensorboard,
+    "wandb": _wandb,
+    "mlflow": _mlflow,
+}
+
+
+def write_seeds(folder: Path, names: list[str]) -> None:
+    for name in names:
+        target = folder / name
+        target.mkdir(parents=True, exist_ok=True)
+        for index, seed in enumerate(BUILDERS[name]()):
+            suffix, data = seed if isinstance(seed, tuple) else ("", seed)
+            (target / f"seed{index}{suffix}").write_bytes(data)
+
+
+if __name__ == "__main__":
+    write_seeds(Path(sys.argv[1]), sys.argv[2:] or list(BUILDERS))

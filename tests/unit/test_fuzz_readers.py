@@ -1,0 +1,80 @@
+"""Every reader under a fuzzer, for a bounded time: hostile files are read or refused, nothing else.
+
+Each target (one reader family) mutates seeds that the real libraries wrote (``tests/fuzz``) for
+``REPROBOX_FUZZ_SECONDS`` (12 s by default: about two minutes for all nine), each input hashed as
+``reprobox hash`` does in a forked child held to 10 s and 512 MiB. Outcome classes are checked, never
+messages: read, compared as bytes with a note, or refused (UsageError, exit 2). Inputs the fuzzer once found
+(``tests/fuzz/regressions``) and hand-aimed ones (``tests/fuzz/probes``) are replayed every run.
+``scripts/fuzz.sh READER SECONDS`` fuzzes longer and keeps what it finds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz.forkserver import TARGET_FILES, Outcome, fuzz, input_path, preload_torch, run_input
+from tests.fuzz.probes import PROBES
+
+ROOT = Path(__file__).parents[2]
+REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions"
+FUZZ_SECONDS = float(os.environ.get("REPROBOX_FUZZ_SECONDS", "12"))
+FUZZ_SEED = int(os.environ.get("REPROBOX_FUZZ_SEED", str(int(time.time()) // 86400)))  # one a day
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("seeds")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "tests.fuzz.seeds", str(folder)], check=True, cwd=ROOT, env=env)
+    return folder
+
+
+def _described(outcome: Outcome) -> str:
+    lines = outcome.detail.strip().splitlines()
+    return f"{outcome.kind} after {outcome.seconds:.1f} s, {outcome.grown_bytes >> 20} MiB: " + (
+        lines[-1] if lines else ""
+    )
+
+
+@pytest.mark.parametrize("target", list(TARGET_FILES))
+def test_fuzzed_inputs_are_read_or_refused(target: str, seeds: Path, tmp_path: Path) -> None:
+    campaign = fuzz(target, FUZZ_SECONDS, seeds, tmp_path / "work", tmp_path / "findings", FUZZ_SEED)
+    assert campaign.executions >= len(list((seeds / target).iterdir()))
+    assert "read" in campaign.kinds, campaign.kinds  # the seeds themselves read
+    assert len(campaign.kinds) > 1, campaign.kinds  # and mutations reach past them: notes or refusals
+    found = [f"{path}: {_described(outcome)}" for path, outcome in campaign.findings]
+    assert not found, (
+        f"seed {FUZZ_SEED} ({campaign.executions} inputs): copy each into tests/fuzz/regressions/{target}/ "
+        "and fix its class at the reader's boundary:\n" + "\n".join(found)
+    )
+
+
+KEPT = sorted(p for p in REGRESSIONS.glob("*/*") if p.is_file())
+
+
+@pytest.mark.parametrize("kept", KEPT, ids=[f"{p.parent.name}/{p.name}" for p in KEPT])
+def test_each_input_the_fuzzer_found_is_read_or_refused(kept: Path, tmp_path: Path) -> None:
+    if kept.parent.name == "torch":
+        preload_torch()
+    target = kept.parent.name
+    suffixes = [kept.suffix] if target != "text" or kept.suffix else [".json", ".jsonl", ".yaml", ".csv"]
+    for suffix in suffixes:  # a text input atheris found has no suffix: it was hashed under each
+        path = input_path(tmp_path / suffix.strip("."), target, suffix)
+        path.write_bytes(kept.read_bytes())
+        outcome = run_input(path)
+        assert outcome.passed, _described(outcome)
+
+
+@pytest.mark.parametrize("name", list(PROBES))
+def test_each_hand_aimed_input_is_read_or_refused(name: str, tmp_path: Path) -> None:
+    target, suffix, make = PROBES[name]
+    path = input_path(tmp_path, target, suffix)
+    path.write_bytes(make())
+    outcome = run_input(path)
+    assert outcome.passed, _described(outcome)
