@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import lzma
 import os
 import stat
+import struct
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -245,3 +249,19 @@ def damaged_stream(exc: OSError) -> bool:
     the machine did (permissions, a file removed while read, a full disk, an I/O error) carries its errno.
     """
     return exc.errno is None or exc.errno == errno.EINVAL
+
+
+ZIP_DAMAGE: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile,
+    EOFError,
+    KeyError,
+    IndexError,  # a member whose name is empty
+    NotImplementedError,  # a zip version or compression this Python does not have
+    RuntimeError,  # an encrypted member
+    ValueError,
+    struct.error,
+    zlib.error,  # a damaged deflate stream
+    lzma.LZMAError,
+)
+"""What zipfile and its decompressors raise on a damaged or hostile archive: every reader of a zip (torch's,
+NumPy's, an archive of checkpoints) catches these, and ``damaged_stream``'s OSErrors, as the file's fault."""

@@ -181,16 +181,17 @@ class _Pending:
             )
         )
         values_only = not tensors and content.values_only
+        values_sha256 = metadata_sha256(content.metadata)  # once: a log's values may number millions
         return CheckpointDigest(
             path=self.relpath,
             size=size,
             file_sha256=whole_file,
             # a file of values alone (JSON, YAML, CSV, logs) is its values: equal values, equal content
-            content_sha256=metadata_sha256(content.metadata) if values_only else content_sha256(tensors),
+            content_sha256=values_sha256 if values_only else content_sha256(tensors),
             format=content.format,
             tensors=tensors,
             metadata=dict(sorted(content.metadata.items())),
-            metadata_sha256=metadata_sha256(content.metadata),
+            metadata_sha256=values_sha256,
             note=content.note,
             reader=content.reader,
         )

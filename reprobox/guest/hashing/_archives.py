@@ -30,13 +30,11 @@ import contextlib
 import contextvars
 import dataclasses
 import gzip
-import lzma
 import shutil
 import tarfile
 import tempfile
 import weakref
 import zipfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,6 +53,7 @@ from reprobox.guest.hashing._bounds import (
     limit_reason,
 )
 from reprobox.guest.hashing._canonical import _metadata_digests
+from reprobox.saferead import ZIP_DAMAGE
 
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive's end record
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz")
@@ -67,18 +66,7 @@ MEMBER_SEPARATOR = "/"
 
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("reprobox_archive_depth", default=0)
 
-_ERRORS = (
-    zipfile.BadZipFile,
-    tarfile.TarError,
-    ValueError,
-    EOFError,
-    KeyError,
-    NotImplementedError,  # a zip compression this Python does not have
-    RuntimeError,  # an encrypted zip member
-    zlib.error,
-    lzma.LZMAError,
-    gzip.BadGzipFile,
-)
+_ERRORS: tuple[type[Exception], ...] = (*ZIP_DAMAGE, tarfile.TarError, gzip.BadGzipFile)
 
 
 def is_zip_archive(path: Path) -> bool:

@@ -12,9 +12,12 @@ compares it as bytes. The numbers are far beyond any genuine checkpoint and well
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import struct
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from reprobox.records.files import JsonTooDeep, json_depth
@@ -59,6 +62,34 @@ def expansion_budget(file_bytes: int) -> int:
 
 class OverLimit(ValueError):
     """A file declares more than it holds, or more than the readers' limits: damaged or hostile."""
+
+
+FILE_CPU_SECONDS = 5.0
+"""The backstop behind every count and size limit: reading and digesting one file stops past this much CPU
+time of the thread that reads it (CPU, not the clock: a busy machine does not change what is read)."""
+_FILE_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "reprobox_file_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def cpu_budget() -> Iterator[None]:
+    """One file's CPU budget, for ``check_cpu_budget`` in the readers' loops; a member of an archive
+    reads within what is left of its archive's."""
+    outer = _FILE_DEADLINE.get()
+    mine = time.thread_time() + FILE_CPU_SECONDS
+    token = _FILE_DEADLINE.set(mine if outer is None else min(outer, mine))
+    try:
+        yield
+    finally:
+        _FILE_DEADLINE.reset(token)
+
+
+def check_cpu_budget(done: str) -> None:
+    """OverLimit once the file being read has used its CPU budget; ``done`` says how far it got."""
+    deadline = _FILE_DEADLINE.get()
+    if deadline is not None and time.thread_time() > deadline:
+        raise OverLimit(f"reading it takes over {FILE_CPU_SECONDS:g} s of CPU time, the limit ({done})")
 
 
 def over_limit(exc: BaseException) -> bool:

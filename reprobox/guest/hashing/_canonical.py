@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
-from reprobox.guest.hashing._bounds import MAX_NESTING, MAX_VALUES, OverLimit
+from reprobox.guest.hashing._bounds import MAX_NESTING, MAX_VALUES, OverLimit, check_cpu_budget
 from reprobox.guest.hashing._torch_types import SavedTensor
 
 if TYPE_CHECKING:
@@ -199,7 +199,9 @@ def canonical_value(value: object) -> object:
 def _metadata_digests(values: Sequence[tuple[str, object]]) -> dict[str, str]:
     grouped: dict[str, list[str]] = {}
     known: dict[str, str] = {}  # logs repeat their values: each spelling is hashed once
-    for name, value in values:
+    for count, (name, value) in enumerate(values):
+        if count % 8192 == 8191:
+            check_cpu_budget(f"{count + 1} values digested")
         plain = type(value) in (int, float, str, bool, type(None)) and not _long_int(value)
         text = canonical_json(value if plain else canonical_value(value))
         digest = known.get(text)

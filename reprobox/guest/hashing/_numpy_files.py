@@ -12,11 +12,9 @@ zipfile or a decompressor raises on a damaged file becomes the file's note at on
 
 from __future__ import annotations
 
-import lzma
 import struct
 import tokenize
 import zipfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -41,32 +39,24 @@ from reprobox.guest.hashing._bounds import (
 )
 from reprobox.guest.hashing._canonical import ROOT_NAME, numpy_dtype_name
 from reprobox.guest.hashing._filebytes import FileChanged, FileIdentity, pread_chunks
-from reprobox.saferead import damaged_stream
+from reprobox.saferead import ZIP_DAMAGE, damaged_stream
 
 if TYPE_CHECKING:
     import numpy as np
 
 
-_NPZ_ERRORS = (
-    zipfile.BadZipFile,
-    ValueError,  # OverLimit and UnicodeDecodeError too
-    EOFError,
-    KeyError,
-    IndexError,  # zipfile, on a member whose name is empty
+_NPZ_ERRORS: tuple[type[Exception], ...] = (
+    *ZIP_DAMAGE,
     TypeError,
-    NotImplementedError,
-    RuntimeError,
     SyntaxError,  # numpy's header parser (ast.literal_eval) on a damaged header
     tokenize.TokenError,  # and its tokenizer, on one that never closes a bracket or a string
-    zlib.error,  # a damaged deflate stream
-    lzma.LZMAError,
-    struct.error,
     OverflowError,
     MemoryError,
     RecursionError,
 )
 """What NumPy, zipfile and the decompressors raise on a damaged file: the NumPy readers' one boundary
 turns each into the file's note. A damaged stream's OSError joins them (``saferead.damaged_stream``)."""
+_NPZ_OR_STREAM_ERRORS: tuple[type[Exception], ...] = (*_NPZ_ERRORS, OSError)
 
 
 # An .npz member may expand at most this many times its compressed size (deflate itself tops out near
@@ -148,7 +138,7 @@ def plan_npy(path: Path) -> _Content:
         if not _streamable(shape, fortran_order, dtype):
             why = "from Fortran order" if fortran_order else f"from dtype {dtype.str}"
             check_in_memory(nbytes, "the array", f"to convert {why}")
-    except (*_NPZ_ERRORS, OSError) as exc:
+    except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc):
             raise
         return _refused("NumPy", exc)
@@ -232,7 +222,7 @@ def plan_npz(path: Path) -> _Content:
                     nbytes = element_count(shape) * dtype.itemsize
                     check_in_memory(nbytes, f"member '{info.filename}'", f"to convert {why}")
                 arrays.append(_npz_member(path, info.filename, shape, fortran_order, dtype))
-    except (*_NPZ_ERRORS, OSError) as exc:
+    except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc):
             raise
         return _refused("NumPy .npz", exc)
@@ -277,7 +267,7 @@ def _npz_stream(path: Path, member: str, nbytes: int, swap: np.dtype[Any] | None
                 whole = len(pending) - len(pending) % swap.itemsize
                 yield np.frombuffer(pending[:whole], dtype=swap).byteswap().tobytes()
                 pending = pending[whole:]
-    except (*_NPZ_ERRORS, OSError) as exc:
+    except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc):
             raise
         raise _content_error(exc) from exc
@@ -291,7 +281,7 @@ def _npz_loaded(path: Path, member: str, budget: int) -> Iterator[memoryview]:
     try:
         with zipfile.ZipFile(path) as archive, archive.open(member) as stream:
             array = np.lib.format.read_array(stream, allow_pickle=False)
-    except (*_NPZ_ERRORS, OSError) as exc:
+    except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc):
             raise
         raise _content_error(exc) from exc
@@ -304,7 +294,7 @@ def load_npz(path: Path) -> list[tuple[str, np.ndarray[Any, Any]]]:
 
     try:
         return _load_npz(path)
-    except (*_NPZ_ERRORS, OSError) as exc:
+    except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc) or isinstance(exc, ValueError):
             raise
         raise ValueError(limit_reason(exc)) from None

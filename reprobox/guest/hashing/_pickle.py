@@ -46,8 +46,6 @@ from __future__ import annotations
 import io
 import mmap
 import pickle
-import struct
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,25 +59,20 @@ from reprobox.guest.hashing._pickle_torch import (
     zip_pickle_name,
 )
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
+from reprobox.saferead import ZIP_DAMAGE
 
 READER_NAME = "safe pickle reader"
 PICKLE_SUFFIXES = frozenset({".pkl", ".pickle"})
 
 
-_ERRORS = (
+_ERRORS: tuple[type[Exception], ...] = (
+    *ZIP_DAMAGE,
     pickle.UnpicklingError,
-    ValueError,
     TypeError,
     AttributeError,
-    KeyError,
-    IndexError,
-    EOFError,
-    RuntimeError,
     OverflowError,
     RecursionError,
     MemoryError,
-    struct.error,
-    zipfile.BadZipFile,
 )
 
 

@@ -15,7 +15,7 @@ from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, OverLimit, check
 from reprobox.guest.hashing._pickle_objects import StorageRef, StorageType
 from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
-from reprobox.saferead import damaged_stream
+from reprobox.saferead import ZIP_DAMAGE, damaged_stream
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,6 +26,9 @@ ZIP_MAGIC = b"PK\x03\x04"
 _MAX_PICKLE_BYTES = 1 << 30  # a zip's data.pkl; tensors live outside it
 
 
+_NOT_A_TORCH_ZIP: tuple[type[Exception], ...] = (*ZIP_DAMAGE, OSError)
+
+
 def zip_pickle_name(path: Path) -> str | None:
     """The archive's ``<archive>/data.pkl``, or None (an archive of too many members is not looked into)."""
     try:
@@ -33,7 +36,7 @@ def zip_pickle_name(path: Path) -> str | None:
             return None
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError):
+    except _NOT_A_TORCH_ZIP:  # damaged: not a torch archive, whatever its suffix
         return None
     return next((n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")), None)
 

@@ -32,7 +32,7 @@ from reprobox.guest.hashing import (
     _text,
 )
 from reprobox.guest.hashing._arrays import _Content, _opaque
-from reprobox.guest.hashing._bounds import OverLimit, limit_reason
+from reprobox.guest.hashing._bounds import OverLimit, cpu_budget, limit_reason
 
 if TYPE_CHECKING:
     import torch
@@ -196,7 +196,13 @@ def format_of(path: Path) -> str:
 def plan(path: Path) -> _Content:
     """What hashing makes of the file: its reader's plan, or its bytes."""
     reader = reader_for(path)
-    return _opaque(None) if reader is None else reader.plan(path)
+    if reader is None:
+        return _opaque(None)
+    try:
+        with cpu_budget():
+            return reader.plan(path)
+    except OverLimit as exc:  # the budget, met wherever the reader was: the file is refused, as by any limit
+        return _opaque(f"content not hashed: {exc}; the content hash is the file sha256", str(exc))
 
 
 def load(path: Path) -> tuple[dict[str, Any], dict[str, object]]:
