@@ -41,7 +41,7 @@ The contract (other modules and tools recompute it, so it must not drift):
   pickle reader (``_pickle``), without torch, and its stand-in objects flatten as mappings.
 
 Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so tensors (and each file's
-own sha256, one more task) hash on all cores. Tensors are hashed straight from memory-mapped files.
+own sha256, one more task) hash on all cores.
 
 This module holds the pool and the entry points; the contract's serialisations and the flattening are in
 ``_canonical``; which reader a file goes to is the one table in ``_readers`` (each row: what it
