@@ -83,11 +83,12 @@ class Observer:
             self.opened(args)
         elif event == "import" and args and isinstance(args[0], str):
             root = args[0].partition(".")[0]
-            if root not in self.job_imports and self.asked_by_job(sys._getframe(1)):
+            caller = _caller()
+            if root not in self.job_imports and self.asked_by_job(caller):
                 self.job_imports.add(root)
                 self.write("import", root)
             if root not in self.importers:
-                self.importers[root] = _importer(sys._getframe(1))
+                self.importers[root] = _importer(caller)
 
     def opened(self, args: tuple[Any, ...]) -> None:
         path, mode = args[0], args[1] if len(args) > 1 else "r"
@@ -345,3 +346,12 @@ def install() -> None:
     _RecordingEnviron.observer = observer
     os.environ.__class__ = _RecordingEnviron
     atexit.register(observer.imported)
+
+
+def _caller() -> FrameType | None:
+    """The frame that imports, or None for an import with no Python frame above the hook (the `runpy`
+    that `python -m module` imports before any code runs)."""
+    try:
+        return sys._getframe(2)
+    except ValueError:
+        return None

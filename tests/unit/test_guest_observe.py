@@ -69,3 +69,38 @@ def test_the_watch_signals_are_ignored_while_it_records(observer: Observer, monk
     observer.imported()  # neither interrupts it nor ends this process
     assert any(line.get("distribution") == "pytest" for line in recorded(observer))
     assert any("external" in line for line in recorded(observer))
+
+
+def test_a_job_run_as_python_dash_m_is_observed(tmp_path: Path) -> None:
+    """`python -m module` imports runpy before any Python frame exists: the observer's hook sees it too."""
+    import subprocess
+
+    import reprobox
+    from reprobox.guest import settings
+
+    (tmp_path / "trainmod.py").write_text("import colorsys\nprint('trained')\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    boot = Path(reprobox.__file__).parent / "guest" / "_boot"
+    package_root = Path(reprobox.__file__).parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(boot), str(package_root), str(tmp_path)]),
+        settings.HOOK_ACTIVE: "1",
+        settings.OBSERVE: "1",
+        settings.RUN_DIR: str(run_dir),
+        settings.CODE_DIR: str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "trainmod"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "trained"
+    (record,) = (run_dir / settings.GUEST_STATE).glob("observed-*.jsonl")
+    assert {"import": "colorsys"} in [json.loads(line) for line in record.read_text().splitlines()]
