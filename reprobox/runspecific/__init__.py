@@ -293,8 +293,18 @@ def masked_name(name: str, run: RunContext) -> str:
 def mask_file_name(path: str, run: RunContext) -> tuple[str, set[str]]:
     """An output's path with what names the run masked (its paths, hosts, pids, clock readings), and why.
     Files are paired by it; their contents are still compared, so a pairing never excuses a difference
-    inside."""
-    return mask(path, run)
+    inside. A small pid of the run (a container's job is pid 7 or 8) is masked as a whole component of
+    the file's own name too (``events.out.tfevents.<time>.host.8.0``): only the run's recorded pids, and
+    only where no exact name paired the file first."""
+    masked, reasons = mask(path, run)
+    small = sorted((p for p in run.pids if p < MIN_PID), reverse=True)
+    if small:
+        folder, _, name = masked.rpartition("/")
+        pattern = rf"(?<=[._-])(?:{'|'.join(map(str, small))})(?=[._-]|$)"
+        name, count = re.subn(pattern, "<pid>", name)
+        if count:
+            masked, reasons = (f"{folder}/{name}" if folder else name), reasons | {PROCESS_ID}
+    return masked, reasons
 
 
 def for_file(run: RunContext, path: str, parts: tuple[str, ...] = ()) -> RunContext:

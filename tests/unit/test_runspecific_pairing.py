@@ -114,3 +114,23 @@ def test_a_real_difference_under_a_paired_folder_is_still_named(tmp_path: Path) 
     result = compare.compare_runs([make_run(tmp_path, "r1", 0), make_run(tmp_path, "r2", 1, status=4)])
     assert result.grade == compare.NOT_REPRODUCIBLE
     assert [e["name"] for e in result.value_differences] == ["status"]
+
+
+def test_a_containers_small_pid_in_a_file_name_pairs_only_by_the_runs_own_record() -> None:
+    """In a container the job is pid 7 or 8: TensorBoard-style names then differ by it, and by the clock."""
+    from reprobox.runspecific import RunContext, Window, mask_file_name
+
+    def run(start: float, pids: frozenset[int]) -> RunContext:
+        return RunContext(
+            paths=(), run_id="r", hostname="reprobox", window=Window(start, start + 20), pids=pids
+        )
+
+    start_a, start_b = 1795840725.0, 1795840790.0
+    name_a = f"runs/events.out.tfevents.{start_a + 0.34}.host.8.0"
+    name_b = f"runs/events.out.tfevents.{start_b + 0.71}.host.7.0"
+    masked_a, why = mask_file_name(name_a, run(start_a, frozenset({1, 8})))
+    masked_b, _ = mask_file_name(name_b, run(start_b, frozenset({1, 7})))
+    assert masked_a == masked_b and "a process id" in why
+    # without the record, 8 and 7 are numbers like any other: the names stay apart
+    unrecorded = mask_file_name(name_b, run(start_b, frozenset({1, 9})))[0]
+    assert unrecorded != masked_a
