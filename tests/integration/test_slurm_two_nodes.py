@@ -131,14 +131,14 @@ def test_parallel_runs_go_to_both_nodes_at_once_and_a_smaller_node_is_a_differen
     folder.mkdir()
     (folder / "job.yaml").write_text(
         f"version: 1\nname: {name}\ntimeout: 120\nresources:\n  cpus: 2\ncheckpoints: ['*.txt']\n"
-        'command: [python, -c, "import os, time; time.sleep(3); cores = len(os.sched_getaffinity(0)); '
-        "open(os.environ['REPROBOX_OUTPUT_DIR'] + '/cores.txt', 'w').write(str(cores))\"]\n"
+        'command: [python, -c, "import os, time, torch; time.sleep(3); threads = torch.get_num_threads(); '
+        "open(os.environ['REPROBOX_OUTPUT_DIR'] + '/cores.txt', 'w').write(str(threads))\"]\n"
     )
     runs = tmp_path / "runs"
     with one_cpu_on("rbx-node2"):
         arguments = ["verify", str(folder / "job.yaml"), "--runtime", "slurm", "--runs", "2", "--parallel=2"]
         code = cli.main([*arguments, "--runs-dir", str(runs), "--json", "-q", "--no-attestation"])
-    assert code == 1  # the outputs differ: the job wrote its node's CPU count
+    assert code == 1  # the outputs differ: the job wrote the thread count torch took from its node
     result = json.loads(capsys.readouterr().out)
     records = run_records(runs, name)
     placed = [record["runtime"]["slurm"] for record in records]  # type: ignore[index]
