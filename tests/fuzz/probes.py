@@ -111,3 +111,29 @@ def _tensorboard_record_of_tiny_fields() -> bytes:
 
 
 PROBES["tensorboard-one-record-of-4-mi-fields"] = ("tensorboard", "", _tensorboard_record_of_tiny_fields)
+
+
+def _tensorboard_a_million_scalar_events() -> bytes:
+    """10**6 events of one scalar each (step, wall time, tag `loss`, simple_value): within the size cap."""
+    import struct
+
+    from tests.fuzz.mutate import tfrecord
+
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            low, n = n & 0x7F, n >> 7
+            out.append(low | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    value = b"\x0a\x04loss\x15" + struct.pack("<f", 0.5)
+    summary = b"\x0a" + varint(len(value)) + value
+    records = []
+    for step in range(1_000_000):
+        event = b"\x09" + struct.pack("<d", 1.7e9 + step) + b"\x10" + varint(step)
+        records.append(tfrecord(event + b"\x2a" + varint(len(summary)) + summary))
+    return b"".join(records)
+
+
+PROBES["tensorboard-a-million-scalar-events"] = ("tensorboard", "", _tensorboard_a_million_scalar_events)

@@ -27,6 +27,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
+from reprobox.guest.hashing._bounds import check_cpu_budget
 from reprobox.guest.hashing._crc32c import masked_crc32c
 from reprobox.guest.hashing._graphdef import graph_values
 from reprobox.guest.hashing._logvalues import LogValues, read_capped, sha256_hex
@@ -127,7 +128,9 @@ def read_events(path: Path) -> list[tuple[str, object]]:
     """The event file's values as (name, value) pairs; ValueError says why it cannot be read."""
     data = read_capped(path, MAX_EVENT_FILE_BYTES, "of an event file")
     found = LogValues()
-    for record in tfrecords(data):
+    for count, record in enumerate(tfrecords(data)):
+        if count % 1024 == 1023:
+            check_cpu_budget(f"{count + 1} events read")
         _event(Message(record), found)
     return found.pairs
 
