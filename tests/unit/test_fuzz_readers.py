@@ -4,8 +4,8 @@ Each target (one reader family) mutates seeds that the real libraries wrote (``t
 ``REPROBOX_FUZZ_SECONDS`` (10 s by default: under two minutes for all nine), each input hashed as
 ``reprobox hash`` does in a forked child held to 10 s of CPU time and 512 MiB. Outcome classes are
 checked, never messages: read, compared as bytes with a note, or refused (UsageError, exit 2). Inputs
-the fuzzer once found (``tests/fuzz/regressions``) and hand-aimed ones (``tests/fuzz/probes``) are replayed every run.
-``scripts/fuzz.sh READER SECONDS`` fuzzes longer and keeps what it finds.
+the fuzzer once found (``tests/fuzz/regressions``) and hand-aimed ones (``tests/fuzz/probes``) are
+replayed every run. ``scripts/fuzz.sh READER SECONDS`` fuzzes longer and keeps what it finds.
 """
 
 from __future__ import annotations
