@@ -127,7 +127,10 @@ def test_stamps_of_the_runs_own_clock_pids_and_addresses_reproduce(tmp_path: Pat
     code, data = verify(capsys, JOBS / "clock-stamps", tmp_path)
     assert (code, data["grade"]) == (0, "reproduced"), data["sentence"]
     reasons = excused(data)
-    assert reasons["wandb_run_name"] == reasons["started_ns"] == reasons["stamp"] == "a wall-clock timestamp"
+    assert reasons["started_ns"] == reasons["stamp"] == "a wall-clock timestamp"
+    # a name stamped to the second is equal when the two runs start in the same second (they run side by
+    # side): then there is nothing to excuse; when it differs, it is excused as a reading of the clock
+    assert reasons.get("wandb_run_name", "a wall-clock timestamp") == "a wall-clock timestamp"
     assert reasons["schedule"] == "a memory address"
     assert reasons["line 1"] == "a process id and a wall-clock timestamp"
     facts = read_record(data["runs"][0]).run_facts
@@ -148,8 +151,10 @@ def test_a_cleanrl_style_sps_is_a_rate_and_a_noisy_entropy_is_named(tmp_path: Pa
     reasons = excused(data)
     sps = {r for n, r in reasons.items() if n.startswith("charts/SPS.") and not n.endswith(".wall_time")}
     assert sps == {"a duration or throughput figure"}
+    # runs/<env>__<exp>__<seed>__<unix time>/events.out.tfevents.<unix time>.<host>.<pid>.0: the runs run side
+    # by side, so the seconds may be equal; the pid never is
     (name,) = [n for n in reasons if n.startswith("runs/")]
-    assert "wall-clock timestamp" in reasons[name]  # runs/<env>__<exp>__<seed>__<unix time>/
+    assert "wall-clock timestamp" in reasons[name] or "process id" in reasons[name]
 
     code, data = verify(capsys, JOBS / "cleanrl-sps" / "noisy.yaml", tmp_path)
     assert (code, data["grade"]) == (1, "not reproducible")

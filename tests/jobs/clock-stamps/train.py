@@ -26,7 +26,9 @@ config = {
     "lr": 0.1,
 }
 if os.environ.get("OLD_STAMP") == "1":  # stamp-shaped, but no reading of this run's clock
-    config["release"] = (datetime.now() - timedelta(days=400)).strftime("%Y%m%d-%H%M%S")
+    # some hours apart in each run (runs started in the same second would otherwise write the same one)
+    hours = int.from_bytes(os.urandom(2), "little") % 10_000 / 3600
+    config["release"] = (datetime.now() - timedelta(days=400, hours=hours)).strftime("%Y%m%d-%H%M%S")
 weights = np.random.default_rng(0).standard_normal((3, 3))
 np.save(out / "model.npy", weights)
 (out / "config.json").write_text(json.dumps(config))
