@@ -251,27 +251,24 @@ def _content_error(exc: BaseException) -> _ContentError:
 
 def _npz_stream(path: Path, member: str, nbytes: int, swap: np.dtype[Any] | None) -> Iterator[bytes]:
     """A member's array bytes, decompressed and hashed a chunk at a time; ``swap`` is the big-endian
-    dtype whose elements are turned little-endian (whole elements only: a split one waits)."""
-    import numpy as np
+    dtype whose elements are turned little-endian (``_swapped``)."""
+    seen = 0
 
-    seen, pending = 0, b""
-    try:
+    def raw() -> Iterator[bytes]:
+        nonlocal seen
         with zipfile.ZipFile(path) as archive, archive.open(member) as stream:
             read_npy_header(stream, f"member '{member}'", archive.getinfo(member).file_size)
             while chunk := stream.read(FILE_CHUNK_BYTES):
                 seen += len(chunk)
-                if swap is None:
-                    yield chunk
-                    continue
-                pending += chunk
-                whole = len(pending) - len(pending) % swap.itemsize
-                yield np.frombuffer(pending[:whole], dtype=swap).byteswap().tobytes()
-                pending = pending[whole:]
+                yield chunk
+
+    try:
+        yield from _swapped(raw(), swap)
     except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc):
             raise
         raise _content_error(exc) from exc
-    if seen != nbytes or pending:
+    if seen != nbytes:  # whole elements: nbytes is a multiple of the item size
         raise _content_error(OverLimit(f"member '{member}' is truncated"))
 
 
