@@ -28,7 +28,7 @@ esac
 packages=(podman netavark catatonit containers-storage uidmap slirp4netns fuse-overlayfs)
 missing=()
 for package in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "${package}" 2>/dev/null | grep -q "install ok installed" || missing+=("${package}")
+    [[ "$(dpkg-query -W -f='${Status}' "${package}" 2>/dev/null)" == *"install ok installed"* ]] || missing+=("${package}")
 done
 
 if [[ ${#missing[@]} -gt 0 ]]; then

@@ -54,6 +54,7 @@ node_list="rbx-node[1-${nodes}]"
 
 node_addr() { echo "${subnet}.1${1#rbx-node}"; }
 running() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+has_netns() { [[ -e "/var/run/netns/$1" ]]; }
 slurmd_pid_file() { echo "${run}/slurmd-$1.pid"; }
 
 all_idle() {
@@ -64,7 +65,7 @@ all_idle() {
 
 stop_node() {  # every process in the node's namespace (its slurmd and jobs), then the namespace
     local name="$1"
-    if ip netns list | grep -qw "${name}"; then
+    if has_netns "${name}"; then
         ip netns pids "${name}" | xargs -r kill -9 2>/dev/null || true
         ip netns delete "${name}"
     fi
@@ -101,7 +102,7 @@ fi
 nodes_alive() {  # each node's namespace and slurmd still there (Slurm notices a lost node only later)
     local name
     for name in "${names[@]}"; do
-        [[ -e "/var/run/netns/${name}" ]] && running "$(slurmd_pid_file "${name}")" || return 1
+        has_netns "${name}" && running "$(slurmd_pid_file "${name}")" || return 1
     done
 }
 
@@ -121,7 +122,9 @@ if ! ip link show "${bridge}" >/dev/null 2>&1; then
     ip link add "${bridge}" type bridge
 fi
 ip link set "${bridge}" up
-ip addr show dev "${bridge}" | grep -qF "${head_addr}/24" || ip addr add "${head_addr}/24" dev "${bridge}"
+# Read whole before matching: under pipefail, `ip ... | grep -q` fails when grep stops reading early and
+# ip dies of SIGPIPE, and the address would be added twice ("Address already assigned").
+[[ "$(ip -o -4 addr show dev "${bridge}")" == *" ${head_addr}/24 "* ]] || ip addr add "${head_addr}/24" dev "${bridge}"
 
 # slurm.conf: what a site writes for its nodes (NodeName with NodeAddr), one file for every daemon.
 controller="$(hostname -s)"
@@ -183,7 +186,7 @@ fi
 hosts="127.0.0.1 localhost"$'\n'"${head_addr} ${controller}"
 for name in "${names[@]}"; do hosts+=$'\n'"$(node_addr "${name}") ${name}"; done
 for name in "${names[@]}"; do
-    if running "$(slurmd_pid_file "${name}")" && ip netns list | grep -qw "${name}"; then
+    if running "$(slurmd_pid_file "${name}")" && has_netns "${name}"; then
         continue
     fi
     stop_node "${name}"  # whatever is left of it
