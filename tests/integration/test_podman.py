@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vary_each_factor import JOB, assert_each_factor_changes_only_its_own_file
+from vary_each_factor import APPLIED_BY_THE_RUNTIME, JOB, assert_each_factor_changes_only_its_own_file
 
 from reprobox import cli
 from reprobox.engine import Engine
@@ -156,12 +156,14 @@ class _Discard:
 @pytest.mark.slow
 def test_each_factor_reaches_the_job_under_podman_alone(offline_env: None, podman: Engine, vary_job) -> None:
     """Podman's own ways (an environment in another order each start, create settings of its own)
-    must neither fake a difference nor drop a variation."""
+    must neither fake a difference nor drop a variation. The factors that reach a job as environment
+    variables alone take the same path as under Docker (test_docker_vary_each_factor varies them all)."""
     if find_libfaketime() is None:
         pytest.skip("varying the clock lends the container the host's libfaketime: apt-get install faketime")
-    code, data = vary_job(JOB, "all", "--no-attestation", runtime="podman")
+    factors = ",".join(sorted(APPLIED_BY_THE_RUNTIME))
+    code, data = vary_job(JOB, factors, "--no-attestation", runtime="podman")
     assert code == 1, data["sentence"]
-    assert_each_factor_changes_only_its_own_file(data, "podman", set())
+    assert_each_factor_changes_only_its_own_file(data, "podman", set(), APPLIED_BY_THE_RUNTIME)
 
 
 def test_a_segment_of_a_long_run_replays_under_podman(

@@ -113,7 +113,7 @@ def test_a_job_that_gathers_and_sums_in_a_fixed_order_is_invariant_to_world_size
     ]
 
 
-@pytest.mark.slow  # two torchrun runs of 2 ranks, and 4 ranks that stop at once: about 25 s
+@pytest.mark.slow  # two torchrun runs of 2 ranks, and 4 ranks that stop at once (NumPy ranks, no torch)
 def test_a_job_that_fails_only_at_the_larger_world_size_says_so_and_does_not_pass(vary_job) -> None:
     code, data = vary_job("vary-world-size/two-ranks-only.yaml", "world-size")
     assert code == 3, data  # a run failed: not 0, and not blamed as sensitive either

@@ -9,8 +9,8 @@ computes the gradients of chunks r, r + world, ...; an all_gather (copies, no ar
 chunk's gradient to every rank, and each rank sums them in chunk order. The weights are the same bits
 at any world size that divides the chunks.
 
-`--require-world N` refuses to train at any other world size. Rank 0 saves the model. PLANT_RANK=R
-makes rank R add entropy to its predictions (`shard`), a nondeterminism on one rank only.
+Rank 0 saves the model. PLANT_RANK=R makes rank R add entropy to its predictions (`shard`), a
+nondeterminism on one rank only.
 """
 
 from __future__ import annotations
@@ -86,12 +86,9 @@ def gather(model: nn.Linear, x: torch.Tensor, y: torch.Tensor) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["shard", "gather"])
-    parser.add_argument("--require-world", type=int)
     args = parser.parse_args()
     dist.init_process_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    if args.require_world is not None and world != args.require_world:
-        raise SystemExit(f"rank {rank}: this job needs world size {args.require_world}, not {world}")
     out = Path(os.environ["REPROBOX_OUTPUT_DIR"])
     model, x, y = problem()
     if args.mode == "gather":
