@@ -3,19 +3,23 @@
 A reader plans one file's hashing: the tensors to hash and the digests of its plain values, or the
 plain-file fallback with a note saying why the content could not be read safely. Torch files (both
 ``torch.save`` formats) and plain pickles are read by the safe pickle reader (``_pickle``), which imports
-and runs nothing named in the file, and reads tensors as NumPy views of the memory-mapped file: hashing
-a checkpoint needs the standard library and NumPy, never torch, but for quantized tensors.
+and runs nothing named in the file, and reads each tensor from the file by ``pread`` as it is hashed,
+never through a memory map: hashing a checkpoint needs the standard library and NumPy, never torch, but
+for quantized tensors, and a file changed while it is hashed raises ``FileChanged`` (never SIGBUS).
 Safetensors files are read in ``_safetensors``, NumPy files in ``_numpy_files``, text in ``_text``, and
 logging tools' files (TensorBoard, MLflow, W&B) in ``_logformats``, recognised by their name and place.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from reprobox.guest.hashing import _sniff
-from reprobox.guest.hashing._arrays import _arrays_from, _Content, _opaque, _refused
+from reprobox.guest.hashing._arrays import _Array, _arrays_from, _Content, _opaque, _refused
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
+from reprobox.guest.hashing._filebytes import FileIdentity, check_unchanged
 from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, read_pickle
 from reprobox.guest.hashing._pickle_arrays import TorchNeeded
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
@@ -63,7 +67,7 @@ def _plan_torch(path: Path) -> _Content:
 
 
 def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
-    """A pickled file (torch.save's or plain) through the safe reader, tensors as views of the file;
+    """A pickled file (torch.save's or plain) through the safe reader, tensors as spans of the file;
     ``kind`` is what the file was taken for, named when it cannot be read."""
     try:
         read = read_pickle(path)
@@ -74,9 +78,21 @@ def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
         return _opaque(_torch_needed_note(exc))
     return _Content(
         format=read.container,
-        arrays=_arrays_from(named_arrays),
+        arrays=[_while_unchanged(path, read.identity, a) for a in _arrays_from(named_arrays)],
         metadata=_metadata_digests(values),
         note=_stand_in_note(path, values) if read.container == "torch" else None,
         keepalive=read,
         reader=READER_NAME,
     )
+
+
+def _while_unchanged(path: Path, identity: FileIdentity, array: _Array) -> _Array:
+    """The array hashed only while the file is what it was when read: an array unpickled into memory
+    (a NumPy array) would otherwise outlive a change that its file's sha256 sees."""
+    buffers = array.buffers
+
+    def checked(budget: int) -> Iterator[bytes | memoryview]:
+        check_unchanged(path, identity)
+        yield from buffers(budget)
+
+    return replace(array, buffers=checked)
