@@ -15,15 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from reprobox.guest.hashing import _sniff
-from reprobox.guest.hashing._arrays import _Array, _arrays_from, _Content, _opaque, _refused
+from reprobox.guest.hashing._arrays import Buffers, _Array, _arrays_from, _Content, _opaque, _refused
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
 from reprobox.guest.hashing._filebytes import FileIdentity, check_unchanged
 from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, read_pickle
 from reprobox.guest.hashing._pickle_arrays import TorchNeeded
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
 from reprobox.guest.hashing._pickle_torch import is_torchscript
+from reprobox.guest.hashing._torch_types import SavedTensor
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
 
@@ -78,7 +80,7 @@ def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
         return _opaque(_torch_needed_note(exc))
     return _Content(
         format=read.container,
-        arrays=[_while_unchanged(path, read.identity, a) for a in _arrays_from(named_arrays)],
+        arrays=[a for pair in named_arrays for a in _unchanged_arrays(path, read.identity, pair)],
         metadata=_metadata_digests(values),
         note=_stand_in_note(path, values) if read.container == "torch" else None,
         keepalive=read,
@@ -86,13 +88,21 @@ def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
     )
 
 
-def _while_unchanged(path: Path, identity: FileIdentity, array: _Array) -> _Array:
-    """The array hashed only while the file is what it was when read: an array unpickled into memory
-    (a NumPy array) would otherwise outlive a change that its file's sha256 sees."""
-    buffers = array.buffers
+def _unchanged_arrays(path: Path, identity: FileIdentity, pair: tuple[str, Any]) -> list[_Array]:
+    """A value's arrays, hashed only while the file is what it was when read. A tensor read from the file
+    checks that itself; an array unpickled into memory (NumPy's, or one torch built) would otherwise
+    outlive a change that the file's own sha256 sees."""
+    arrays = _arrays_from([pair])
+    if isinstance(pair[1], SavedTensor):
+        return arrays
+    return [replace(a, buffers=_checked(path, identity, a.buffers)) for a in arrays]
+
+
+def _checked(path: Path, identity: FileIdentity, buffers: Buffers) -> Buffers:
+    """``buffers``, after checking that the file is still ``identity`` (FileChanged if not)."""
 
     def checked(budget: int) -> Iterator[bytes | memoryview]:
         check_unchanged(path, identity)
         yield from buffers(budget)
 
-    return replace(array, buffers=checked)
+    return checked
