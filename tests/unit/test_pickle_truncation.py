@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import io
 import os
 import pickle
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
+import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pytest
@@ -27,6 +32,7 @@ from reprobox.guest.hashing._torch_types import SavedTensor
 
 ROOT = Path(__file__).parents[2]
 LARGE = 6 << 30  # a sparse storage: no disk used, and hashing its zeros takes many seconds
+ZIP_LARGE = 4_000_000_000  # as large as a zip archive holds without zip64 records
 
 _PLAN_CHANGE_HASH = textwrap.dedent(
     """
@@ -112,37 +118,89 @@ def test_a_torch_file_rewritten_or_replaced_before_hashing_raises_file_changed(
     assert "changed while it was hashed" in result.stdout
 
 
-def _sparse_legacy_torch(path: Path) -> Path:
-    """A legacy torch.save file of one uint8 tensor of LARGE elements, its storage a sparse hole."""
+class _Storage:
+    """Stands for a storage of LARGE bytes that the file holds as a sparse hole."""
 
-    class Storage:
-        pass
 
-    class Tensor:
-        def __reduce__(self) -> tuple[object, tuple[object, ...]]:
-            rebuild = torch._utils._rebuild_tensor_v2
-            return (rebuild, (Storage(), 0, (LARGE,), (1,), False, collections.OrderedDict()))
+class _Tensor:
+    """Pickles as torch pickles a flat tensor of ``numel`` elements over ``_Storage``."""
+
+    def __init__(self, numel: int) -> None:
+        self.numel = numel
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        rebuild = torch._utils._rebuild_tensor_v2
+        return (rebuild, (_Storage(), 0, (self.numel,), (1,), False, collections.OrderedDict()))
+
+
+def _pickled_tensor(f: BinaryIO, numel: int, persistent_id: tuple[object, ...]) -> None:
+    """``{"w": a uint8 tensor of numel elements}`` pickled as torch pickles it, its storage by this id."""
 
     class Pickler(pickle.Pickler):
         def persistent_id(self, obj: object) -> object:
-            if isinstance(obj, Storage):
-                return ("storage", torch.ByteStorage, "0", "cpu", LARGE, None)
-            return None
+            return persistent_id if isinstance(obj, _Storage) else None
 
+    Pickler(f, protocol=2).dump({"w": _Tensor(numel)})
+
+
+def _sparse_legacy_torch(path: Path) -> Path:
+    """A legacy torch.save file of one uint8 tensor of LARGE elements, its storage a sparse hole."""
     with path.open("wb") as f:
         for header in (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True}):
             pickle.dump(header, f, protocol=2)
-        Pickler(f, protocol=2).dump({"w": Tensor()})
+        _pickled_tensor(f, LARGE, ("storage", torch.ByteStorage, "0", "cpu", LARGE, None))
         pickle.dump(["0"], f, protocol=2)
         f.write(LARGE.to_bytes(8, "little"))
         f.truncate(f.tell() + LARGE)
     return path
 
 
-def test_reprobox_hash_of_a_torch_file_cut_short_while_hashed_is_a_sentence(tmp_path: Path) -> None:
-    path = _sparse_legacy_torch(tmp_path / "big.pt")
+def _sparse_zip_torch(path: Path) -> Path:
+    """A torch.save zip archive of one uint8 tensor of ZIP_LARGE elements: its storage member, stored as
+    torch stores it, is a sparse hole (its CRC is not checked: storages are read in place)."""
+    data = io.BytesIO()
+    _pickled_tensor(data, ZIP_LARGE, ("storage", torch.ByteStorage, "0", "cpu", ZIP_LARGE))
+    members: list[tuple[str, bytes | int]] = [
+        ("big/data.pkl", data.getvalue()),
+        ("big/byteorder", b"little"),
+        ("big/data/0", ZIP_LARGE),
+        ("big/version", b"3\n"),
+    ]
+    directory = b""
+    with path.open("wb") as f:
+        for name, content in members:
+            offset, encoded = f.tell(), name.encode()
+            size = content if isinstance(content, int) else len(content)
+            crc = 0 if isinstance(content, int) else zlib.crc32(content)
+            sizes = (crc, size, size, len(encoded))
+            f.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, *sizes, 0) + encoded)
+            if isinstance(content, int):
+                f.seek(size, os.SEEK_CUR)
+            else:
+                f.write(content)
+            directory += struct.pack(
+                "<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, *sizes, 0, 0, 0, 0, 0, offset
+            )
+            directory += encoded
+        start = f.tell()
+        f.write(directory)
+        f.write(
+            struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(members), len(members), len(directory), start, 0)
+        )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "elements"),
+    [(_sparse_legacy_torch, LARGE), (_sparse_zip_torch, ZIP_LARGE)],
+    ids=["legacy", "zip"],
+)
+def test_reprobox_hash_of_a_torch_file_cut_short_while_hashed_is_a_sentence(
+    make: Callable[[Path], Path], elements: int, tmp_path: Path
+) -> None:
+    path = make(tmp_path / "big.pt")
     ((name, tensor),) = flatten(read_pickle(path).obj)[0]
-    assert name == "w" and isinstance(tensor, SavedTensor) and tensor.shape == (LARGE,) and tensor.stream
+    assert name == "w" and isinstance(tensor, SavedTensor) and tensor.shape == (elements,) and tensor.stream
     process = subprocess.Popen(
         [sys.executable, "-m", "reprobox", "hash", str(path)],
         cwd=ROOT,
