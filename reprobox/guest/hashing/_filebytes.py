@@ -1,4 +1,5 @@
-"""A tensor's bytes read from its file by ``pread`` into bounded buffers, never through a memory map.
+"""A tensor's bytes read from its file by ``pread``, never through a memory map: streamed in bounded
+chunks, or, for a strided view that needs them together, the span its elements cover (``FileSpan``).
 
 A memory-mapped file that is cut short while it is read (a job's leftover process, a shared folder)
 kills the reading process with SIGBUS, which no Python code can catch. Read by ``pread``, the same cut
@@ -12,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,13 +45,24 @@ class FileIdentity:
         return cls(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
-def pread_chunks(path: Path, identity: FileIdentity, offset: int, nbytes: int, chunk: int) -> Iterator[bytes]:
-    """``nbytes`` from ``offset``, at most ``chunk`` at a time; FileChanged if the file is not ``identity``
-    before, during or after."""
+@contextmanager
+def _opened(path: Path, identity: FileIdentity) -> Iterator[int]:
+    """A descriptor of ``path``, checked to be ``identity`` when opened and again when done with."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         if FileIdentity.of(fd) != identity:
             raise FileChanged(path)
+        yield fd
+        if FileIdentity.of(fd) != identity:
+            raise FileChanged(path)
+    finally:
+        os.close(fd)
+
+
+def pread_chunks(path: Path, identity: FileIdentity, offset: int, nbytes: int, chunk: int) -> Iterator[bytes]:
+    """``nbytes`` from ``offset``, at most ``chunk`` at a time; FileChanged if the file is not ``identity``
+    before, during or after."""
+    with _opened(path, identity) as fd:
         end = offset + nbytes
         while offset < end:
             piece = os.pread(fd, min(chunk, end - offset), offset)
@@ -57,10 +70,6 @@ def pread_chunks(path: Path, identity: FileIdentity, offset: int, nbytes: int, c
                 raise FileChanged(path)
             offset += len(piece)
             yield piece
-        if FileIdentity.of(fd) != identity:
-            raise FileChanged(path)
-    finally:
-        os.close(fd)
 
 
 def check_unchanged(path: Path, identity: FileIdentity) -> None:
@@ -75,20 +84,13 @@ def check_unchanged(path: Path, identity: FileIdentity) -> None:
 
 def pread_into(path: Path, identity: FileIdentity, offset: int, buffer: memoryview) -> None:
     """Fill ``buffer`` with the bytes from ``offset``; FileChanged if the file is not ``identity``."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if FileIdentity.of(fd) != identity:
-            raise FileChanged(path)
+    with _opened(path, identity) as fd:
         done = 0
         while done < len(buffer):
             count = os.preadv(fd, [buffer[done:]], offset + done)
             if not count:
                 raise FileChanged(path)
             done += count
-        if FileIdentity.of(fd) != identity:
-            raise FileChanged(path)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
