@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing._bounds import limit_reason, over_limit
 from reprobox.guest.hashing._canonical import expand_quantized, numpy_dtype_name, torch_dtype_name
 from reprobox.guest.hashing._torch_types import SavedTensor
@@ -175,14 +176,19 @@ def _saved_array(name: str, tensor: SavedTensor) -> _Array:
     )
 
 
-def _saved_buffers(tensor: SavedTensor, budget: int) -> Iterator[memoryview]:
+def _saved_buffers(tensor: SavedTensor, budget: int) -> Iterator[bytes | memoryview]:
+    """A one-run tensor streamed from the file; any other read (what it spans) now, and let go after."""
     import numpy as np
 
-    if tensor.values is None:  # saved without data: nothing to hash beyond dtype and shape
+    if tensor.stream is not None:
+        yield from tensor.stream.chunks(FILE_CHUNK_BYTES)
+        return
+    values = tensor.values
+    if values is None:  # saved without data: nothing to hash beyond dtype and shape
         return
     lazy = tensor.conj or tensor.neg
     for piece in contiguous_pieces(
-        tensor.values,
+        values,
         budget=budget,
         ready=lambda a: bool(a.flags.c_contiguous) and not lazy,
         materialise=tensor.resolved,

@@ -3,23 +3,29 @@
 A reader plans one file's hashing: the tensors to hash and the digests of its plain values, or the
 plain-file fallback with a note saying why the content could not be read safely. Torch files (both
 ``torch.save`` formats) and plain pickles are read by the safe pickle reader (``_pickle``), which imports
-and runs nothing named in the file, and reads tensors as NumPy views of the memory-mapped file: hashing
-a checkpoint needs the standard library and NumPy, never torch, but for quantized tensors.
+and runs nothing named in the file, and reads each tensor from the file by ``pread`` as it is hashed,
+never through a memory map: hashing a checkpoint needs the standard library and NumPy, never torch, but
+for quantized tensors, and a file changed while it is hashed raises ``FileChanged`` (never SIGBUS).
 Safetensors files are read in ``_safetensors``, NumPy files in ``_numpy_files``, text in ``_text``, and
 logging tools' files (TensorBoard, MLflow, W&B) in ``_logformats``, recognised by their name and place.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from reprobox.guest.hashing import _sniff
-from reprobox.guest.hashing._arrays import _arrays_from, _Content, _opaque, _refused
+from reprobox.guest.hashing._arrays import Buffers, _Array, _arrays_from, _Content, _opaque, _refused
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
+from reprobox.guest.hashing._filebytes import FileIdentity, check_unchanged
 from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, read_pickle
 from reprobox.guest.hashing._pickle_arrays import TorchNeeded
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
 from reprobox.guest.hashing._pickle_torch import is_torchscript
+from reprobox.guest.hashing._torch_types import SavedTensor
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
 
@@ -63,7 +69,7 @@ def _plan_torch(path: Path) -> _Content:
 
 
 def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
-    """A pickled file (torch.save's or plain) through the safe reader, tensors as views of the file;
+    """A pickled file (torch.save's or plain) through the safe reader, tensors as spans of the file;
     ``kind`` is what the file was taken for, named when it cannot be read."""
     try:
         read = read_pickle(path)
@@ -74,9 +80,29 @@ def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
         return _opaque(_torch_needed_note(exc))
     return _Content(
         format=read.container,
-        arrays=_arrays_from(named_arrays),
+        arrays=[a for pair in named_arrays for a in _unchanged_arrays(path, read.identity, pair)],
         metadata=_metadata_digests(values),
         note=_stand_in_note(path, values) if read.container == "torch" else None,
         keepalive=read,
         reader=READER_NAME,
     )
+
+
+def _unchanged_arrays(path: Path, identity: FileIdentity, pair: tuple[str, Any]) -> list[_Array]:
+    """A value's arrays, hashed only while the file is what it was when read. A tensor read from the file
+    checks that itself; an array unpickled into memory (NumPy's, or one torch built) would otherwise
+    outlive a change that the file's own sha256 sees."""
+    arrays = _arrays_from([pair])
+    if isinstance(pair[1], SavedTensor):
+        return arrays
+    return [replace(a, buffers=_checked(path, identity, a.buffers)) for a in arrays]
+
+
+def _checked(path: Path, identity: FileIdentity, buffers: Buffers) -> Buffers:
+    """``buffers``, after checking that the file is still ``identity`` (FileChanged if not)."""
+
+    def checked(budget: int) -> Iterator[bytes | memoryview]:
+        check_unchanged(path, identity)
+        yield from buffers(budget)
+
+    return checked

@@ -62,7 +62,7 @@ def _load_torch_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, 
 def _load_pickled_tensors(path: Path, why: str | None) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
     """Through the safe pickle reader; ``why`` says why another reader did not read the file."""
     try:
-        read = read_pickle(path)
+        read = read_pickle(path, mapped=True)
         return _named(read.obj)
     except (ValueError, RecursionError) as exc:
         before = f"{why}, and " if why else ""

@@ -1,17 +1,21 @@
-"""Tensors and NumPy arrays from the safe pickle reader's placeholders: tensors as strided NumPy views of
-the memory-mapped file (byte-swapped for big-endian archives) that keep torch's dtype, within a budget of
-bytes they may span (``_bounds.expansion_budget``). Torch is imported only for what NumPy cannot hold:
-quantized tensors, and lazily negated or conjugated values of dtypes NumPy has no numbers for (bf16,
-float8, complex32). Where torch is not importable, those raise ``TorchNeeded``."""
+"""Tensors and NumPy arrays from the safe pickle reader's placeholders: tensors as spans of the file read
+on demand (``SavedTensor``), within a budget of bytes they may span (``_bounds.expansion_budget``)
+checked before anything is read. A tensor whose elements are one row-major run of its storage is
+streamed from the file as it is hashed; any other (a strided or expanded view, a big-endian archive's,
+a lazily negated or conjugated one) reads the bytes its elements span when it is hashed and lets them
+go after. Torch is imported only for what NumPy cannot hold: quantized tensors, and lazily negated or
+conjugated values of dtypes NumPy has no numbers for (bf16, float8, complex32). Where torch is not
+importable, those raise ``TorchNeeded``."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reprobox.guest.hashing._bounds import OverLimit
+from reprobox.guest.hashing._filebytes import FileSpan
 from reprobox.guest.hashing._pickle_objects import (
     CLASS_KEY,
     ArraySpec,
@@ -23,7 +27,7 @@ from reprobox.guest.hashing._pickle_objects import (
     TensorSpec,
     _shape,
 )
-from reprobox.guest.hashing._torch_types import QSCHEMES, SavedTensor
+from reprobox.guest.hashing._torch_types import QSCHEMES, SavedTensor, TorchDType
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -33,6 +37,9 @@ if TYPE_CHECKING:
 
 Plain = Callable[[object], object]
 """Turns a nested value into plain data (``Plainer``'s walk, with its bounds)."""
+
+ReadSpan = Callable[[FileSpan], "np.ndarray[Any, Any]"]
+"""A span's bytes as a uint8 array: by ``pread`` into memory (hashing), or a view of a memory map."""
 
 
 class TorchNeeded(Exception):
@@ -54,74 +61,66 @@ def import_torch(what: str) -> ModuleType:
 
 @dataclass
 class TensorMaker:
-    """Builds the tensors of one file; every storage is read once and stays alive as long as this does."""
+    """Builds the tensors of one file as spans of it; no storage's bytes are read here."""
 
     budget_bytes: int  # the logical bytes all tensors may span (a stride-0 tensor spans more than it stores)
     byteswap: bool = False
-    storages: dict[int, np.ndarray[Any, Any]] = field(default_factory=dict)
-    keep: list[object] = field(default_factory=list)  # ids stay valid while their objects live
+    read_span: ReadSpan = FileSpan.read
 
-    def storage_bytes(self, ref: StorageRef) -> np.ndarray[Any, Any]:
-        if id(ref) not in self.storages:
-            self.storages[id(ref)] = ref.source.storage_bytes(ref.key, ref.nbytes)
-            self.keep.append(ref)
-        raw = self.storages[id(ref)]
+    def storage_span(self, ref: StorageRef) -> FileSpan:
+        span = ref.source.storage_span(ref.key, ref.nbytes)
         if ref.view is not None:
             offset, numel = ref.view
             itemsize = ref.dtype.itemsize
-            if (offset + numel) * itemsize > raw.size:
+            if (offset + numel) * itemsize > span.nbytes:
                 raise OverLimit(f"a storage view of '{ref.key}' lies outside its storage")
-            raw = raw[offset * itemsize : (offset + numel) * itemsize]
-        return raw
+            span = span.part(offset * itemsize, numel * itemsize)
+        return span
 
     def whole_storage(self, ref: StorageRef) -> SavedTensor | torch.Tensor:
         """A storage used as a value: one flat tensor over all of it."""
-        size = self.storage_bytes(ref).size
+        size = self.storage_span(ref).nbytes
         numel = size // ref.dtype.itemsize if ref.dtype.itemsize else 0
         return self.tensor(TensorSpec(ref, 0, (numel,), (1,)))
 
     def tensor(self, spec: TensorSpec) -> SavedTensor | torch.Tensor:
-        """The tensor as a strided view of the file; a torch tensor only for a lazy negation or
-        conjugation NumPy cannot compute on the dtype."""
-        import numpy as np
-
-        raw = self.storage_bytes(spec.storage)
+        """The tensor as a span of the file, its bounds checked; a torch tensor only for a lazy negation
+        or conjugation NumPy cannot compute on the dtype."""
+        span = self.storage_span(spec.storage)
         dtype = spec.dtype
         itemsize = dtype.itemsize
         if len(spec.size) != len(spec.stride):
             raise ValueError("a tensor's size and stride differ in length")
-        if raw.size % itemsize:
+        if span.nbytes % itemsize:
             raise ValueError(f"storage '{spec.storage.key}' does not hold whole {dtype} elements")
-        if self.byteswap and itemsize > 1:
-            width = itemsize // 2 if dtype.is_complex else itemsize
-            raw = np.ascontiguousarray(raw.reshape(-1, width)[:, ::-1]).reshape(-1)
         extent = 0
         if 0 not in spec.size:
             extent = spec.offset + sum((s - 1) * t for s, t in zip(spec.size, spec.stride, strict=True)) + 1
-        if extent > raw.size // itemsize:
+        if extent > span.nbytes // itemsize:
             raise OverLimit(f"a tensor of size {list(spec.size)} lies outside storage '{spec.storage.key}'")
         self.budget_bytes -= math.prod(spec.size) * itemsize
         if self.budget_bytes < 0:
             raise OverLimit("the tensors span far more bytes than the file holds (repeated strides)")
-        elements = raw.view(np.dtype(dtype.carrier))
-        values = np.lib.stride_tricks.as_strided(
-            elements[min(spec.offset, elements.size) :],
-            shape=spec.size,
-            strides=tuple(t * itemsize for t in spec.stride),
-        )
         conj, neg = bool(spec.metadata.get("conj")), bool(spec.metadata.get("neg"))
-        saved = SavedTensor(values, dtype, spec.size, conj=conj and dtype.is_complex, neg=neg)
+        conj = conj and dtype.is_complex
+        swap = self.byteswap and itemsize > 1
+        spanned = span.part(spec.offset * itemsize, (extent - spec.offset) * itemsize) if extent else None
+        elements = _Elements(self.read_span, spanned, dtype, spec.size, spec.stride, swap)
+        stream = None
+        if elements.span is not None and not (conj or neg or swap) and _row_major(spec.size, spec.stride):
+            stream = elements.span
+        saved = SavedTensor(dtype, spec.size, elements.load, stream, conj=conj, neg=neg)
         if (saved.conj or saved.neg) and not dtype.numeric:
             return _resolved_by_torch(saved)
         return saved
 
     def meta(self, spec: MetaTensorSpec) -> SavedTensor:
         """A tensor saved without data: its dtype and shape alone."""
-        return SavedTensor(None, spec.dtype, spec.size)
+        return SavedTensor(spec.dtype, spec.size, None)
 
     def quantized(self, spec: QuantizedSpec, plain: Plain) -> torch.Tensor:
         torch_module = import_torch("a quantized tensor")
-        stored = self.storage_bytes(spec.base.storage).size
+        stored = self.storage_span(spec.base.storage).nbytes
         if math.prod(spec.base.size) * spec.base.dtype.itemsize > stored:
             # torch copies a quantized tensor's values whole when it builds one: an expanded view would
             # be copied to every element it shows
@@ -156,14 +155,53 @@ class TensorMaker:
         raise ValueError("a quantized tensor has quantizer parameters the reader does not know")
 
 
+@dataclass(frozen=True)
+class _Elements:
+    """How to read one tensor's elements: the bytes they span, then the saved strides over them."""
+
+    read_span: ReadSpan
+    span: FileSpan | None  # from the first element to the last; None when the tensor has no elements
+    dtype: TorchDType
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    byteswap: bool  # a big-endian archive's elements, turned little-endian once read
+
+    def load(self) -> np.ndarray[Any, Any]:
+        import numpy as np
+
+        carrier = np.dtype(self.dtype.carrier)
+        if self.span is None:
+            return np.empty(self.size, dtype=carrier)
+        raw = self.read_span(self.span)
+        if self.byteswap:
+            width = self.dtype.itemsize // 2 if self.dtype.is_complex else self.dtype.itemsize
+            raw = np.ascontiguousarray(raw.reshape(-1, width)[:, ::-1]).reshape(-1)
+        itemsize = self.dtype.itemsize
+        return np.lib.stride_tricks.as_strided(
+            raw.view(carrier), shape=self.size, strides=tuple(t * itemsize for t in self.stride)
+        )
+
+
+def _row_major(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Whether elements of these strides are one contiguous row-major run (as NumPy judges it: the
+    strides of dimensions of size 1 do not count)."""
+    expected = 1
+    for dim, step in zip(reversed(size), reversed(stride), strict=True):
+        if dim != 1 and step != expected:
+            return False
+        expected *= dim
+    return True
+
+
 def to_torch(saved: SavedTensor) -> torch.Tensor:
     """The torch tensor a SavedTensor stands for, sharing its memory (comparison, quantized tensors)."""
     import torch
 
     dtype = getattr(torch, saved.dtype.name)
-    if saved.values is None:
+    values = saved.values
+    if values is None:
         return torch.empty(saved.shape, dtype=dtype, device="meta")
-    tensor = torch.from_numpy(saved.values)
+    tensor = torch.from_numpy(values)
     if tensor.dtype != dtype:  # a carrier of the same width: the same bytes, read as the saved dtype
         tensor = tensor.view(dtype)
     if saved.conj:

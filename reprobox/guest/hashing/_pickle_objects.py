@@ -25,6 +25,7 @@ from reprobox.guest.hashing._bounds import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from reprobox.guest.hashing._filebytes import FileSpan
     from reprobox.guest.hashing._torch_types import TorchDType
 
 __all__ = ["MAX_DEPTH", "MAX_DIMS", "MAX_VALUES"]
@@ -113,7 +114,9 @@ def stand_in_of(obj: object) -> type[_StandIn] | None:
 class StorageSource(Protocol):
     """Where a container keeps its storages' bytes (a zip member, or a span of a legacy file)."""
 
-    def storage_bytes(self, key: str, nbytes: int) -> np.ndarray[Any, Any]: ...
+    def storage_span(self, key: str, nbytes: int) -> FileSpan:
+        """Where storage ``key``'s first ``nbytes`` lie in the file (OverLimit if it holds fewer)."""
+        ...
 
 
 class StorageType(_Inert):

@@ -1,6 +1,6 @@
 """Turning what the safe pickle reader unpickled into plain data: tensors, arrays, mappings, scalars.
 
-Placeholders become tensors (NumPy views that keep torch's dtype) and NumPy arrays
+Placeholders become tensors (spans of the file that keep torch's dtype) and NumPy arrays
 (``_pickle_arrays``); stand-ins become mappings named as ``reprobox.guest.hashing._pickle`` documents.
 Every walk is bounded: nesting depth, the size of the tree once shared references are expanded, and the
 bytes all tensors may span.
@@ -9,7 +9,7 @@ bytes all tensors may span.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 
 from reprobox.guest.hashing import _pickle_objects as placeholder
 from reprobox.guest.hashing._bounds import OverLimit
@@ -33,16 +33,11 @@ class Plainer:
     """Turns an unpickled tree into dicts, lists, tuples, scalars, tensors and arrays, with bounds."""
 
     global_names: Mapping[int, str]
-    budget_bytes: InitVar[int]  # the logical bytes all tensors may span (see TensorMaker)
-    byteswap: InitVar[bool] = False
+    tensors: TensorMaker  # builds the tensors, within the bytes they may span
     done: dict[int, object] = field(default_factory=dict)
     sizes: dict[int, int] = field(default_factory=dict)
     open: set[int] = field(default_factory=set)
     keep: list[object] = field(default_factory=list)  # ids stay valid while their objects live
-    tensors: TensorMaker = field(init=False)
-
-    def __post_init__(self, budget_bytes: int, byteswap: bool) -> None:
-        self.tensors = TensorMaker(budget_bytes, byteswap)
 
     def plain(self, obj: object) -> object:
         result, _size = self._visit(obj, 0)

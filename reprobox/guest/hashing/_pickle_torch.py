@@ -1,25 +1,22 @@
-"""Torch's two pickle containers, their storages read in place from the memory-mapped file: the zip
-format (``<archive>/data.pkl``, storages in ``<archive>/data/<key>``) and the legacy format (a magic
-number, pickles, then raw storages)."""
+"""Torch's two pickle containers, each storage found as a span of the file (read only when a tensor over
+it is hashed): the zip format (``<archive>/data.pkl``, storages in ``<archive>/data/<key>``) and the
+legacy format (a magic number, pickles, then raw storages)."""
 
 from __future__ import annotations
 
 import io
-import mmap
+import os
 import struct
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO
 
 from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, OverLimit, check_zip_members, zip_member_count
+from reprobox.guest.hashing._filebytes import FileIdentity, FileSpan
 from reprobox.guest.hashing._pickle_objects import StorageRef, StorageType
-from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
 from reprobox.saferead import ZIP_DAMAGE, damaged_stream
-
-if TYPE_CHECKING:
-    import numpy as np
-
 
 LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."  # pickle.dumps(0x1950A86A20F9469CFC6C, 2)
 ZIP_MAGIC = b"PK\x03\x04"
@@ -53,14 +50,43 @@ def is_torchscript(path: Path) -> bool:
         )
 
 
-class _ZipStorages:
-    """Storages of a torch zip archive: uncompressed members, read in place from the memory map."""
+@dataclass(frozen=True)
+class Unpickled:
+    """A torch file's pickle, unpickled: the tree, the globals used as values, the storages' byte order."""
 
-    def __init__(self, archive: zipfile.ZipFile, prefix: str, mapped: mmap.mmap) -> None:
+    obj: object
+    global_names: dict[int, str]
+    big_endian: bool = False
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """The file being read: its path, a stream over it, and what it was when it was opened."""
+
+    path: Path
+    stream: IO[bytes]
+    identity: FileIdentity
+
+    def span(self, offset: int, nbytes: int) -> FileSpan:
+        """``nbytes`` from ``offset``, which must lie within the file (OverLimit otherwise)."""
+        if offset < 0 or offset + nbytes > self.identity.size:
+            raise OverLimit("a storage runs past the end of the file")
+        return FileSpan(self.path, self.identity, offset, nbytes)
+
+    def read_at(self, offset: int, nbytes: int) -> bytes:
+        """At most ``nbytes`` from ``offset`` (fewer at the end of the file), read by pread."""
+        return os.pread(self.stream.fileno(), nbytes, offset)
+
+
+class _ZipStorages:
+    """Storages of a torch zip archive: uncompressed members, found in place in the file."""
+
+    def __init__(self, archive: zipfile.ZipFile, prefix: str, file: OpenFile) -> None:
         self._members = {info.filename: info for info in archive.infolist()}
         self._prefix = prefix
-        self._mapped = mapped
+        self._file = file
         self._refs: dict[str, StorageRef] = {}
+        self._spans: dict[str, FileSpan] = {}
 
     def persistent_load(self, pid: object) -> StorageRef:
         if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] not in ("storage", b"storage"):
@@ -74,20 +100,21 @@ class _ZipStorages:
             self._refs[key] = StorageRef(self, key, storage_type.dtype, numel * storage_type.dtype.itemsize)
         return self._refs[key]
 
-    def storage_bytes(self, key: str, nbytes: int) -> np.ndarray[Any, Any]:
-        info = self._members.get(f"{self._prefix}data/{key}")
-        if info is None:
-            raise ValueError(f"storage '{key}' is missing from the archive")
-        if info.compress_type != zipfile.ZIP_STORED:
-            raise ValueError(f"storage '{key}' is compressed, which torch never writes")
-        if info.file_size < nbytes:
-            raise OverLimit(f"storage '{key}' holds {info.file_size} bytes, fewer than its {nbytes}")
-        start = _member_data_offset(self._mapped, info)
-        return _bytes_at(self._mapped, start, nbytes)
+    def storage_span(self, key: str, nbytes: int) -> FileSpan:
+        if key not in self._spans:
+            info = self._members.get(f"{self._prefix}data/{key}")
+            if info is None:
+                raise ValueError(f"storage '{key}' is missing from the archive")
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ValueError(f"storage '{key}' is compressed, which torch never writes")
+            if info.file_size < nbytes:
+                raise OverLimit(f"storage '{key}' holds {info.file_size} bytes, fewer than its {nbytes}")
+            self._spans[key] = self._file.span(_member_data_offset(self._file, info), nbytes)
+        return self._spans[key]
 
 
-def _member_data_offset(mapped: mmap.mmap, info: zipfile.ZipInfo) -> int:
-    header = mapped[info.header_offset : info.header_offset + 30]
+def _member_data_offset(file: OpenFile, info: zipfile.ZipInfo) -> int:
+    header = file.read_at(info.header_offset, 30) if info.header_offset >= 0 else b""
     if len(header) < 30 or not header.startswith(ZIP_MAGIC):
         raise ValueError(f"member '{info.filename}' has no local header")
     name_len, extra_len = struct.unpack("<HH", header[26:30])
@@ -95,50 +122,45 @@ def _member_data_offset(mapped: mmap.mmap, info: zipfile.ZipInfo) -> int:
     return offset
 
 
-def _bytes_at(mapped: mmap.mmap, start: int, nbytes: int) -> np.ndarray[Any, Any]:
-    import numpy as np
-
-    if start < 0 or start + nbytes > len(mapped):
-        raise OverLimit("a storage runs past the end of the file")
-    return np.frombuffer(mapped, dtype=np.uint8, count=nbytes, offset=start)  # a view, never copied
-
-
-def read_zip(path: Path, mapped: mmap.mmap, budget: int) -> tuple[object, Plainer]:
+def read_zip(file: OpenFile) -> Unpickled:
     try:
-        return _read_zip(path, mapped, budget)
+        return _read_zip(file)
     except OSError as exc:  # a directory that points before the file's start: the file, not the machine
         if not damaged_stream(exc):
             raise
         raise ValueError(f"a damaged zip archive ({exc.strerror or exc})") from None
 
 
-def _read_zip(path: Path, mapped: mmap.mmap, budget: int) -> tuple[object, Plainer]:
+def _read_zip(file: OpenFile) -> Unpickled:
+    path = file.path
     check_zip_members(path, "the archive")
     name = zip_pickle_name(path)
     if name is None:
         raise ValueError("not a torch zip archive (no <archive>/data.pkl member, or a damaged directory)")
     with zipfile.ZipFile(path) as archive:
         info = archive.getinfo(name)
-        if info.compress_type != zipfile.ZIP_STORED or info.file_size > min(len(mapped), _MAX_PICKLE_BYTES):
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size > min(
+            file.identity.size, _MAX_PICKLE_BYTES
+        ):
             raise OverLimit("data.pkl is compressed or larger than the file")
         data = archive.read(info)
         prefix = name.removesuffix("data.pkl")
         byteorder = prefix + "byteorder"
         big = byteorder in archive.namelist() and archive.read(byteorder)[:8] == b"big"
-        storages = _ZipStorages(archive, prefix, mapped)
+        storages = _ZipStorages(archive, prefix, file)
     stream = io.BytesIO(data)
     unpickler = SafeUnpickler(stream, storages.persistent_load)
     obj = load_checked(unpickler, stream, len(data))
-    return obj, Plainer(unpickler.global_names, budget, byteswap=big)
+    return Unpickled(obj, unpickler.global_names, big_endian=big)
 
 
 class _LegacyStorages:
     """Storages of the legacy format: after the pickles, each is an 8-byte count and its raw bytes."""
 
-    def __init__(self, mapped: mmap.mmap) -> None:
-        self._mapped = mapped
+    def __init__(self, file: OpenFile) -> None:
+        self._file = file
         self._roots: dict[str, StorageRef] = {}
-        self._spans: dict[str, tuple[int, int]] = {}
+        self._spans: dict[str, FileSpan] = {}
 
     def persistent_load(self, pid: object) -> object:
         if isinstance(pid, tuple) and len(pid) == 4 and pid[0] in ("module", b"module"):
@@ -169,33 +191,34 @@ class _LegacyStorages:
             root = self._roots.get(key)
             if root is None:
                 raise ValueError(f"storage '{key}' is listed but never used")
-            count = self._mapped[position : position + 8]
+            count = self._file.read_at(position, 8)
             if len(count) < 8:
                 raise OverLimit("the file ends before its storages")
             (numel,) = struct.unpack("<q", count)
             nbytes = numel * root.dtype.itemsize
-            if numel < 0 or nbytes != root.nbytes or position + 8 + nbytes > len(self._mapped):
+            if numel < 0 or nbytes != root.nbytes or position + 8 + nbytes > self._file.identity.size:
                 raise OverLimit(f"storage '{key}' does not fit the file")
-            self._spans[key] = (position + 8, nbytes)
+            self._spans[key] = self._file.span(position + 8, nbytes)
             position += 8 + nbytes
 
-    def storage_bytes(self, key: str, nbytes: int) -> np.ndarray[Any, Any]:
+    def storage_span(self, key: str, nbytes: int) -> FileSpan:
         span = self._spans.get(key)
         if span is None:
             raise ValueError(f"storage '{key}' has no data in the file")
-        return _bytes_at(self._mapped, span[0], min(nbytes, span[1]))
+        return span.part(0, min(nbytes, span.nbytes))
 
 
-def read_legacy(mapped: mmap.mmap, budget: int) -> tuple[object, Plainer]:
-    storages = _LegacyStorages(mapped)
-    mapped.seek(0)
-    end = len(mapped)
-    header = [load_checked(SafeUnpickler(mapped, NoStorages().refuse), mapped, end) for _ in range(3)]
+def read_legacy(file: OpenFile) -> Unpickled:
+    storages = _LegacyStorages(file)
+    stream = file.stream
+    stream.seek(0)
+    end = file.identity.size
+    header = [load_checked(SafeUnpickler(stream, NoStorages().refuse), stream, end) for _ in range(3)]
     magic, version, info = header
     if magic != 0x1950A86A20F9469CFC6C or version != 1001 or not isinstance(info, dict):
         raise ValueError("the legacy torch header is malformed")
-    unpickler = SafeUnpickler(mapped, storages.persistent_load)
-    obj = load_checked(unpickler, mapped, end)
-    keys = load_checked(SafeUnpickler(mapped, NoStorages().refuse), mapped, end)
-    storages.locate(keys, mapped.tell())
-    return obj, Plainer(unpickler.global_names, budget)  # legacy storages are always little-endian
+    unpickler = SafeUnpickler(stream, storages.persistent_load)
+    obj = load_checked(unpickler, stream, end)
+    keys = load_checked(SafeUnpickler(stream, NoStorages().refuse), stream, end)
+    storages.locate(keys, stream.tell())
+    return Unpickled(obj, unpickler.global_names)  # legacy storages are always little-endian

@@ -4,18 +4,23 @@ A torch file names its dtypes as globals (``torch.float32``, ``torch.float8_e4m3
 by class (``torch.FloatStorage``). The safe pickle reader turns them into the placeholders here: each
 dtype has torch's name, its element size and the NumPy dtype that carries its bytes (the same bytes,
 viewed as an unsigned integer of the same width where NumPy has no such number: bf16, float8, complex32).
-A tensor is a ``SavedTensor``: a NumPy view of the file's bytes with the saved strides applied, and
-torch's dtype. Used as values, the placeholders canonicalise exactly as torch's own objects do (``{"object":
-"torch.dtype", "repr": "torch.float32"}``), so a value's digest does not depend on which reader read it.
+A tensor is a ``SavedTensor``: torch's dtype and the saved shape, and a loader that reads its elements
+from the file (with the saved strides applied) each time they are asked for, so no tensor's bytes are
+held before it is hashed. Used as values, the placeholders canonicalise exactly as torch's own objects
+do (``{"object": "torch.dtype", "repr": "torch.float32"}``), so a value's digest does not depend on which
+reader read it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from reprobox.guest.hashing._filebytes import FileSpan
 
 
 @dataclass(frozen=True)
@@ -163,25 +168,34 @@ TORCH_VALUE_TYPES = (TorchDType, TorchQScheme, TorchDevice)
 
 @dataclass(frozen=True, eq=False)
 class SavedTensor:
-    """A tensor as the file holds it: its elements as a strided NumPy view of the file, and its dtype.
+    """A tensor as the file holds it: its dtype and shape, and how to read its elements from the file.
 
-    ``values`` has the tensor's shape and the dtype's carrier (``None`` for a tensor saved without data,
-    on the meta device). ``conj`` and ``neg`` are torch's lazy conjugate and negative bits: the values
-    they stand for are ``-conj(values)``, resolved as they are hashed.
+    ``load`` reads the elements, with the tensor's shape and the dtype's carrier, and is called anew on
+    each access to ``values`` (nothing is cached: a file's tensors are never all held at once); it is
+    ``None`` for a tensor saved without data, on the meta device. ``stream``, when set, is the same bytes
+    as one row-major run of the file, hashed as they are read. ``conj`` and ``neg`` are torch's lazy
+    conjugate and negative bits: the values they stand for are ``-conj(values)``, resolved as they are
+    hashed.
     """
 
-    values: np.ndarray[Any, Any] | None
     dtype: TorchDType
     shape: tuple[int, ...]
+    load: Callable[[], np.ndarray[Any, Any]] | None
+    stream: FileSpan | None = None
     conj: bool = False
     neg: bool = False
+
+    @property
+    def values(self) -> np.ndarray[Any, Any] | None:
+        """The elements, read from the file now (a strided view of a buffer that holds what they span)."""
+        return None if self.load is None else self.load()
 
     @property
     def nbytes(self) -> int:
         count = 1
         for dim in self.shape:
             count *= dim
-        return count * self.dtype.itemsize if self.values is not None else 0
+        return count * self.dtype.itemsize if self.load is not None else 0
 
     def resolved(self, piece: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """A piece of ``values`` as the values it stands for, copied contiguous as torch copies it."""
