@@ -7,7 +7,6 @@ copied to contiguous memory at most ``budget`` bytes at a time; the pool passes 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing._bounds import limit_reason, over_limit
 from reprobox.guest.hashing._canonical import expand_quantized, numpy_dtype_name, torch_dtype_name
+from reprobox.guest.hashing._loaded import loaded
 from reprobox.guest.hashing._torch_types import SavedTensor
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ def _saved_buffers(tensor: SavedTensor, budget: int) -> Iterator[bytes | memoryv
 
 def _arrays_from(named: Sequence[tuple[str, Any]]) -> list[_Array]:
     arrays: list[_Array] = []
-    torch_module = sys.modules.get("torch")
+    torch_module = loaded("torch")
     for name, value in named:
         if isinstance(value, SavedTensor):
             arrays.append(_saved_array(name, value))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._bounds import MAX_NESTING, MAX_VALUES, OverLimit, check_cpu_budget
+from reprobox.guest.hashing._loaded import loaded
 from reprobox.guest.hashing._torch_types import SavedTensor
 
 if TYPE_CHECKING:
@@ -232,9 +232,9 @@ def numpy_dtype_name(dtype: np.dtype[Any]) -> str:
 def _array_types() -> tuple[type, ...]:
     """Tensor types known to this process, without importing a library just to ask."""
     types: list[type] = [SavedTensor]
-    if (torch_module := sys.modules.get("torch")) is not None:
+    if (torch_module := loaded("torch")) is not None:
         types.append(torch_module.Tensor)
-    if (numpy_module := sys.modules.get("numpy")) is not None:
+    if (numpy_module := loaded("numpy")) is not None:
         types.append(numpy_module.ndarray)
     return tuple(types)
 

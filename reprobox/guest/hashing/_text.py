@@ -19,7 +19,6 @@ import base64
 import csv
 import hashlib
 import io
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten, numpy_dtype_name
+from reprobox.guest.hashing._loaded import loaded
 from reprobox.guest.hashing._pickle import read_pickle_bytes
 from reprobox.records.files import JsonTooDeep, loads_bounded
 
@@ -98,7 +98,7 @@ def _arrays_as_values(value: object, depth: int) -> object:
         return {k: _arrays_as_values(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_arrays_as_values(v, depth + 1) for v in value]
-    numpy = sys.modules.get("numpy")
+    numpy = loaded("numpy")
     if numpy is None or not isinstance(value, numpy.ndarray):
         return value
     described: dict[str, object] = {"dtype": numpy_dtype_name(value.dtype), "shape": list(value.shape)}
