@@ -24,14 +24,13 @@ are told apart by their order (``#2``), the only thing that can.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
-from reprobox.guest.hashing._bounds import check_cpu_budget
-from reprobox.guest.hashing._crc32c import masked_crc32c
 from reprobox.guest.hashing._graphdef import graph_values
 from reprobox.guest.hashing._logvalues import LogValues, read_capped, sha256_hex
 from reprobox.guest.hashing._protowire import Message, signed64
+from reprobox.guest.hashing._tbscalars import ScalarEvents
+from reprobox.guest.hashing._tfrecord import record_spans
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
 READER_NAME = "TensorBoard event reader"
@@ -102,36 +101,14 @@ def is_event_file(path: Path) -> bool:
     return path.name.startswith(EVENT_FILE_PREFIX)
 
 
-def tfrecords(data: bytes) -> Iterator[memoryview]:
-    """Each record's data, both checksums checked; ValueError names the first record that fails."""
-    view = memoryview(data)
-    pos, size = 0, len(view)
-    while pos < size:
-        if size - pos < 12:
-            raise ValueError(f"cut short: {size - pos} bytes at byte {pos} are not a whole record header")
-        (length,) = struct.unpack_from("<Q", view, pos)
-        (length_crc,) = struct.unpack_from("<I", view, pos + 8)
-        if masked_crc32c(view[pos : pos + 8]) != length_crc:
-            raise ValueError(f"the record at byte {pos}: the checksum of its length fails")
-        if length > size - pos - 16:
-            left = max(0, size - pos - 16)
-            raise ValueError(f"the record at byte {pos} claims {length} bytes, more than the {left} left")
-        body = view[pos + 12 : pos + 12 + length]
-        (data_crc,) = struct.unpack_from("<I", view, pos + 12 + length)
-        if masked_crc32c(body) != data_crc:
-            raise ValueError(f"the record at byte {pos}: the checksum of its data fails")
-        yield body
-        pos += 16 + length
-
-
 def read_events(path: Path) -> list[tuple[str, object]]:
     """The event file's values as (name, value) pairs; ValueError says why it cannot be read."""
     data = read_capped(path, MAX_EVENT_FILE_BYTES, "of an event file")
     found = LogValues()
-    for count, record in enumerate(tfrecords(data)):
-        if count % 1024 == 1023:
-            check_cpu_budget(f"{count + 1} events read")
-        _event(Message(record), found)
+    view = memoryview(data)
+    # scalar events, the bulk of a long run's log, are read straight from their bytes; the rest here
+    for start, end in ScalarEvents(found).others(data, record_spans(data)):
+        _event(Message(view[start:end]), found)
     return found.pairs
 
 
