@@ -85,23 +85,23 @@ def masked_crc32c_many(data: bytes, starts: np.ndarray, length: int) -> np.ndarr
     head = length % 4  # the bytes before a whole number of four-byte words, one at a time
     for offset in range(head):
         crcs = byte_table[(crcs ^ buffer[starts + offset]) & 0xFF] ^ (crcs >> 8)
-    if length >= 4:
-        words = starts + head
-        for residue in range(4):  # words are read from the view of ``data`` their offsets align with
-            lanes = np.flatnonzero(words % 4 == residue)
-            if not len(lanes):
-                continue
-            view32 = np.frombuffer(data, dtype="<u4", count=(len(data) - residue) // 4, offset=residue)
-            index = (words[lanes] - residue) // 4
-            crc = crcs[lanes]
-            for _ in range(length // 4):
-                x = crc ^ view32[index]
-                crc = low_table[x & 0xFFFF] ^ high_table[x >> 16]
-                index += 1
-            crcs[lanes] = crc
+    words, index = words_at(data), starts + head
+    for _ in range(length // 4):
+        x = crcs ^ words[index]
+        crcs = low_table[x & 0xFFFF] ^ high_table[x >> 16]
+        index += 4
     crcs ^= np.uint32(0xFFFFFFFF)
     masked: np.ndarray = ((crcs >> 15) | (crcs << 17)) + np.uint32(_MASK_DELTA)
     return masked
+
+
+def words_at(data: bytes) -> np.ndarray:
+    """``data`` as the little-endian uint32 that begins at each byte: ``words_at(data)[i]`` is bytes i to
+    i + 3, one look-up for any offset, aligned or not."""
+    import numpy as np
+
+    words: np.ndarray = np.ndarray(shape=(max(0, len(data) - 3),), dtype="<u4", buffer=data, strides=(1,))
+    return words
 
 
 _NUMPY_TABLES: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []

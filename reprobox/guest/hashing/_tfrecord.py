@@ -12,12 +12,9 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from reprobox.guest.hashing._crc32c import masked_crc32c, masked_crc32c_many
-
-if TYPE_CHECKING:
-    import numpy as np
+from reprobox.guest.hashing._bounds import check_cpu_budget
+from reprobox.guest.hashing._crc32c import masked_crc32c, masked_crc32c_many, words_at
 
 HEADER_BYTES = 12  # the length and its checksum
 FOOTER_BYTES = 4  # the data's checksum
@@ -78,14 +75,16 @@ def _first_checksum_failure(
         return None
     starts = np.frombuffer(positions, dtype=np.int64)
     sizes = np.frombuffer(lengths, dtype=np.int64)
-    length_ok = masked_crc32c_many(data, starts, 8) == _checksums_at(data, starts + 8)
+    words = words_at(data)
+    length_ok = masked_crc32c_many(data, starts, 8) == words[starts + 8]
     data_ok = np.ones(len(starts), dtype=bool)
     order = np.argsort(sizes, kind="stable")
     bounds = np.flatnonzero(np.diff(sizes[order])) + 1
-    for lanes in np.split(order, bounds):  # one length at a time
+    for checked, lanes in enumerate(np.split(order, bounds)):  # one length at a time
+        check_cpu_budget(f"the checksums of records of {checked} lengths checked")
         body = starts[lanes] + HEADER_BYTES
         length = int(sizes[lanes[0]])
-        data_ok[lanes] = masked_crc32c_many(data, body, length) == _checksums_at(data, body + length)
+        data_ok[lanes] = masked_crc32c_many(data, body, length) == words[body + length]
     failing = np.flatnonzero(~(length_ok & data_ok))
     if not len(failing):
         return None
@@ -94,19 +93,6 @@ def _first_checksum_failure(
     if not length_ok[index]:
         return index, _length_fails(pos)
     return index, ValueError(f"the record at byte {pos}: the checksum of its data fails")
-
-
-def _checksums_at(data: bytes, offsets: np.ndarray) -> np.ndarray:
-    """The little-endian uint32 at each offset, read from the view of ``data`` the offset aligns with."""
-    import numpy as np
-
-    found = np.empty(len(offsets), dtype=np.uint32)
-    for residue in range(4):
-        lanes = np.flatnonzero(offsets % 4 == residue)
-        if len(lanes):
-            view32 = np.frombuffer(data, dtype="<u4", count=(len(data) - residue) // 4, offset=residue)
-            found[lanes] = view32[(offsets[lanes] - residue) // 4]
-    return found
 
 
 def _length_fails(pos: int) -> ValueError:
