@@ -32,6 +32,8 @@ MAX_KNOWN_TAGS = 4096
 _SHORTEST = 20  # wall_time (9 bytes), the summary's three keys and lengths (6), simple_value (5)
 _WALL_TIME_KEY, _STEP_KEY, _SIMPLE_VALUE_KEY = 0x09, 0x10, 0x15
 _WALL_TIME = struct.Struct("<d").unpack_from
+_HEADER = struct.Struct("<BdBBBB")  # wall_time's key and value, then the step's key and three bytes
+_SIMPLE_VALUE = struct.Struct("<Bf")  # simple_value's key and value, the event's last bytes
 
 _SCALARS_METADATA = b"\x0a\x09\x0a\x07scalars"  # SummaryMetadata{plugin_data{plugin_name "scalars"}}
 _METADATA_FIELD = b"\x4a\x0b" + _SCALARS_METADATA
@@ -72,33 +74,31 @@ class ScalarEvents:
         scalar events' values are added on the way, in order, and the file's CPU budget is checked every
         1024 records."""
         unique, add, known = self._found.unique, self._found.add, self._known[_SIMPLE]
-        wall_time_at, simple_value_at = _WALL_TIME, _SIMPLE.read.unpack_from
+        header_at, simple_value_at = _HEADER.unpack_from, _SIMPLE_VALUE.unpack_from
         for count, (start, end) in enumerate(spans, start=1):
             if not count % 1024:
                 check_cpu_budget(f"{count} events read")
-            # the commonest case inline: simple_value of a tag already checked, a step under 2**21
-            if (
-                end - start >= _SHORTEST
-                and data[start] == _WALL_TIME_KEY
-                and data[end - 5] == _SIMPLE_VALUE_KEY
-            ):
-                pos, step = start + 9, 0
-                if data[pos] == _STEP_KEY:
-                    low, middle = data[pos + 1], data[pos + 2]
-                    if low < 0x80:
-                        step, pos = low, pos + 2
+            # the commonest case inline: simple_value of a tag already seen, a step under 2**21
+            if end - start >= _SHORTEST:
+                wall_time_key, wall_time, step_key, low, middle, high = header_at(data, start)
+                simple_value_key, number = simple_value_at(data, end - 5)
+                if wall_time_key == _WALL_TIME_KEY and simple_value_key == _SIMPLE_VALUE_KEY:
+                    if step_key != _STEP_KEY:
+                        step, pos = 0, start + 9
+                    elif low < 0x80:
+                        step, pos = low, start + 11
                     elif middle < 0x80:
-                        step, pos = (low & 0x7F) | middle << 7, pos + 3
-                    elif data[pos + 3] < 0x80:
-                        step, pos = (low & 0x7F) | (middle & 0x7F) << 7 | data[pos + 3] << 14, pos + 4
+                        step, pos = (low & 0x7F) | middle << 7, start + 12
+                    elif high < 0x80:
+                        step, pos = (low & 0x7F) | (middle & 0x7F) << 7 | high << 14, start + 13
                     else:
-                        pos = -1
-                tag = known.get(data[pos : end - 4]) if pos >= 0 else None
-                if tag is not None:
-                    name = unique(f"{tag}.step_{step}")
-                    add(name, simple_value_at(data, end - 4)[0])
-                    add(f"{name}.wall_time", wall_time_at(data, start + 1)[0])
-                    continue
+                        step, pos = 0, end  # a longer step: read below
+                    tag = known.get(data[pos : end - 4])
+                    if tag is not None:
+                        name = unique(f"{tag}.step_{step}")
+                        add(name, number)
+                        add(f"{name}.wall_time", wall_time)
+                        continue
             if not self.read(data, start, end):
                 yield start, end
 
