@@ -99,10 +99,10 @@ class ScalarEvents:
                         add(name, number)
                         add(f"{name}.wall_time", wall_time)
                         continue
-            if not self.read(data, start, end):
+            if not self._read(data, start, end):
                 yield start, end
 
-    def read(self, data: bytes, start: int, end: int) -> bool:
+    def _read(self, data: bytes, start: int, end: int) -> bool:
         """Whether the record ``data[start:end]`` is a scalar event of a known shape; if so its values
         are added (else nothing is, and the generic reader reads it)."""
         if end - start < _SHORTEST or data[start] != _WALL_TIME_KEY:
