@@ -34,6 +34,7 @@ def record_spans(data: bytes) -> Iterator[tuple[int, int]]:
     import numpy as np
 
     positions, end, failure = _frame(data)
+    check_cpu_budget(f"{len(positions)} records framed")
     starts = np.frombuffer(positions, dtype=np.int64) + HEADER_BYTES
     ends = (np.append(starts[1:] - HEADER_BYTES, end) - FOOTER_BYTES)[: len(starts)]
     failed = _first_checksum_failure(data, starts, ends - starts)
