@@ -114,10 +114,13 @@ PROBES["tensorboard-one-record-of-4-mi-fields"] = ("tensorboard", "", _tensorboa
 
 
 def _tensorboard_a_million_scalar_events() -> bytes:
-    """10**6 events of one scalar each (step, wall time, tag `loss`, simple_value): within the size cap."""
+    """10**6 events of one scalar each (step, wall time, tag `loss`, simple_value): within the size cap.
+    Their checksums are computed side by side (``masked_crc32c_many``), a few at a time would take long."""
     import struct
 
-    from tests.fuzz.mutate import tfrecord
+    import numpy as np
+
+    from reprobox.guest.hashing._crc32c import masked_crc32c_many
 
     def varint(n: int) -> bytes:
         out = bytearray()
@@ -129,11 +132,22 @@ def _tensorboard_a_million_scalar_events() -> bytes:
 
     value = b"\x0a\x04loss\x15" + struct.pack("<f", 0.5)
     summary = b"\x0a" + varint(len(value)) + value
-    records = []
-    for step in range(1_000_000):
-        event = b"\x09" + struct.pack("<d", 1.7e9 + step) + b"\x10" + varint(step)
-        records.append(tfrecord(event + b"\x2a" + varint(len(summary)) + summary))
-    return b"".join(records)
+    summary_field = b"\x2a" + varint(len(summary)) + summary
+    bodies = [b"\x09" + struct.pack("<d", 1.7e9 + step) + b"\x10" + varint(step) + summary_field
+              for step in range(1_000_000)]  # fmt: skip
+    lengths = np.array([len(body) for body in bodies], dtype=np.int64)
+    blob = b"".join(bodies)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    headers = b"".join(struct.pack("<Q", n) for n in lengths.tolist())
+    header_crcs = masked_crc32c_many(headers, np.arange(len(bodies), dtype=np.int64) * 8, 8)
+    body_crcs = np.empty(len(bodies), dtype=np.uint32)
+    for length in np.unique(lengths).tolist():
+        chosen = lengths == length
+        body_crcs[chosen] = masked_crc32c_many(blob, starts[chosen], length)
+    return b"".join(
+        struct.pack("<QI", len(body), int(header_crc)) + body + struct.pack("<I", int(body_crc))
+        for body, header_crc, body_crc in zip(bodies, header_crcs.tolist(), body_crcs.tolist(), strict=True)
+    )
 
 
 PROBES["tensorboard-a-million-scalar-events"] = ("tensorboard", "", _tensorboard_a_million_scalar_events)
