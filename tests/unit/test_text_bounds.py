@@ -16,7 +16,7 @@ import pytest
 
 from reprobox import cli, yamlsource
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_OK
-from reprobox.guest.hashing import _canonical, _textbounds, hash_checkpoint
+from reprobox.guest.hashing import _canonical, _text, _textbounds, hash_checkpoint
 from reprobox.guest.hashing._canonical import (
     _metadata_digests,
     canonical_json,
@@ -217,3 +217,26 @@ def test_digests_are_the_canonical_spellings_hashed() -> None:
     many = {f"k{i}\u00e9": str(i) for i in range(20_000)}  # more than one slice of names
     assert metadata_sha256(many) == sha(canonical_json(many))
     assert metadata_sha256({}) == sha("{}")
+
+
+@pytest.mark.parametrize("name", ["m.json", "m.jsonl", "m.csv"])
+def test_a_text_that_decodes_wider_than_the_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setattr(_textbounds, "MAX_DECODED_BYTES", 4096)
+    path = tmp_path / name
+    wide = "\U0001f600"  # beyond U+FFFF: the whole text takes 4 bytes a character
+    path.write_text(json.dumps([wide + "a" * 1200], ensure_ascii=False) + "\n", encoding="utf-8")
+    digest = hash_checkpoint(path, relative_to=tmp_path)
+    assert digest.note is not None and "once decoded, over the limit of 4096 bytes" in digest.note
+    path.write_text(json.dumps([wide + "a" * 800], ensure_ascii=False) + "\n", encoding="utf-8")
+    assert hash_checkpoint(path, relative_to=tmp_path).note is None
+
+
+def test_a_yaml_file_larger_than_yaml_is_read_is_compared_as_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "hparams.yaml"
+    path.write_text("a: " + "x" * _text.MAX_YAML_TEXT_BYTES + "\n")
+    assert cli.main(["hash", str(path)]) == EXIT_OK
+    digest = hash_checkpoint(path, relative_to=tmp_path)
+    assert digest.format == "file"
+    assert digest.note is not None and "more than the 1 MiB read as values" in digest.note

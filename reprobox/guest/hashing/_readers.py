@@ -77,7 +77,8 @@ _TEXT_SUFFIXES = {
 
 _TEXT_BOUNDS = (
     f"at most {_text.MAX_TEXT_BYTES >> 20} MiB; nesting as every reader; "
-    f"{_textbounds.MAX_TEXT_VALUES:,} entries, counted as they are read"
+    f"{_textbounds.MAX_TEXT_VALUES:,} entries, counted as they are read; YAML at most "
+    f"{_text.MAX_YAML_TEXT_BYTES >> 20} MiB"
 )
 
 

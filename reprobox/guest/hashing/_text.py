@@ -33,6 +33,7 @@ from reprobox.guest.hashing._pickle import read_pickle_bytes
 from reprobox.guest.hashing._textbounds import (
     EntryCount,
     counted_lines,
+    decoded,
     file_count,
     json_entries,
     line_entries,
@@ -41,6 +42,12 @@ from reprobox.guest.hashing._textbounds import (
 
 MAX_TEXT_BYTES = 64 << 20
 """Larger text outputs are logs rather than state: hashed as bytes, never parsed into memory."""
+
+MAX_YAML_TEXT_BYTES = 1 << 20
+"""YAML is read by PyYAML's pure-Python safe loader, which scans well under 1 MiB of text a second of
+CPU (one long scalar as slowly as many short values): a larger YAML output (genuine ones, such as
+``hparams.yaml``, are a few KiB, as job files are) is compared as bytes, within the CPU time every file
+is read in."""
 
 TEXT_FORMATS = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml", ".csv": "csv"}
 
@@ -74,19 +81,19 @@ def read_values(path: Path) -> list[tuple[str, object]]:
         return _jsonl_values(path)
     if kind == "json":
         return _flat(_json_document(path))
-    return _flat(_yaml(_read_bytes(path).decode("utf-8"), path))
+    return _flat(_yaml(decoded(_read_bytes(path, MAX_YAML_TEXT_BYTES)), path))
 
 
-def _check_size(size: int) -> None:
-    if size > MAX_TEXT_BYTES:
-        raise ValueError(f"{size} bytes, more than the {MAX_TEXT_BYTES >> 20} MiB read as values")
+def _check_size(size: int, limit: int = MAX_TEXT_BYTES) -> None:
+    if size > limit:
+        raise ValueError(f"{size} bytes, more than the {limit >> 20} MiB read as values")
 
 
-def _read_bytes(path: Path) -> bytes:
-    _check_size(path.stat().st_size)
+def _read_bytes(path: Path, limit: int = MAX_TEXT_BYTES) -> bytes:
+    _check_size(path.stat().st_size, limit)
     with path.open("rb") as handle:
-        raw = handle.read(MAX_TEXT_BYTES + 1)  # a file that grew since: refused all the same
-    _check_size(len(raw))
+        raw = handle.read(limit + 1)  # a file that grew since: refused all the same
+    _check_size(len(raw), limit)
     return raw
 
 
@@ -106,9 +113,11 @@ def _json_document(path: Path) -> object:
     """One JSON document, refused before parsing when its text holds more entries than the limit."""
     raw = _read_bytes(path)
     file_count().add(json_entries(raw))
-    text = raw.decode("utf-8")
-    del raw  # the text alone is held while it is parsed
-    return _json(text)
+    text = decoded(raw)
+    del raw  # the text alone is held while it is parsed, and the document alone once it is
+    document = _loads(text)
+    del text
+    return _embedded(document, 0)
 
 
 def _jsonl_values(path: Path) -> list[tuple[str, object]]:
@@ -131,7 +140,7 @@ def _yaml(text: str, path: Path) -> object:
     from reprobox.yamlsource import parse_yaml
 
     try:  # the job files' safe, bounded loader: nodes, aliases, nesting and expansion are capped there
-        return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
+        return parse_yaml(text, path, max_bytes=MAX_YAML_TEXT_BYTES).data
     except SpecError as exc:
         message = exc.problems[0].message
         raise (OverLimit if "; refused" in message else ValueError)(message) from None
@@ -229,11 +238,14 @@ def plan_bare_json(path: Path) -> _Content:
 def _json(text: str) -> object:
     """One JSON document, its nesting bounded as in every reader (``_bounds.MAX_NESTING``), with the
     pickles it embeds read as values (``_embedded``)."""
+    return _embedded(_loads(text), 0)
+
+
+def _loads(text: str) -> object:
     try:
-        document = json.loads(text)
+        return json.loads(text)
     except RecursionError:  # deeper than the parser recurses: far deeper than the limit
         raise OverLimit(_TOO_DEEP) from None
-    return _embedded(document, 0)
 
 
 _TOO_DEEP = f"it nests deeper than the limit of {MAX_NESTING} levels"

@@ -13,12 +13,13 @@ number of objects, so the count bounds what parsing builds. A file whose count p
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from reprobox.guest.hashing import _bounds
-from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget
+from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget, size_text
 
 _STRUCTURE = (b",", b"[", b"{")
 """Each entry of a JSON text follows one of these (a ``[`` or ``{`` opens a container's first entry)."""
@@ -104,4 +105,22 @@ def lines_of(handle: BinaryIO) -> Iterator[str]:
     for number, line in enumerate(handle, 1):
         if number % _CPU_CHECK_EVERY == 0:
             check_cpu_budget(f"{number} lines read")
-        yield line.decode("utf-8")
+        yield decoded(line)
+
+
+MAX_DECODED_BYTES = 128 << 20
+"""The memory one decoded text (a JSON document, a line) may take. Python holds a text in 1, 2 or 4 bytes
+a character, as its widest character needs: 64 MiB of ASCII with one emoji is 256 MiB once decoded, and
+a string parsed from it as much again."""
+
+
+def decoded(raw: bytes) -> str:
+    """``raw`` decoded as UTF-8, refused when the text takes more than ``MAX_DECODED_BYTES``."""
+    text = raw.decode("utf-8")
+    if sys.getsizeof(text) > MAX_DECODED_BYTES:
+        size = sys.getsizeof(text)
+        del text
+        raise OverLimit(
+            f"its text takes {size_text(size)} once decoded, over the limit of {size_text(MAX_DECODED_BYTES)}"
+        )
+    return text
