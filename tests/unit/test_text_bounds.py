@@ -16,7 +16,7 @@ import pytest
 
 from reprobox import cli, yamlsource
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_OK
-from reprobox.guest.hashing import _canonical, _text, _textbounds, hash_checkpoint
+from reprobox.guest.hashing import _canonical, _logvalues, _text, _textbounds, hash_checkpoint
 from reprobox.guest.hashing._canonical import (
     _metadata_digests,
     canonical_json,
@@ -25,6 +25,9 @@ from reprobox.guest.hashing._canonical import (
     metadata_sha256,
 )
 from reprobox.guest.hashing._text import read_bare_json, read_values
+from tests.fuzz.forkserver import input_path
+from tests.fuzz.mutate import tfrecord
+from tests.fuzz.seeds import wandb_frame
 
 LIMIT = 300
 
@@ -240,3 +243,35 @@ def test_a_yaml_file_larger_than_yaml_is_read_is_compared_as_bytes(tmp_path: Pat
     digest = hash_checkpoint(path, relative_to=tmp_path)
     assert digest.format == "file"
     assert digest.note is not None and "more than the 1 MiB read as values" in digest.note
+
+
+def scalar_events(n: int) -> bytes:
+    """``n`` TensorBoard events of one scalar each (wall time, step, tag ``loss``, simple_value)."""
+    value = b"\x0a\x04loss\x15" + b"\x00\x00\x00\x3f"
+    summary = b"\x0a" + bytes([len(value)]) + value
+    return b"".join(
+        tfrecord(b"\x09" + bytes(8) + b"\x10" + bytes([step]) + b"\x2a" + bytes([len(summary)]) + summary)
+        for step in range(n)
+    )
+
+
+LOGS: dict[str, Callable[[int], bytes]] = {
+    "mlflow": lambda n: b"".join(b"1700000000000 0.5 %d\n" % step for step in range(n)),
+    "wandb": lambda n: wandb_frame([b"\x5a\x00"] * n),  # records of one empty field: one value each
+    "tensorboard": scalar_events,
+}
+
+
+@pytest.mark.parametrize("target", list(LOGS))
+def test_a_log_over_the_log_value_limit_is_refused_with_the_limits_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    monkeypatch.setattr(_logvalues, "MAX_LOG_VALUES", 50)
+    path = input_path(tmp_path / "over", target)
+    path.write_bytes(LOGS[target](120))
+    digest = hash_checkpoint(path, relative_to=tmp_path)
+    assert digest.note is not None and "more than the limit of 50 values" in digest.note
+    path = input_path(tmp_path / "under", target)
+    path.write_bytes(LOGS[target](10))
+    digest = hash_checkpoint(path, relative_to=tmp_path)
+    assert digest.note is None and 0 < len(digest.metadata) <= 50
