@@ -31,18 +31,24 @@ class _Refused(Exception):
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """The safe loader, refusing nesting beyond MAX_YAML_DEPTH while composing (which recurses)."""
+    """The safe loader, refusing nesting beyond MAX_YAML_DEPTH while composing (which recurses), and
+    more than MAX_YAML_NODES values as they are composed, not after the whole graph is built."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0  # composed so far, aliases included: the count stops a long document early
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self._depth += 1
+        self._nodes += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise _Refused(mark.line + 1, f"nests deeper than {MAX_YAML_DEPTH} levels")
+            if self._nodes > MAX_YAML_NODES:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _Refused(mark.line + 1, f"holds more than {MAX_YAML_NODES} values")
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1

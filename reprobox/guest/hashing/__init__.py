@@ -190,7 +190,7 @@ class _Pending:
             content_sha256=values_sha256 if values_only else content_sha256(tensors),
             format=content.format,
             tensors=tensors,
-            metadata=dict(sorted(content.metadata.items())),
+            metadata={name: content.metadata[name] for name in sorted(content.metadata)},
             metadata_sha256=values_sha256,
             note=content.note,
             reader=content.reader,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _ascii_string
 from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
@@ -75,7 +76,7 @@ class CheckpointDigest:
             "content_sha256": self.content_sha256,
             "format": self.format,
             "tensors": [t.to_json() for t in self.tensors],
-            "metadata": dict(sorted(self.metadata.items())),
+            "metadata": {name: self.metadata[name] for name in sorted(self.metadata)},
             "metadata_sha256": self.metadata_sha256,
             "note": self.note,
             "reader": self.reader,
@@ -158,8 +159,24 @@ def content_sha256(tensors: Sequence[TensorDigest]) -> str:
 
 
 def metadata_sha256(metadata: Mapping[str, str]) -> str:
-    """One digest over all non-tensor values, so a record says at a glance whether any differ."""
-    return _sha256_text(canonical_json(dict(metadata)))
+    """One digest over all non-tensor values, so a record says at a glance whether any differ.
+
+    It is the sha256 of ``canonical_json(dict(metadata))``, hashed a slice of names at a time: a log's
+    values may number a million, and their whole spelling would be hundreds of MiB.
+    """
+    names = sorted(metadata)
+    digest = hashlib.sha256(b"{")
+    for start in range(0, len(names), _NAMES_PER_SLICE):
+        members = ",".join(
+            f"{_ascii_string(name)}:{_ascii_string(metadata[name])}"
+            for name in names[start : start + _NAMES_PER_SLICE]
+        )
+        digest.update((members if start == 0 else "," + members).encode("ascii"))
+    digest.update(b"}")
+    return digest.hexdigest()
+
+
+_NAMES_PER_SLICE = 8192
 
 
 MAX_DECIMAL_BITS = 14_000
@@ -196,22 +213,49 @@ def canonical_value(value: object) -> object:
     return canonical
 
 
+_KNOWN_SPELLINGS = 1 << 16
+"""Spellings whose digest is remembered: a log's repeated values are, a million distinct ones are not."""
+
+
 def _metadata_digests(values: Sequence[tuple[str, object]]) -> dict[str, str]:
-    grouped: dict[str, list[str]] = {}
+    """Each name's digest: its value's, or for a name given several values, the digest of their sorted
+    digests. A name given one value (the usual case: millions of them in a long log) holds its digest
+    alone, never a list of one."""
+    grouped: dict[str, str | list[str]] = {}
     known: dict[str, str] = {}  # logs repeat their values: each spelling is hashed once
     for count, (name, value) in enumerate(values):
         if count % 8192 == 8191:
             check_cpu_budget(f"{count + 1} values digested")
-        plain = type(value) in (int, float, str, bool, type(None)) and not _long_int(value)
-        text = canonical_json(value if plain else canonical_value(value))
+        text = _value_text(value)
         digest = known.get(text)
         if digest is None:
-            digest = known[text] = _sha256_text(text)
-        grouped.setdefault(name, []).append(digest)
-    return {
-        name: digests[0] if len(digests) == 1 else _sha256_text("\n".join(sorted(digests)))
-        for name, digests in grouped.items()
-    }
+            digest = _sha256_text(text)
+            if len(known) < _KNOWN_SPELLINGS:
+                known[text] = digest
+        earlier = grouped.get(name)
+        if earlier is None:
+            grouped[name] = digest
+        elif isinstance(earlier, str):
+            grouped[name] = [earlier, digest]
+        else:
+            earlier.append(digest)
+    del known
+    for name, digests in grouped.items():  # values of existing keys replaced: the dict is not resized
+        if isinstance(digests, list):
+            grouped[name] = _sha256_text("\n".join(sorted(digests)))
+    return grouped  # type: ignore[return-value]  # every list was replaced by its digest
+
+
+def _value_text(value: object) -> str:
+    """``canonical_json`` of a value, with no encoder call for the usual plain ones (a str, a finite
+    float, a short int): their spellings are the ones the encoder writes."""
+    kind = type(value)
+    if kind is str:
+        return _ascii_string(value)  # type: ignore[arg-type]
+    if (kind is float and value - value == 0) or (kind is int and not _long_int(value)):  # type: ignore[operator]
+        return repr(value)
+    plain = kind in (int, float, bool, type(None)) and not _long_int(value)
+    return canonical_json(value if plain else canonical_value(value))
 
 
 def torch_dtype_name(dtype: torch.dtype) -> str:
@@ -239,6 +283,10 @@ def _array_types() -> tuple[type, ...]:
     return tuple(types)
 
 
+_PLAIN_TYPES = (str, int, float, bool, type(None))
+"""Values that are never containers nor arrays: ``visit`` would name each as it stands."""
+
+
 def _join(prefix: str, key: object) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
@@ -255,6 +303,32 @@ def flatten(obj: object) -> tuple[list[tuple[str, Any]], list[tuple[str, object]
     return flattener.arrays, flattener.values
 
 
+def flatten_rows(rows: Iterable[object]) -> list[tuple[str, object]]:
+    """``flatten(list(rows))``'s plain values, built row by row (a JSON Lines file's lines, a CSV's rows),
+    so that the value limit stops a long file before its rows are all in memory.
+
+    A list of plain values is one value (``flatten``): rows are held back until one is a container,
+    and a file of plain rows alone is one value, named ``ROOT_NAME``.
+    """
+    flattener = _Flattener(_array_types())
+    containers = (*flattener.array_types, Mapping, list, tuple)
+    plain: list[object] | None = []  # the rows read while none is a container
+    for index, row in enumerate(rows):
+        if plain is not None and not isinstance(row, containers):
+            plain.append(row)
+            continue
+        if plain is not None:
+            for held, value in enumerate(plain):
+                flattener.visit(value, str(held), 1)
+            plain = None
+        flattener.visit(row, str(index), 1)
+    if plain is not None:
+        flattener.visit(plain, ROOT_NAME, 0)
+    if flattener.arrays:  # rows of text never hold arrays; a guard, not a case
+        raise ValueError("holds arrays")
+    return flattener.values
+
+
 @dataclass
 class _Flattener:
     """The walk, bounded (``_bounds``): what ``torch.load`` or a JSON parser built may nest or fan out
@@ -268,8 +342,7 @@ class _Flattener:
     def visit(self, obj: object, name: str, depth: int) -> None:
         if depth > MAX_NESTING:
             raise OverLimit(f"the saved object nests deeper than the limit of {MAX_NESTING} levels")
-        if len(self.arrays) + len(self.values) >= MAX_VALUES:
-            raise OverLimit(f"the saved object holds more than the limit of {MAX_VALUES} values")
+        self._check_count()
         if isinstance(obj, self.array_types):
             self.arrays.append((name, obj))
             return
@@ -285,9 +358,19 @@ class _Flattener:
         if id(obj) in self.open_containers:
             raise ValueError(f"the saved object contains itself at '{name}'")
         self.open_containers.add(id(obj))
+        values, room = self.values, MAX_VALUES - len(self.arrays)
         for key, value in items:
-            self.visit(value, _join(name, key), depth + 1)
+            if type(value) in _PLAIN_TYPES and depth < MAX_NESTING:  # what visit would do, without a call
+                if len(values) >= room:
+                    self._check_count()
+                values.append((_join(name, key), value))
+            else:
+                self.visit(value, _join(name, key), depth + 1)
         self.open_containers.discard(id(obj))
+
+    def _check_count(self) -> None:
+        if len(self.arrays) + len(self.values) >= MAX_VALUES:
+            raise OverLimit(f"the saved object holds more than the limit of {MAX_VALUES} values")
 
 
 def _integer_view(tensor: torch.Tensor) -> torch.Tensor:

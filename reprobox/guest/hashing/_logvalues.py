@@ -14,11 +14,14 @@ import hashlib
 import stat
 from pathlib import Path
 
-from reprobox.guest.hashing._bounds import MAX_VALUES, OverLimit
+from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._canonical import _join, flatten
 
-MAX_LOG_VALUES = MAX_VALUES
-"""More values than this from one file are refused: the manifest keeps a digest for each."""
+MAX_LOG_VALUES = 1_000_000
+"""More values than this from one file are refused: the manifest keeps a digest for each. Half the value
+limit of checkpoints (``_bounds.MAX_VALUES``), as for text files (``_textbounds.MAX_TEXT_VALUES``): each
+value read from a log costs about 300 bytes on its way to its digest (its name, twice, its value, its
+digest), and 2,000,000 of them take the reading process past 512 MiB."""
 
 MAX_KEY_DEPTH = 64
 """Nested keys (W&B's ``nested_key``) deeper than this are refused: nothing logs deeper."""
@@ -45,9 +48,9 @@ def sha256_hex(data: bytes | memoryview) -> str:
 class LogValues:
     """Named values in the order a reader finds them, with unique names and a cap on their number."""
 
-    def __init__(self, limit: int = MAX_LOG_VALUES) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.pairs: list[tuple[str, object]] = []
-        self._limit = limit
+        self._limit = MAX_LOG_VALUES if limit is None else limit
         self._seen: dict[str, int] = {}
 
     def unique(self, base: str) -> str:

@@ -30,6 +30,7 @@ from reprobox.guest.hashing import (
     _safetensors,
     _sniff,
     _text,
+    _textbounds,
 )
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import OverLimit, cpu_budget, limit_reason
@@ -74,6 +75,13 @@ _TEXT_SUFFIXES = {
 }
 
 
+_TEXT_BOUNDS = (
+    f"at most {_text.MAX_TEXT_BYTES >> 20} MiB; nesting as every reader; "
+    f"{_textbounds.MAX_TEXT_VALUES:,} entries, counted as they are read; YAML at most "
+    f"{_text.MAX_YAML_TEXT_BYTES >> 20} MiB"
+)
+
+
 def _text_row(kind: str, what: str) -> Reader:
     return Reader(
         format=kind,
@@ -82,7 +90,7 @@ def _text_row(kind: str, what: str) -> Reader:
         detect=lambda path: _sniff.suffix(path) in _TEXT_SUFFIXES[kind],
         plan=_text.plan_text,
         load=_values_loader(_text.read_values),
-        bounds=f"at most {_text.MAX_TEXT_BYTES >> 20} MiB; nesting and value count as every reader",
+        bounds=_TEXT_BOUNDS,
     )
 
 
@@ -176,7 +184,7 @@ READERS: tuple[Reader, ...] = (
         detect=_text.is_bare_json,
         plan=_text.plan_bare_json,
         load=_values_loader(_text.read_bare_json),
-        bounds=f"at most {_text.MAX_TEXT_BYTES >> 20} MiB; nesting and value count as every reader",
+        bounds=_TEXT_BOUNDS,
     ),
 )
 

@@ -18,20 +18,36 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import io
-from collections.abc import Callable
+import itertools
+import json
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
-from reprobox.guest.hashing._canonical import _metadata_digests, flatten, numpy_dtype_name
+from reprobox.guest.hashing._canonical import _metadata_digests, flatten, flatten_rows, numpy_dtype_name
 from reprobox.guest.hashing._loaded import loaded
 from reprobox.guest.hashing._pickle import read_pickle_bytes
-from reprobox.records.files import JsonTooDeep, loads_bounded
+from reprobox.guest.hashing._textbounds import (
+    EntryCount,
+    counted_lines,
+    decoded,
+    file_count,
+    json_entries,
+    line_entries,
+    lines_of,
+)
 
 MAX_TEXT_BYTES = 64 << 20
 """Larger text outputs are logs rather than state: hashed as bytes, never parsed into memory."""
+
+MAX_YAML_TEXT_BYTES = 1 << 20
+"""YAML is read by PyYAML's pure-Python safe loader, which scans well under 1 MiB of text a second of
+CPU (one long scalar as slowly as many short values): a larger YAML output (genuine ones, such as
+``hparams.yaml``, are a few KiB, as job files are) is compared as bytes, within the CPU time every file
+is read in."""
 
 TEXT_FORMATS = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml", ".csv": "csv"}
 
@@ -50,21 +66,40 @@ def text_format_of(path: Path) -> str | None:
 
 
 def read_values(path: Path) -> list[tuple[str, object]]:
-    """The file's values as (dotted name, plain value) pairs; ValueError says why it cannot be read."""
+    """The file's values as (dotted name, plain value) pairs; ValueError says why it cannot be read.
+
+    Their entries are counted as they are read (``_textbounds``): CSV and JSON Lines line by line, one
+    JSON document from its text before it is parsed, YAML node by node; past the value limit the file
+    is refused before its values fill memory.
+    """
     kind = text_format_of(path)
     if kind is None:
         raise ValueError("not a JSON, JSON Lines, YAML or CSV file")
-    text = _read_text(path)
     if kind == "csv":
-        return _csv_values(text)
-    return _flat(_parse(kind, text, path))
+        return _csv_values(path)
+    if kind == "jsonl":
+        return _jsonl_values(path)
+    if kind == "json":
+        return _flat(_json_document(path))
+    return _flat(_yaml(decoded(_read_bytes(path, MAX_YAML_TEXT_BYTES)), path))
 
 
-def _read_text(path: Path) -> str:
-    size = path.stat().st_size
-    if size > MAX_TEXT_BYTES:
-        raise ValueError(f"{size} bytes, more than the {MAX_TEXT_BYTES >> 20} MiB read as values")
-    return path.read_bytes().decode("utf-8")
+def _check_size(size: int, limit: int = MAX_TEXT_BYTES) -> None:
+    if size > limit:
+        raise ValueError(f"{size} bytes, more than the {limit >> 20} MiB read as values")
+
+
+def _read_bytes(path: Path, limit: int = MAX_TEXT_BYTES) -> bytes:
+    _check_size(path.stat().st_size, limit)
+    with path.open("rb") as handle:
+        raw = handle.read(limit + 1)  # a file that grew since: refused all the same
+    _check_size(len(raw), limit)
+    return raw
+
+
+def _open_lines(path: Path) -> BinaryIO:
+    _check_size(path.stat().st_size)
+    return path.open("rb")
 
 
 def _flat(document: object) -> list[tuple[str, object]]:
@@ -74,16 +109,38 @@ def _flat(document: object) -> list[tuple[str, object]]:
     return values
 
 
-def _parse(kind: str, text: str, path: Path) -> object:
-    if kind == "json":
-        return _json(text)
-    if kind == "jsonl":
-        return [_json(line) for line in text.splitlines() if line.strip()]
+def _json_document(path: Path) -> object:
+    """One JSON document, refused before parsing when its text holds more entries than the limit."""
+    raw = _read_bytes(path)
+    file_count().add(json_entries(raw))
+    text = decoded(raw)
+    del raw  # the text alone is held while it is parsed, and the document alone once it is
+    document = _loads(text)
+    del text
+    return _embedded(document, 0)
+
+
+def _jsonl_values(path: Path) -> list[tuple[str, object]]:
+    """A JSON Lines file's values, its lines read, counted and parsed one at a time."""
+    count = file_count()
+
+    def documents(handle: BinaryIO) -> Iterator[object]:
+        for line in lines_of(handle):
+            for piece in line.splitlines():  # the lines ``str.splitlines`` makes of the whole text
+                if piece.strip():
+                    count.add(line_entries(piece))
+                    yield _json(piece)
+
+    with _open_lines(path) as handle:
+        return flatten_rows(documents(handle))
+
+
+def _yaml(text: str, path: Path) -> object:
     from reprobox.errors import SpecError
     from reprobox.yamlsource import parse_yaml
 
-    try:  # the job files' safe, bounded loader: aliases, nesting and expansion are capped there
-        return parse_yaml(text, path, max_bytes=MAX_TEXT_BYTES).data
+    try:  # the job files' safe, bounded loader: nodes, aliases, nesting and expansion are capped there
+        return parse_yaml(text, path, max_bytes=MAX_YAML_TEXT_BYTES).data
     except SpecError as exc:
         message = exc.problems[0].message
         raise (OverLimit if "; refused" in message else ValueError)(message) from None
@@ -110,25 +167,40 @@ def _arrays_as_values(value: object, depth: int) -> object:
     return described
 
 
-def _csv_values(text: str) -> list[tuple[str, object]]:
+def _csv_values(path: Path) -> list[tuple[str, object]]:
     """A CSV's rows (``<row>.<column>``), after its leading comment lines, which are not its header.
 
     Writers put a preamble before the header (Stable-Baselines3's ``monitor.csv`` starts
     ``#{"t_start": ..., "env_id": ...}``): each such line is ``preamble.<n>``, its JSON object's fields
-    named inside it (``preamble.0.t_start``), other text as the line less its ``#``.
+    named inside it (``preamble.0.t_start``), other text as the line less its ``#``. Rows are read one
+    at a time, each line's cells counted before it is parsed.
     """
-    lines = text.splitlines(keepends=True)
-    preamble: list[object] = []
-    while lines and lines[0].startswith(COMMENT_PREFIX):
-        preamble.append(_comment(lines.pop(0)))
-    try:
-        rows = list(csv.DictReader(io.StringIO("".join(lines))))
-    except csv.Error as exc:  # a field over csv's own limit, or a malformed quote
-        raise (OverLimit if "limit" in str(exc) else ValueError)(f"not valid CSV ({exc})") from None
-    values = _flat([dict(row) for row in rows])
+    count = file_count()
+    with _open_lines(path) as handle:
+        lines = lines_of(handle)
+        preamble, first = _preamble(lines, count)
+        rows = csv.DictReader(counted_lines(itertools.chain(first, lines), count))
+        try:
+            values = flatten_rows(rows)
+        except csv.Error as exc:  # a field over csv's own limit, or a malformed quote
+            raise (OverLimit if "limit" in str(exc) else ValueError)(f"not valid CSV ({exc})") from None
     if preamble:
         values += _flat({PREAMBLE: preamble})
     return values
+
+
+def _preamble(lines: Iterator[str], count: EntryCount) -> tuple[list[object], list[str]]:
+    """The leading ``#`` lines, as ``str.splitlines`` splits the whole text, and the rest of the line
+    that ends them (the CSV's first)."""
+    preamble: list[object] = []
+    for line in lines:
+        pieces = line.splitlines(keepends=True)
+        while pieces and pieces[0].startswith(COMMENT_PREFIX):
+            count.add(line_entries(pieces[0]))
+            preamble.append(_comment(pieces.pop(0)))
+        if pieces:
+            return preamble, ["".join(pieces)]
+    return preamble, []
 
 
 def _comment(line: str) -> object:
@@ -155,7 +227,7 @@ def is_bare_json(path: Path) -> bool:
 
 def read_bare_json(path: Path) -> list[tuple[str, object]]:
     """A suffix-less JSON document's values, named as a ``.json`` file's are."""
-    return _flat(_json(_read_text(path)))
+    return _flat(_json_document(path))
 
 
 def plan_bare_json(path: Path) -> _Content:
@@ -166,36 +238,49 @@ def plan_bare_json(path: Path) -> _Content:
 def _json(text: str) -> object:
     """One JSON document, its nesting bounded as in every reader (``_bounds.MAX_NESTING``), with the
     pickles it embeds read as values (``_embedded``)."""
+    return _embedded(_loads(text), 0)
+
+
+def _loads(text: str) -> object:
     try:
-        document = loads_bounded(text, max_depth=MAX_NESTING)
-    except JsonTooDeep:
-        raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels") from None
-    return _embedded(document, 0)
+        return json.loads(text)
+    except RecursionError:  # deeper than the parser recurses: far deeper than the limit
+        raise OverLimit(_TOO_DEEP) from None
+
+
+_TOO_DEEP = f"it nests deeper than the limit of {MAX_NESTING} levels"
 
 
 def _embedded(value: object, depth: int) -> object:
-    """The document with each ``":serialized:"`` pickle read by the safe pickle reader.
+    """The parsed document, its nesting checked and each ``":serialized:"`` pickle in it read, in place,
+    by the safe pickle reader.
 
     Stable-Baselines3 writes what JSON cannot hold (a deque of episode records, a space, a schedule) as
     ``{":type:": ..., ":serialized:": <base64 of a pickle>}``; as text, one wall-clock figure inside makes
     the whole string differ. Read (nothing imported or run), its fields are named inside it
     (``ep_info_buffer.:serialized:.__items__.0.t``); a string that is not such a pickle stays as written.
+    A list or object at ``depth`` is at level ``depth + 1``: past ``MAX_NESTING`` levels it is refused.
     """
-    if depth > MAX_NESTING:
-        raise OverLimit(f"it nests deeper than the limit of {MAX_NESTING} levels")
-    if isinstance(value, list):
-        return [_embedded(v, depth + 1) for v in value]
-    if not isinstance(value, dict):
+    if type(value) is list:
+        children: Iterable[object] = value
+    elif type(value) is dict:
+        children = value.values()
+    else:
         return value
-    read = {k: _embedded(v, depth + 1) for k, v in value.items()}
-    encoded = read.get(SERIALIZED_KEY)
-    if isinstance(encoded, str) and encoded.startswith(_PICKLE_BASE64_HEAD):
-        try:
-            read[SERIALIZED_KEY] = _arrays_as_values(read_pickle_bytes(base64.b64decode(encoded)), 0)
-        except ValueError as exc:  # binascii.Error is one
-            if isinstance(exc, OverLimit):
-                raise
-    return read
+    if depth >= MAX_NESTING:
+        raise OverLimit(_TOO_DEEP)
+    for child in children:
+        if type(child) is list or type(child) is dict:
+            _embedded(child, depth + 1)
+    if type(value) is dict:
+        encoded = value.get(SERIALIZED_KEY)
+        if isinstance(encoded, str) and encoded.startswith(_PICKLE_BASE64_HEAD):
+            try:
+                value[SERIALIZED_KEY] = _arrays_as_values(read_pickle_bytes(base64.b64decode(encoded)), 0)
+            except ValueError as exc:  # binascii.Error is one
+                if isinstance(exc, OverLimit):
+                    raise
+    return value
 
 
 def plan_text(path: Path) -> _Content:
