@@ -38,7 +38,7 @@ def test_verify_example_in_containers(
             "verify",
             str(EXAMPLE),
             "--runs",
-            "2",
+            "3",  # as README.md shows it
             "--runtime",
             "docker",
             "--runs-dir",
@@ -51,7 +51,9 @@ def test_verify_example_in_containers(
     )
     data = json.loads(capsys.readouterr().out)
     assert code == 0, data
-    assert data["verdict"] == "identical"
+    assert data["verdict"] == "identical" and len(data["runs"]) == 3
+    assert data["sentence"] == "bit-identical: every output file is byte for byte the same across 3 runs"
+    assert [(c["path"], c["identical"]) for c in data["checkpoints"]] == [("model.pt", True)]
     for run in data["runs"]:
         record = read_record(run)
         image = record.data["runtime"]["image"]

@@ -169,6 +169,15 @@ def test_urandom_weights_are_not_reproducible(tmp_path: Path, capsys: pytest.Cap
     assert names == ["head.bias", "head.weight"]  # encoder.weight comes from the seeded torch RNG
     for difference in data["differences"]:
         assert difference["differing"] > 0 and difference["max_abs"] > 0
+    # what README.md shows for this command
+    assert data["sentence"] == "not reproducible: 2 tensors differ (first: head.bias in model.pt)"
+    explanation = data["explanation"]["sentence"]
+    assert explanation.startswith("same stack, different result: a real nondeterminism (max abs difference ")
+    assert explanation.endswith(" over 2 tensors)")
+    assert [(d["checkpoint"], d["differing"], d["total"]) for d in data["differences"]] == [
+        ("model.pt", 16, 16),
+        ("model.pt", 16, 16),
+    ]
 
 
 def test_example_verifies_bit_identical_three_times(
