@@ -2,8 +2,10 @@
 
 A hash says *that* weights differ; this says by how much: how many elements differ bitwise, the largest
 absolute and relative difference and the largest distance in units in the last place (ULP), which tells
-rounding noise (a few ULP) from a real divergence. Tensors are read memory-mapped and compared a slice
-at a time, so two large checkpoints need little memory beyond the page cache. torch is imported lazily.
+rounding noise (a few ULP) from a real divergence. Tensors are read from their files by ``pread`` one
+pair at a time, never memory-mapped, and compared a slice at a time, so two large checkpoints need the
+memory of their largest pair of tensors; a file cut short or rewritten meanwhile is a sentence naming it
+(``EnvironmentProblem``, exit 4), not a process killed by SIGBUS. torch is imported lazily.
 
 Conventions: two NaNs with the same bits are equal; with different bits they differ bitwise but are
 0 apart numerically. A NaN against a number, or +inf against -inf, is infinitely far apart
@@ -21,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reprobox.errors import EnvironmentProblem
 from reprobox.guest.hashing import load_tensors, torch_dtype_name
+from reprobox.guest.hashing._filebytes import FileChanged
 from reprobox.records.files import json_number
 
 if TYPE_CHECKING:
@@ -73,20 +77,27 @@ def diff_checkpoint_files(
     names: Iterable[str] | None = None,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
 ) -> list[TensorDifference]:
-    """Compare the tensors of two checkpoint files, all of them or only ``names``, in name order."""
+    """Compare the tensors of two checkpoint files, all of them or only ``names``, in name order, each
+    pair read when it is compared and let go after; EnvironmentProblem names a file changed meanwhile."""
     tensors_a, _ = load_tensors(path_a)
     tensors_b, _ = load_tensors(path_b)
     wanted = sorted(set(names) if names is not None else set(tensors_a) | set(tensors_b))
-    return [
-        diff_tensors(
-            tensors_a.get(name),
-            tensors_b.get(name),
-            checkpoint=checkpoint,
-            name=name,
-            chunk_elements=chunk_elements,
-        )
-        for name in wanted
-    ]
+    try:
+        return [
+            diff_tensors(
+                tensors_a.get(name),
+                tensors_b.get(name),
+                checkpoint=checkpoint,
+                name=name,
+                chunk_elements=chunk_elements,
+            )
+            for name in wanted
+        ]
+    except FileChanged as exc:
+        raise EnvironmentProblem(
+            f"cannot read checkpoint {exc.filename} (it changed while it was compared: cut short, rewritten "
+            "or replaced); make sure nothing writes the runs' outputs while they are compared"
+        ) from None
 
 
 def diff_tensors(

@@ -100,13 +100,15 @@ def _from_checkpoint(claim: Claim, output_dir: Path) -> ClaimValue:
     try:
         digest = file_sha256(path)
         tensors, values = load_tensors(path)
+        tensor = tensors[claim.key] if claim.key not in values and claim.key in tensors else None
     except Exception as exc:  # noqa: BLE001 - any refusal of the safe readers is the claim's error
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        reason = reason.splitlines()[0] if reason else type(exc).__name__
         return _failed(claim, f"{relative} cannot be read safely ({reason})")
     if claim.key in values:
         found: Any = values[claim.key]
-    elif claim.key in tensors and tensors[claim.key].numel() == 1:
-        found = tensors[claim.key].reshape(()).item()
+    elif tensor is not None and tensor.numel() == 1:
+        found = tensor.reshape(()).item()
     else:
         return _failed(claim, f"{relative} holds no value named {claim.key!r}", digest)
     return _valued(claim, relative, found, digest)

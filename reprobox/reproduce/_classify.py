@@ -10,7 +10,7 @@ from pathlib import Path
 from reprobox import attest, bundle, stackdiff
 from reprobox.compare import BIT_IDENTICAL as GRADE_BIT_IDENTICAL
 from reprobox.compare import CLAIMS, DIFFERENT, IDENTICAL, Comparison, compare_runs, differing_tensor_names
-from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
+from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, EnvironmentProblem, UsageError
 from reprobox.records.manifest import RunRecord, write_record
 from reprobox.render.values import show_number
 from reprobox.reproduce._grade import grade
@@ -172,7 +172,8 @@ def _tensor_numbers(ctx: Context, published: RunRecord, other: RunRecord) -> tup
                 checkpoint=entry["path"],
                 names=names,
             )
-        except UsageError as exc:  # a checkpoint beyond the readers' limits: its hashes still judge it
+        except (UsageError, EnvironmentProblem) as exc:  # refused by a limit, or changed while it was read:
+            # its hashes still judge it
             ctx.notes.append(f"checkpoint {entry['path']}: tensor statistics unavailable ({exc.message})")
             comparable = False
             continue

@@ -36,6 +36,7 @@ import tempfile
 import weakref
 import zipfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from reprobox.guest.hashing._bounds import (
     limit_reason,
 )
 from reprobox.guest.hashing._canonical import _metadata_digests
+from reprobox.guest.hashing._load import LazyTensors, Loaded, Loader
 from reprobox.saferead import ZIP_DAMAGE
 
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive's end record
@@ -137,20 +139,21 @@ def plan_archive(path: Path) -> _Content:
     )
 
 
-def load_archive(path: Path) -> tuple[dict[str, Any], dict[str, object]]:
+def load_archive(path: Path) -> Loaded:
     """Each member's tensors and values under the names ``plan_archive`` gives them (for comparison).
 
-    The members are read from a temporary folder removed on return: tensors stay memory-mapped from
-    files already open, as POSIX keeps an unlinked file's pages while they are mapped.
+    The members are read from a private temporary folder that the returned tensors keep until they are
+    let go: each is read from its member's file when it is looked up (``LazyTensors``).
     """
     from reprobox.guest.hashing import _readers
 
     kind = _kind(path)
-    tensors: dict[str, Any] = {}
+    loaders: dict[str, Loader] = {}
     values: dict[str, object] = {}
-    with tempfile.TemporaryDirectory(prefix="reprobox-archive-") as folder:
+    folder = _Folder()
+    try:
         try:
-            members = _extract(path, Path(folder), kind)
+            members = _extract(path, folder.path, kind)
         except OverLimit:
             raise
         except _ERRORS as exc:
@@ -172,9 +175,14 @@ def load_archive(path: Path) -> tuple[dict[str, Any], dict[str, object]]:
                         raise UsageError(f"{path}: {_unread_member(kind, name, None)}")
                     values[name] = text
                     continue
-                tensors.update({member_name(name, k): v for k, v in inner_tensors.items()})
+                loaders.update(
+                    {member_name(name, k): partial(inner_tensors.__getitem__, k) for k in inner_tensors}
+                )
                 values.update({member_name(name, k): v for k, v in inner_values.items()})
-    return tensors, values
+    except BaseException:
+        folder.remove()
+        raise
+    return LazyTensors(loaders, keepalive=folder), values
 
 
 def _planned_as_bytes(path: Path) -> bool:

@@ -4,10 +4,10 @@ Object arrays are refused. Every array header is checked before its data is touc
 and no more bytes than the file (or the archive member) holds. An archive that would expand too far (a
 zip bomb) is judged from its directory before anything is decompressed. Members are hashed as they
 decompress, a chunk at a time, and an .npy file's array is read by ``pread`` (``_filebytes``), never
-memory-mapped for hashing; an array in Fortran order must be reordered in memory, so it is refused past
-``MAX_IN_MEMORY_BYTES``, as is an archive loaded whole for comparison (``load_npz``). Whatever NumPy,
-zipfile or a decompressor raises on a damaged file becomes the file's note at one boundary
-(``_NPZ_ERRORS``), and only what the machine did (an errno) leaves as an OSError.
+memory-mapped, for hashing and for comparison alike; an array in Fortran order must be reordered in
+memory, so it is refused past ``MAX_IN_MEMORY_BYTES``, as is an archive loaded whole for comparison
+(``load_npz``). Whatever NumPy, zipfile or a decompressor raises on a damaged file becomes the file's
+note at one boundary (``_NPZ_ERRORS``), and only what the machine did (an errno) leaves as an OSError.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tokenize
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any
 
 from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing._arrays import (
@@ -38,7 +38,7 @@ from reprobox.guest.hashing._bounds import (
     over_limit,
 )
 from reprobox.guest.hashing._canonical import ROOT_NAME, numpy_dtype_name
-from reprobox.guest.hashing._filebytes import FileChanged, FileIdentity, pread_chunks
+from reprobox.guest.hashing._filebytes import FileChanged, FileIdentity, FileSpan, pread_chunks
 from reprobox.saferead import ZIP_DAMAGE, damaged_stream
 
 if TYPE_CHECKING:
@@ -106,16 +106,15 @@ def _numpy_header(stream: IO[bytes], what: str) -> Header:
     return read_any(stream, version)  # type: ignore[no-any-return]
 
 
-def open_npy(path: Path, mode: Literal["r", "c"]) -> np.ndarray[Any, Any]:
-    """The array of an .npy file, memory-mapped (``mode`` "r" or "c") once its header is checked."""
-    import numpy as np
-
+def npy_span(path: Path) -> tuple[Header, FileSpan]:
+    """The checked header of an .npy file and the span of its array's bytes, read by ``pread`` when asked
+    for (comparison), never memory-mapped."""
     with path.open("rb") as f:
-        read_npy_header(f, "the array", path.stat().st_size)
-    array = np.load(path, mmap_mode=mode, allow_pickle=False)
-    if not isinstance(array, np.ndarray):
-        raise ValueError("it holds no single array")
-    return array
+        identity = FileIdentity.of(f.fileno())
+        shape, fortran_order, dtype = read_npy_header(f, "the array", identity.size)
+        offset = f.tell()
+    nbytes = element_count(shape) * dtype.itemsize
+    return (shape, fortran_order, dtype), FileSpan(path, identity, offset, nbytes)
 
 
 def _is_damage(exc: BaseException) -> bool:

@@ -10,8 +10,8 @@ a small table of known globals (torch tensors and storages, NumPy arrays, dtypes
 global becomes an inert stand-in class that records its arguments, state and items. Tensor bytes are
 read from the file itself, never through ``torch.load``: each tensor is a span of the file, read by
 ``pread`` only when it is hashed (``_filebytes``), so a file cut short or replaced meanwhile raises
-``FileChanged`` rather than killing the process with SIGBUS as a memory map would. Loading tensors for
-comparison (``mapped=True``) views them in a copy-on-write memory map instead.
+``FileChanged`` rather than killing the process with SIGBUS as a memory map would. Comparison reads them
+the same way, one tensor at a time (``_load``).
 
 ``fickling`` is not used: it decides whether a pickle is safe to hand to the real unpickler (by an
 allowlist of imports) or decompiles it to Python source, but it yields no values without running the
@@ -47,15 +47,13 @@ The unpickler and its table of globals are in ``_pickle_unpickler``, torch's two
 from __future__ import annotations
 
 import io
-import mmap
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, expansion_budget, limit_reason, over_limit
-from reprobox.guest.hashing._filebytes import FileIdentity, FileSpan
-from reprobox.guest.hashing._pickle_arrays import ReadSpan, TensorMaker
+from reprobox.guest.hashing._filebytes import FileIdentity
+from reprobox.guest.hashing._pickle_arrays import TensorMaker
 from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_torch import (
     LEGACY_MAGIC,
@@ -68,9 +66,6 @@ from reprobox.guest.hashing._pickle_torch import (
 )
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
 from reprobox.saferead import ZIP_DAMAGE
-
-if TYPE_CHECKING:
-    import numpy as np
 
 READER_NAME = "safe pickle reader"
 PICKLE_SUFFIXES = frozenset({".pkl", ".pickle"})
@@ -94,7 +89,6 @@ class PickleRead:
     obj: object
     container: str  # "torch" (zip or legacy torch.save) or "pickle"
     identity: FileIdentity  # what the file was when it was read: its tensors are read only while it still is
-    keepalive: object = None  # the memory map the tensors point into (``mapped=True``)
 
 
 def pickled_kind(path: Path) -> str | None:
@@ -110,12 +104,12 @@ def pickled_kind(path: Path) -> str | None:
     return None
 
 
-def read_pickle(path: Path, *, mapped: bool = False) -> PickleRead:
+def read_pickle(path: Path) -> PickleRead:
     """The file's object tree, without importing or running anything it names; ValueError if unreadable
     (OverLimit, a ValueError, when a limit refused it).
 
     Tensors are read by ``pread`` each time their values are asked for (FileChanged, an OSError, if the
-    file changed since); with ``mapped`` they are views of a copy-on-write memory map of the file.
+    file changed since).
     """
     with path.open("rb") as stream:
         identity = FileIdentity.of(stream.fileno())
@@ -123,8 +117,6 @@ def read_pickle(path: Path, *, mapped: bool = False) -> PickleRead:
             raise ValueError("the file is empty")
         head = stream.read(len(LEGACY_MAGIC))
         stream.seek(0)
-        memory_map = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_COPY) if mapped else None
-        read_span: ReadSpan = _mapped_reader(memory_map) if memory_map is not None else FileSpan.read
         file = OpenFile(path, stream, identity)
         try:
             if head.startswith(ZIP_MAGIC):
@@ -137,24 +129,11 @@ def read_pickle(path: Path, *, mapped: bool = False) -> PickleRead:
                 unpickler = SafeUnpickler(stream, NoStorages().refuse)
                 unpickled = Unpickled(load_checked(unpickler, stream, identity.size), unpickler.global_names)
                 container = "pickle"
-            tensors = TensorMaker(expansion_budget(identity.size), unpickled.big_endian, read_span)
+            tensors = TensorMaker(expansion_budget(identity.size), unpickled.big_endian)
             plain = Plainer(unpickled.global_names, tensors).plain(unpickled.obj)
         except _ERRORS as exc:
             raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None
-    return PickleRead(plain, container, identity, memory_map)
-
-
-def _mapped_reader(memory_map: mmap.mmap) -> ReadSpan:
-    """Spans as views of the memory map, never copied (comparison's loading)."""
-
-    def view(span: FileSpan) -> np.ndarray[Any, Any]:
-        import numpy as np
-
-        if span.offset + span.nbytes > len(memory_map):
-            raise OverLimit("a storage runs past the end of the file")
-        return np.frombuffer(memory_map, dtype=np.uint8, count=span.nbytes, offset=span.offset)
-
-    return view
+    return PickleRead(plain, container, identity)
 
 
 EMBEDDED_BUDGET = 1 << 30

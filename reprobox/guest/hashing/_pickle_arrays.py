@@ -38,9 +38,6 @@ if TYPE_CHECKING:
 Plain = Callable[[object], object]
 """Turns a nested value into plain data (``Plainer``'s walk, with its bounds)."""
 
-ReadSpan = Callable[[FileSpan], "np.ndarray[Any, Any]"]
-"""A span's bytes as a uint8 array: by ``pread`` into memory (hashing), or a view of a memory map."""
-
 
 class TorchNeeded(Exception):
     """The file holds a tensor only torch can build, and torch is not importable in this process.
@@ -65,7 +62,6 @@ class TensorMaker:
 
     budget_bytes: int  # the logical bytes all tensors may span (a stride-0 tensor spans more than it stores)
     byteswap: bool = False
-    read_span: ReadSpan = FileSpan.read
 
     def storage_span(self, ref: StorageRef) -> FileSpan:
         span = ref.source.storage_span(ref.key, ref.nbytes)
@@ -105,7 +101,7 @@ class TensorMaker:
         conj = conj and dtype.is_complex
         swap = self.byteswap and itemsize > 1
         spanned = span.part(spec.offset * itemsize, (extent - spec.offset) * itemsize) if extent else None
-        elements = _Elements(self.read_span, spanned, dtype, spec.size, spec.stride, swap)
+        elements = _Elements(spanned, dtype, spec.size, spec.stride, swap)
         stream = None
         if elements.span is not None and not (conj or neg or swap) and _row_major(spec.size, spec.stride):
             stream = elements.span
@@ -159,7 +155,6 @@ class TensorMaker:
 class _Elements:
     """How to read one tensor's elements: the bytes they span, then the saved strides over them."""
 
-    read_span: ReadSpan
     span: FileSpan | None  # from the first element to the last; None when the tensor has no elements
     dtype: TorchDType
     size: tuple[int, ...]
@@ -172,7 +167,7 @@ class _Elements:
         carrier = np.dtype(self.dtype.carrier)
         if self.span is None:
             return np.empty(self.size, dtype=carrier)
-        raw = self.read_span(self.span)
+        raw = self.span.read()  # by ``pread``: FileChanged if the file changed
         if self.byteswap:
             width = self.dtype.itemsize // 2 if self.dtype.is_complex else self.dtype.itemsize
             raw = np.ascontiguousarray(raw.reshape(-1, width)[:, ::-1]).reshape(-1)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
 from reprobox.guest.hashing import (
@@ -34,12 +33,7 @@ from reprobox.guest.hashing import (
 )
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import OverLimit, cpu_budget, limit_reason
-
-if TYPE_CHECKING:
-    import torch
-
-Loaded = tuple[dict[str, "torch.Tensor"], dict[str, object]]
-"""Tensors and plain values by name, named as hashing names them (``load_tensors``)."""
+from reprobox.guest.hashing._load import Loaded
 
 
 @dataclass(frozen=True)
@@ -213,7 +207,7 @@ def plan(path: Path) -> _Content:
         return _opaque(f"content not hashed: {exc}; the content hash is the file sha256", str(exc))
 
 
-def load(path: Path) -> tuple[dict[str, Any], dict[str, object]]:
+def load(path: Path) -> Loaded:
     """Tensors and values for comparison, from the reader that hashed the file ({} and {} for bytes)."""
     reader = reader_for(path)
     return ({}, {}) if reader is None else reader.load(path)

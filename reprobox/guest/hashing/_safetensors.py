@@ -4,7 +4,6 @@ counted before it is parsed), and each tensor hashed from the file by ``pread`` 
 from __future__ import annotations
 
 import itertools
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,11 +67,14 @@ class SafetensorsEntry:
     end: int
 
 
-def read_safetensors_header(path: Path) -> tuple[list[SafetensorsEntry], object]:
-    """Validated tensor entries and the ``__metadata__`` value; ValueError says what is wrong (OverLimit,
-    a ValueError, when the header declares more than the file holds or than the limits allow)."""
+def read_safetensors_header(path: Path) -> tuple[FileIdentity, list[SafetensorsEntry], object]:
+    """What the file was when its header was read (its entries are read only while it still is), the
+    validated tensor entries and the ``__metadata__`` value; ValueError says what is wrong (OverLimit, a
+    ValueError, when the header declares more than the file holds or than the limits allow)."""
     with path.open("rb") as f:
-        return _header_of(f, os.fstat(f.fileno()).st_size)
+        identity = FileIdentity.of(f.fileno())
+        entries, metadata = _header_of(f, identity.size)
+    return identity, entries, metadata
 
 
 def _header_of(f: IO[bytes], size: int) -> tuple[list[SafetensorsEntry], object]:
