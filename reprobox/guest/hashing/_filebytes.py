@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 
 class FileChanged(OSError):
-    """The file was cut short, grown or replaced between reading its header and hashing its bytes."""
+    """The file was cut short, grown or replaced between reading its header and reading its bytes (to hash
+    or to compare them)."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(errno.ESTALE, "it changed while it was hashed (cut short, rewritten or replaced)")
