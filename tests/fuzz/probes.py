@@ -121,14 +121,7 @@ def _tensorboard_a_million_scalar_events() -> bytes:
     import numpy as np
 
     from reprobox.guest.hashing._crc32c import masked_crc32c_many
-
-    def varint(n: int) -> bytes:
-        out = bytearray()
-        while True:
-            low, n = n & 0x7F, n >> 7
-            out.append(low | (0x80 if n else 0))
-            if not n:
-                return bytes(out)
+    from tests.fuzz.mutate import varint
 
     value = b"\x0a\x04loss\x15" + struct.pack("<f", 0.5)
     summary = b"\x0a" + varint(len(value)) + value

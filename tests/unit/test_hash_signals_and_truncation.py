@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hashing_process import cut_short_while_hashed, start_hash, wait_until_hashing
 
 ROOT = Path(__file__).parents[2]
 LARGE = 6 << 30  # a sparse file: no disk used, and hashing its zeros takes many seconds
@@ -35,35 +36,12 @@ def _sparse_safetensors(path: Path) -> Path:
     return path
 
 
-def _hash(path: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "reprobox", "hash", str(path)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
-    )
-
-
-def _wait_until_hashing(process: subprocess.Popen[str]) -> None:
-    """Until the process has its reading threads going (the CLI imported, the file opened)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        tasks = Path(f"/proc/{process.pid}/task")
-        if tasks.exists() and len(list(tasks.iterdir())) >= 3:
-            time.sleep(0.3)
-            return
-        time.sleep(0.05)
-    pytest.fail("reprobox hash never started hashing")
-
-
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_stops_hashing_at_once_with_its_own_sentence(
     signum: signal.Signals, code: int, tmp_path: Path
 ) -> None:
-    process = _hash(_sparse_npy(tmp_path / "big.npy"))
-    _wait_until_hashing(process)
+    process = start_hash(_sparse_npy(tmp_path / "big.npy"))
+    wait_until_hashing(process)
     sent = time.monotonic()
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=30)
@@ -77,12 +55,7 @@ def test_a_signal_stops_hashing_at_once_with_its_own_sentence(
 def test_a_file_cut_short_while_hashed_is_a_sentence(make: object, tmp_path: Path) -> None:
     assert callable(make)
     path = make(tmp_path / ("big.npy" if make is _sparse_npy else "big.safetensors"))
-    process = _hash(path)
-    _wait_until_hashing(process)
-    os.truncate(path, 4096)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 4, stderr  # the job changed it: never -SIGBUS
-    assert "changed while it was hashed" in stderr and str(path) in stderr
+    cut_short_while_hashed(path)
 
 
 def test_a_file_name_that_is_not_utf8_prints(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from typing import BinaryIO
 import numpy as np
 import pytest
 import torch
+from hashing_process import cut_short_while_hashed
 
 from reprobox.guest.hashing import hash_checkpoint
 from reprobox.guest.hashing._canonical import flatten
@@ -201,34 +202,7 @@ def test_reprobox_hash_of_a_torch_file_cut_short_while_hashed_is_a_sentence(
     path = make(tmp_path / "big.pt")
     ((name, tensor),) = flatten(read_pickle(path).obj)[0]
     assert name == "w" and isinstance(tensor, SavedTensor) and tensor.shape == (elements,) and tensor.stream
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reprobox", "hash", str(path)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
-    )
-    _wait_until_hashing(process)
-    os.truncate(path, 4096)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 4, stderr  # the job changed it: never -SIGBUS
-    assert "changed while it was hashed" in stderr and str(path) in stderr
-    assert "Traceback" not in stderr
-
-
-def _wait_until_hashing(process: subprocess.Popen[str]) -> None:
-    """Until the process has its hashing threads going (the CLI imported, the file opened)."""
-    import time
-
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        tasks = Path(f"/proc/{process.pid}/task")
-        if tasks.exists() and len(list(tasks.iterdir())) >= 3:
-            time.sleep(0.3)
-            return
-        time.sleep(0.05)
-    pytest.fail("reprobox hash never started hashing")
+    cut_short_while_hashed(path)
 
 
 def _row_major_sha256(tensor: torch.Tensor) -> str:

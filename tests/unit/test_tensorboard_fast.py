@@ -24,7 +24,7 @@ from reprobox.guest.hashing._protowire import Message
 from reprobox.guest.hashing._tbscalars import ScalarEvents
 from reprobox.guest.hashing._tensorboard import _event, read_events
 from reprobox.guest.hashing._tfrecord import record_spans
-from tests.fuzz.mutate import tfrecord
+from tests.fuzz.mutate import tfrecord, varint
 
 EVENTS = "events.out.tfevents.1.host.1.0"
 
@@ -67,15 +67,6 @@ def others(data: bytes) -> list[bytes]:
     """The records the scalar reader leaves to the generic one."""
     spans = ScalarEvents(LogValues()).others(data, record_spans(data))
     return [data[start:end] for start, end in spans]
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 def field(number: int, payload: bytes) -> bytes:
