@@ -54,7 +54,7 @@ class _Content:
     arrays: list[_Array] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
     note: str | None = None
-    keepalive: object = None  # the loaded object or mmap the buffers point into
+    keepalive: object = None  # the loaded object the buffers point into
     reader: str = "file bytes"  # what read the content, recorded in the manifest
     refusal: str | None = None  # the limit that refused the content (see ``_bounds``), if one did
     values_only: bool = False  # a file of values alone (JSON, logs): with no tensors, its content is them

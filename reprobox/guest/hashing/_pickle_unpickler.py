@@ -3,11 +3,10 @@ imported, and the opcodes are checked against the data before anything is unpick
 
 from __future__ import annotations
 
-import mmap
 import pickle
 import pickletools
 from collections.abc import Callable
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._pickle_globals import MODULE_ALIASES, SAFE_CALLABLES
@@ -20,8 +19,8 @@ _MAX_GLOBALS = 10_000
 class SafeUnpickler(pickle.Unpickler):
     """Globals come from our table or are stand-ins; persistent ids go to the container's callback."""
 
-    def __init__(self, stream: IO[bytes] | mmap.mmap, persistent: Callable[[object], object]) -> None:
-        super().__init__(stream, encoding="latin1")  # py2 str; an mmap reads like a file
+    def __init__(self, stream: IO[bytes], persistent: Callable[[object], object]) -> None:
+        super().__init__(stream, encoding="latin1")  # py2 str
         self._persistent = persistent
         self._classes: dict[str, object] = {}
         self.global_names: dict[int, str] = {}  # id(global) -> "module.Name", for globals used as values
@@ -110,13 +109,12 @@ def _opcode_cost(name: str, arg: object) -> int:
     return _OPCODE_COST.get(name, _OPCODE_FLOOR_COST)
 
 
-def _check_opcodes(stream: IO[bytes] | mmap.mmap, end: int) -> None:
+def _check_opcodes(stream: IO[bytes], end: int) -> None:
     """Walk the opcodes before unpickling: counted data, frames and memo indices must fit the file, and
     what they would build must fit the memory budget (``MEMORY_PER_DATA_BYTE``)."""
     start = stream.tell()
-    readable = cast("IO[bytes]", stream)  # an mmap reads like a binary file
     budget = MEMORY_PER_DATA_BYTE * max(0, end - start) + MEMORY_FLOOR
-    for ops, (op, arg, pos) in enumerate(pickletools.genops(readable), start=1):
+    for ops, (op, arg, pos) in enumerate(pickletools.genops(stream), start=1):
         budget -= _opcode_cost(op.name, arg)
         if budget < 0:
             raise OverLimit(
@@ -133,7 +131,7 @@ def _check_opcodes(stream: IO[bytes] | mmap.mmap, end: int) -> None:
     stream.seek(start)
 
 
-def load_checked(unpickler: SafeUnpickler, stream: IO[bytes] | mmap.mmap, end: int) -> object:
+def load_checked(unpickler: SafeUnpickler, stream: IO[bytes], end: int) -> object:
     _check_opcodes(stream, end)
     return unpickler.load()
 
