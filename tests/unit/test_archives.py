@@ -272,8 +272,11 @@ def test_every_row_says_what_it_reads_and_within_what_limits() -> None:
 
 
 @pytest.mark.slow  # imports SB3 and Gymnasium and trains two tiny PPO models
-def test_a_real_stable_baselines3_model_reproduces_its_weights(tmp_path: Path) -> None:
+def test_a_real_stable_baselines3_model_reproduces_its_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("stable_baselines3")
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path / "sb3-logs"))  # else PPO leaves a folder in /tmp
     pytest.importorskip("gymnasium")
     import gymnasium as gym
     from stable_baselines3 import PPO
