@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-JOB = "vary-each-factor"  # under tests/jobs
+JOB = "vary-each-factor"  # under tests/jobs; plain Python, so its many runs need no torch
+TORCH_JOB = "vary-torch-factors"  # what torch itself makes of the factors that reach it
+TORCH_FACTORS = {"threads", "cpu-isa"}
 
 NOT_TORCHRUN = "not applicable (the job does not use torchrun)"
 

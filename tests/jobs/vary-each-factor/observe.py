@@ -1,4 +1,6 @@
-"""Observe each factor of `verify --vary` the way a training script would come to depend on it."""
+"""Observe each factor of `verify --vary` the way a training script would come to depend on it, in plain
+Python: what torch itself makes of threads, the CPU capability and DataLoader workers is observed by
+tests/jobs/vary-torch-factors, so the many runs of `--vary all` need no torch."""
 
 from __future__ import annotations
 
@@ -11,20 +13,6 @@ import stat
 import time
 from pathlib import Path
 
-import torch
-from torch.utils.data import DataLoader, Dataset
-
-
-class WhoLoads(Dataset[int]):
-    """Item i is the id of the worker that loaded it (-1: the main process)."""
-
-    def __len__(self) -> int:
-        return 8
-
-    def __getitem__(self, index: int) -> int:
-        info = torch.utils.data.get_worker_info()
-        return -1 if info is None else info.id
-
 
 def formatted_number() -> str:
     try:
@@ -34,13 +22,13 @@ def formatted_number() -> str:
     return locale.format_string("%.2f", 1234567.891, grouping=True)
 
 
-workers = int(os.environ.get("REPROBOX_DATALOADER_WORKERS", "0"))
 made = Path(os.environ["REPROBOX_OUTPUT_DIR"]) / "made-by-job.txt"
 made.write_text("its mode follows the umask\n")
 observed = {
-    "threads": torch.get_num_threads(),
-    "cpu-isa": torch.backends.cpu.get_cpu_capability(),
-    "workers": [int(batch) for batch in DataLoader(WhoLoads(), batch_size=None, num_workers=workers)],
+    # what NumPy's BLAS and any OpenMP library size their thread pools by
+    "threads": {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+    "cpu-isa": os.environ.get("ATEN_CPU_CAPABILITY"),
+    "workers": int(os.environ.get("REPROBOX_DATALOADER_WORKERS", "0")),
     "tz": time.strftime("%H:%M", time.localtime(1_700_000_000)),
     "locale": {"LC_ALL": os.environ.get("LC_ALL"), "number": formatted_number()},
     "env-order": [name for name in os.environ if name.startswith("PROBE_")],
