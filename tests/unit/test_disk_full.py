@@ -2,8 +2,9 @@
 
 Real jobs on the local runtime fill a small tmpfs that holds the runs folder to its last byte: one that
 then exits 0, one that keeps logging, one whose trail then finds no room, one that also takes the room
-set aside for the guest's record. Each run is recorded as failed with the sentence, no record is half
-written, no temporary file or reserve is left, and the job's outputs are as it left them. A full disk
+set aside for the guest's record (NumPy jobs, but for the trail's: the trail follows torch's optimizer).
+Each run is recorded as failed with the sentence, no record is half written, no temporary file or
+reserve is left, and the job's outputs are as it left them. A full disk
 before the job starts, under the attestation, or under a bundle being unpacked is one sentence too.
 Mounting needs root: elsewhere those tests are skipped, and the fake-ENOSPC tests still run.
 """
@@ -32,6 +33,7 @@ from reprobox.records.files import AtomicFile, write_text_atomic
 from reprobox.records.guest import GuestRecord, guest_reserve_path, read_guest_result, write_guest_record
 
 JOB = Path(__file__).parents[1] / "jobs" / "fills-disk"
+NUMPY_JOB = Path(__file__).parents[1] / "jobs" / "fills-disk-numpy"
 SENTENCE = r"the disk holding (?P<folder>\S+) is full: (?P<free>\d+) bytes free; free space and rerun"
 LEFTOVERS = re.compile(r"^\..*\.tmp$|^\.tmp-|^\.bundle-|" + re.escape(space.RESERVE_NAME))
 
@@ -176,16 +178,24 @@ def test_the_guests_record_takes_its_reserve_and_says_the_disk_was_full(disk: Pa
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("job_file", "guest_recorded"),
-    [("job.yaml", True), ("log.yaml", True), ("trail.yaml", True), ("all.yaml", False)],
+    ("job_file", "saved", "guest_recorded"),
+    [
+        (NUMPY_JOB / "job.yaml", "model.npy", True),
+        (NUMPY_JOB / "log.yaml", "model.npy", True),
+        (JOB / "trail.yaml", "model.pt", True),
+        (NUMPY_JOB / "all.yaml", "model.npy", False),
+    ],
     ids=["fills-then-exits-0", "fills-then-keeps-logging", "trail-meets-it", "takes-the-guests-reserve"],
 )
 def test_a_job_that_fills_the_disk_is_recorded_as_failed_in_one_sentence(
-    disk: Path, capfd: pytest.CaptureFixture[str], crash_dir: Path, job_file: str, guest_recorded: bool
+    disk: Path,
+    capfd: pytest.CaptureFixture[str],
+    crash_dir: Path,
+    job_file: Path,
+    saved: str,
+    guest_recorded: bool,
 ) -> None:
-    code, data, err = reprobox(
-        capfd, "run", str(JOB / job_file), "--runtime", "local", "--runs-dir", str(disk)
-    )
+    code, data, err = reprobox(capfd, "run", str(job_file), "--runtime", "local", "--runs-dir", str(disk))
     assert code == EXIT_ENVIRONMENT, (data, err[-3000:])
     found = re.fullmatch(SENTENCE, data["error"]["message"])
     assert found is not None, data
@@ -198,14 +208,14 @@ def test_a_job_that_fills_the_disk_is_recorded_as_failed_in_one_sentence(
     assert manifest["disk_full"] == {"free": 0, "quota": False}
     assert leftovers(disk) == []
     outputs = run_dir / "outputs"
-    assert sorted(p.name for p in outputs.iterdir()) == ["filler.bin", "model.pt"]
+    assert sorted(p.name for p in outputs.iterdir()) == ["filler.bin", saved]
     assert (outputs / "filler.bin").stat().st_size > 0
     if guest_recorded:  # what the guest hashed is the file the job left, untouched since
         (checkpoint,) = manifest["checkpoints"]
-        assert checkpoint["file_sha256"] == hashlib.sha256((outputs / "model.pt").read_bytes()).hexdigest()
+        assert checkpoint["file_sha256"] == hashlib.sha256((outputs / saved).read_bytes()).hexdigest()
     else:
         assert not (run_dir / ".reprobox" / "guest.json").exists()
-    if job_file == "trail.yaml":
+    if job_file.name == "trail.yaml":
         assert "trail.jsonl could not be written, so the job stops here: the disk holding" in err
 
 

@@ -1,7 +1,10 @@
 """Long runs end to end on the local runtime: exact resume (`verify --resume-at`), segment spot-checks
 (`spot-check`), and a reviewer's segments (`reproduce --segments`), on tests/jobs/resume (12 steps, a
 resumable checkpoint every 4), with faults planted the way they happen: a checkpoint that forgets
-state, a checkpoint fabricated after the fact, a checkpoint altered on disk."""
+state, a checkpoint fabricated after the fact, a checkpoint altered on disk.
+
+Checks whose outcome depends on torch (its RNG state digested by the trail) run the torch job; spot-checks,
+reproduced segments and resume arguments the job mishandles run its NumPy twin, tests/jobs/resume-numpy."""
 
 from __future__ import annotations
 
@@ -10,8 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-import torch
 
 from reprobox import cli
 from reprobox.errors import SpecError
@@ -22,6 +25,7 @@ from reprobox.resume import spot
 from reprobox.resume.pattern import FRAMEWORK_PATTERNS, find_resumable
 
 JOB = Path(__file__).parents[1] / "jobs" / "resume"
+NUMPY_JOB = Path(__file__).parents[1] / "jobs" / "resume-numpy"
 
 
 def command(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
@@ -31,9 +35,9 @@ def command(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[s
     return code, json.loads(capsys.readouterr().out)
 
 
-def job_copy(tmp_path: Path, forget: str = "", *, accumulate: int = 1) -> Path:
+def job_copy(tmp_path: Path, forget: str = "", *, accumulate: int = 1, source: Path = JOB) -> Path:
     job = tmp_path / f"job-{forget or 'exact'}"
-    shutil.copytree(JOB, job)
+    shutil.copytree(source, job)
     text = (job / "job.yaml").read_text().replace('FORGET: ""', f'FORGET: "{forget}"')
     text = text.replace('--width, "16"]', f'--width, "16", --accumulate, "{accumulate}"]')
     (job / "job.yaml").write_text(text)
@@ -42,10 +46,10 @@ def job_copy(tmp_path: Path, forget: str = "", *, accumulate: int = 1) -> Path:
 
 @pytest.fixture(scope="module")
 def verified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One verify of the job (two bit-identical runs and their attestation), shared by the tests below."""
+    """One verify of the NumPy job (two bit-identical runs and their attestation), shared below."""
     root = tmp_path_factory.mktemp("long-run")
     job = root / "job"
-    shutil.copytree(JOB, job)
+    shutil.copytree(NUMPY_JOB, job)
     runs, attestation = root / "runs", root / "att.json"
     code = cli.main(
         [
@@ -61,7 +65,7 @@ def verified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         ]
     )
     assert code == 0
-    run = sorted(p for p in (runs / "resume").iterdir() if p.name[0].isdigit())[0]
+    run = sorted(p for p in (runs / "resume-numpy").iterdir() if p.name[0].isdigit())[0]
     return {"job": job, "runs": runs, "attestation": attestation, "run": run}
 
 
@@ -167,10 +171,11 @@ def fabricate(run: Path, step: int) -> Path:
     to match (what a made-up result looks like: consistent with itself, not with its training)."""
     fake = run.parent / f"{run.name}-fabricated-{step}"
     shutil.copytree(run, fake, symlinks=True)
-    path = fake / "outputs" / "ckpt" / f"step-{step}.pt"
-    state = torch.load(path, weights_only=True)
-    state["model"]["0.weight"] += 1e-3
-    torch.save(state, path)
+    path = fake / "outputs" / "ckpt" / f"step-{step}.npz"
+    with np.load(path) as saved:
+        state = dict(saved)
+    state["model.0.weight"] += 1e-3
+    np.savez(path, **state)
     record = read_record(fake)
     entry = hash_checkpoint(path, relative_to=fake / "outputs").to_json()
     checkpoints = [entry if c["path"] == entry["path"] else c for c in record.checkpoints]
@@ -191,18 +196,20 @@ def test_a_fabricated_segment_is_caught_and_an_altered_checkpoint_is_not_replaye
     assert code == 1 and data["verdict"] == "different"
     (segment,) = data["segments"]
     assert (segment["start"], segment["end"], segment["match"]) == (4, 8, False)
-    assert "model.0.weight" in segment["sentence"] and "ckpt/step-8.pt" in segment["sentence"]
+    assert "model.0.weight" in segment["sentence"] and "ckpt/step-8.npz" in segment["sentence"]
 
     altered = fabricate(verified["run"], 4)
-    (altered / "outputs" / "ckpt" / "step-8.pt").write_bytes(b"not the recorded checkpoint")
+    (altered / "outputs" / "ckpt" / "step-8.npz").write_bytes(b"not the recorded checkpoint")
     seed = next(s for s in range(100) if [x.start for x in spot.choose(segments, 1, s)] == [8])
-    replays = len(list((runs / "resume" / spot.REPLAYS_DIR / "resume").iterdir()))
+    replayed = runs / "resume-numpy" / spot.REPLAYS_DIR / "resume-numpy"
+    replays = len(list(replayed.iterdir()))
     code, data = command(
         capsys, "spot-check", str(altered), "--segments", "1", "--seed", str(seed), "--runs-dir", str(runs)
     )
     assert code == 1
-    assert data["segments"][0]["outcome"] == "altered" and "ckpt/step-8.pt" in data["segments"][0]["sentence"]
-    assert len(list((runs / "resume" / spot.REPLAYS_DIR / "resume").iterdir())) == replays  # nothing ran
+    (segment,) = data["segments"]
+    assert segment["outcome"] == "altered" and "ckpt/step-8.npz" in segment["sentence"]
+    assert len(list(replayed.iterdir())) == replays  # nothing ran
 
 
 def test_reproduce_segments_from_the_published_checkpoints(verified: dict[str, Path], capsys) -> None:
@@ -281,14 +288,14 @@ def test_checkpoints_numbered_by_micro_batch_line_up_by_optimizer_step(tmp_path:
 
 
 def test_a_stop_argument_the_job_ignores_is_bad_input(tmp_path: Path, capsys) -> None:
-    code, data = resume_at(capsys, job_copy(tmp_path, "max-steps"), tmp_path, 4)
+    code, data = resume_at(capsys, job_copy(tmp_path, "max-steps", source=NUMPY_JOB), tmp_path, 4)
     assert code == 2
     text = " ".join(data["error"]["lines"])
     assert "resume.stop did not stop the job after step 4" in text and "checkpoint of step 8" in text
 
 
 def test_no_checkpoint_at_the_step_lists_the_saved_ones(tmp_path: Path, capsys) -> None:
-    code, data = resume_at(capsys, job_copy(tmp_path, "stop-checkpoint"), tmp_path, 6)
+    code, data = resume_at(capsys, job_copy(tmp_path, "stop-checkpoint", source=NUMPY_JOB), tmp_path, 6)
     assert code == 2
     text = " ".join(data["error"]["lines"])
     assert "no resumable checkpoint at step 6" in text and "steps 4 up to there" in text
