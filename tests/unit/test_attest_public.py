@@ -100,7 +100,7 @@ def test_show_prints_what_would_be_published_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = tmp_path / "code"
-    shutil.copytree(JOBS / "publish-small", code)
+    shutil.copytree(JOBS / "publish-small-npz", code)
     spec = load_job(code / "job.yaml")
     record = execute(spec, LocalRuntime(), RunOptions(runs_dir=tmp_path / "runs"))
     before = sorted(p.name for p in code.iterdir())

@@ -98,7 +98,7 @@ def test_an_edited_spread_is_caught_when_read(three_seeds, tmp_path: Path, capsy
 
 def test_a_spread_that_moves_on_another_stack_does_not_hold(tmp_path: Path, capsys) -> None:
     """Accuracy 0.70 + 0.05 per thread whatever the seed: std 0, and another thread count moves the mean."""
-    shutil.copytree(JOBS / "claims-follow-threads", tmp_path / "code")
+    shutil.copytree(JOBS / "claims-follow-threads-numpy", tmp_path / "code")
     code, data = run_cli(
         [
             "verify",

@@ -17,10 +17,10 @@ JOBS = Path(__file__).parents[1] / "jobs"
 # A stamp file and a binary "plot" named and stamped the way logging tools do, beside a real model.
 WRITER = """\
 import os, socket, time
-import torch
+import numpy
 
 out = os.environ["REPROBOX_OUTPUT_DIR"]
-torch.save({"w": torch.arange(4.0)}, os.path.join(out, "model.pt"))
+numpy.save(os.path.join(out, "model.npy"), numpy.arange(4.0))
 host, stamp = socket.gethostname(), time.strftime("%b%d_%H-%M-%S")
 folder = os.path.join(out, "runs", f"{stamp}_{host}")
 os.makedirs(folder, exist_ok=True)
@@ -85,7 +85,7 @@ def test_an_unreadable_file_the_job_file_ignores_is_accepted(tmp_path: Path, cap
 
 
 def test_an_unreadable_checkpoint_that_differs_is_not_reproducible(tmp_path: Path, capsys) -> None:
-    folder = job(tmp_path, plot="stamped", extra='checkpoints: ["*.pt", "*.bin"]\n')
+    folder = job(tmp_path, plot="stamped", extra='checkpoints: ["*.npy", "*.bin"]\n')
     code, data = verify(capsys, folder, "--no-attestation", "--no-drill-down")
     assert code == 1 and data["grade"] == "not reproducible"
     assert "plot.bin (binary data) differs byte for byte and reprobox cannot read its format" in " ".join(
