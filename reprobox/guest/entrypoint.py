@@ -99,7 +99,7 @@ def main(argv: list[str]) -> int:
             },
             checkpoints=checkpoints,
             hash_error=hash_error,
-            fingerprint=_fingerprint(run_dir),
+            fingerprint=_fingerprint(run_dir, child_env),
         )
         write_guest_record(run_dir, record)
         return returncode
@@ -218,8 +218,9 @@ def _hash_outputs(output_dir: Path) -> tuple[list[dict[str, Any]], str | None]:
     return [dict(d.to_json()) for d in digests], None
 
 
-def _fingerprint(run_dir: Path) -> dict[str, Any]:
-    """The job's own fingerprint (taken in its process at exit) when it used torch, else our own."""
+def _fingerprint(run_dir: Path, job_env: Mapping[str, str]) -> dict[str, Any]:
+    """The job's own fingerprint (taken in its process at exit) when it used torch, else ours of the
+    machine with the job's environment (its thread counts and variables, not this process's)."""
     state = run_dir / settings.GUEST_STATE
     ranks = sorted(state.glob("fingerprint-rank*.json"))[:MAX_RANK_FILES]
     per_rank: dict[str, dict[str, Any]] = {}
@@ -235,7 +236,7 @@ def _fingerprint(run_dir: Path) -> dict[str, Any]:
         return dict(first)
     from reprobox.guest import fingerprint
 
-    return dict(fingerprint.collect())
+    return dict(fingerprint.collect(environ=job_env))
 
 
 def _stopped_early(run_dir: Path) -> StoppedEarly | None:

@@ -28,7 +28,7 @@ def replay_job(
         )
     execution = attestation.execution
     determinism = determinism_from_json(execution["determinism"])
-    author_threads = _int_or_none(execution["threads"].get("torch_intra_op"))
+    author_threads = _author_threads(execution["threads"])
     threads = options.threads or determinism.threads or author_threads
     if options.threads is not None and options.threads != author_threads:
         notes.append(
@@ -36,7 +36,7 @@ def replay_job(
         )
     elif determinism.threads is None and author_threads is not None:
         notes.append(
-            f"the job does not pin its thread count; replaying the author's {author_threads} torch threads "
+            f"the job does not pin its thread count; replaying the author's {author_threads} threads "
             "(set determinism.threads in the job file to make this explicit)"
         )
     pinned_by_replay = options.threads is None and determinism.threads is None and threads is not None
@@ -106,6 +106,15 @@ def _replayed_env(current: dict[str, str], author: dict[str, Any], notes: list[s
             notes.append(f"env {key} is the author's {value!r}, not {env.get(key)!r} as expanded here")
         env[key] = str(value)
     return env
+
+
+def _author_threads(recorded: dict[str, Any]) -> int | None:
+    """torch's intra-op count; for a job that never imported torch, the OMP_NUM_THREADS it ran with."""
+    torch_threads = _int_or_none(recorded.get("torch_intra_op"))
+    if torch_threads is not None:
+        return torch_threads
+    omp = recorded.get("OMP_NUM_THREADS")
+    return _int_or_none(int(omp)) if isinstance(omp, str) and omp.isdigit() else None
 
 
 def _int_or_none(value: Any) -> int | None:

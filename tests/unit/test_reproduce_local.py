@@ -99,6 +99,21 @@ def test_the_code_folder_is_found_around_the_attestation_or_is_the_current_direc
     assert attest.locate_code(attest.read_attestation(alone), tmp_path / "clone") == tmp_path / "clone"
 
 
+def test_a_job_without_torch_on_another_thread_count_is_a_different_stack(tmp_path: Path) -> None:
+    """Its fingerprint is taken outside the job's processes: what it records must still be the job's
+    thread variables, or another count would pass for a real nondeterminism on the same stack."""
+    attestation, records = publish(JOBS / "claims-follow-threads-numpy", tmp_path / "author", runs=1)
+    assert records[0].fingerprint["software"]["threads"]["OMP_NUM_THREADS"] == "2"  # the job file's
+    result = reproduce(attestation, ReproduceOptions(runtime="local", runs_dir=tmp_path / "runs", threads=1))
+    assert (result.verdict, result.exit_code) == (DIFFERENT_STACK, 1), result.sentence
+    assert result.settings["threads"] == {
+        "used": 1, "author": 2, "overridden": True, "pinned_by_replay": None
+    }  # fmt: skip
+    assert "the author's runs used 2" in " ".join(result.notes)
+    differing = {d["field"]: (d["author"], d["here"]) for d in result.stack_differences}
+    assert differing["software.threads.OMP_NUM_THREADS"] == ("2", "1")
+
+
 def test_another_thread_count_gives_the_different_stack_sentence(one_thread, tmp_path: Path) -> None:
     attestation, records = one_thread
     runs = tmp_path / "runs"

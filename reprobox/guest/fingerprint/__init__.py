@@ -95,17 +95,25 @@ SCHEMA: Final = "reprobox.fingerprint/1"
 
 
 def collect(
-    *, nvml: ModuleType | Any | None = None, image: Mapping[str, str] | None = None
+    *,
+    nvml: ModuleType | Any | None = None,
+    image: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Fingerprint this process's machine and stack; never raises and never imports torch or numpy.
 
     ``nvml`` is a pynvml-compatible module (None: import pynvml if possible); ``image`` holds the
-    container image's ``id`` and ``digest`` (None: from REPROBOX_IMAGE_ID / REPROBOX_IMAGE_DIGEST).
+    container image's ``id`` and ``digest`` (None: from REPROBOX_IMAGE_ID / REPROBOX_IMAGE_DIGEST);
+    ``environ`` is the job's environment where another process fingerprints for it (None: this
+    process's own), so the thread counts and variables recorded are the ones the job ran with.
     """
-    return _collect(nvml=nvml, image=image, torch_reason=TORCH_NOT_IMPORTED)
+    return _collect(nvml=nvml, image=image, torch_reason=TORCH_NOT_IMPORTED, environ=environ)
 
 
-def _collect(*, nvml: Any, image: Mapping[str, str] | None, torch_reason: str) -> dict[str, Any]:
+def _collect(
+    *, nvml: Any, image: Mapping[str, str] | None, torch_reason: str, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    job_env = os.environ if environ is None else environ
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecation notices from probed APIs must not reach the job
         torch = sys.modules.get("torch")
@@ -138,14 +146,14 @@ def _collect(*, nvml: Any, image: Mapping[str, str] | None, torch_reason: str) -
                 "numpy": numpy_blas,
             },
             "numpy": numpy_version,
-            "threads": {**torch_facts["threads"], **_environment(THREAD_ENVIRONMENT)},
+            "threads": {**torch_facts["threads"], **_environment(THREAD_ENVIRONMENT, job_env)},
             "determinism": torch_facts["determinism"],
             "precision": torch_facts["precision"],
-            "environment": _environment(RECORDED_ENVIRONMENT),
+            "environment": _environment(RECORDED_ENVIRONMENT, job_env),
             "distributions": distributions if is_absent(distributions) else _distribution_digest(versions),
             "distributed": {
-                "world_size": _int_or_text(os.environ.get("WORLD_SIZE", "1")),
-                "rank": _int_or_text(os.environ.get("RANK", "0")),
+                "world_size": _int_or_text(job_env.get("WORLD_SIZE", "1")),
+                "rank": _int_or_text(job_env.get("RANK", "0")),
             },
         }
     fp: dict[str, Any] = {"schema": SCHEMA, "hardware": hardware, "software": software}
