@@ -427,6 +427,7 @@ def test_no_network_is_an_environment_problem(
 ) -> None:
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # the discard port: refused at once
     monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")  # uv's own retries back off for about 9 s before failing
     base = locking.base_lock(str(base_lock_file(tmp_path / "base.lock", wheels, "tinyb==1.0")), {})
     wanted = locking.read_requirements(write(tmp_path / "requirements.in", "tinya\n"))
     with pytest.raises(EnvironmentProblem) as caught:

@@ -1,6 +1,8 @@
-"""Weights from generators created without a seed, in the main process and in DataLoader workers.
+"""Weights from NumPy and Python generators created without a seed, and from their global generators
+reseeded from the OS.
 
-None of this is truly random: under reprobox every such generator is seeded from the job seed.
+None of this is truly random: under reprobox every such generator is seeded from the job seed. (torch's
+own generators and DataLoader workers are contained by the same startup hook; test_entropy.py runs them.)
 """
 
 import os
@@ -8,38 +10,21 @@ import random
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch.utils.data import DataLoader, Dataset
 
-
-def unseeded_draws() -> torch.Tensor:
-    rng = np.random.default_rng()
-    py = random.Random()
-    gen = torch.Generator()
-    gen.seed()
-    return torch.cat(
+random.seed()  # reseeds the global generators from the OS, then draws from them
+np.random.seed()
+weights = {
+    "main": np.concatenate(
         [
-            torch.from_numpy(rng.standard_normal(4).astype(np.float32)),
-            torch.tensor([py.random() for _ in range(4)], dtype=torch.float32),
-            torch.randn(4, generator=gen),
+            np.random.default_rng().standard_normal(4),
+            np.random.Generator(np.random.PCG64()).standard_normal(4),
+            np.random.default_rng(np.random.SeedSequence()).standard_normal(4),
+            np.array([random.Random().random() for _ in range(4)]),
         ]
-    )
-
-
-class Draws(Dataset):
-    def __len__(self) -> int:
-        return 4
-
-    def __getitem__(self, index: int) -> torch.Tensor:
-        return unseeded_draws()
-
-
-if __name__ == "__main__":
-    torch.seed()  # reseeds the global generator, then draws from it
-    state = {
-        "main.weight": unseeded_draws(),
-        "global.weight": torch.randn(8),
-        "legacy.weight": torch.from_numpy(np.random.RandomState().rand(4)),
-        "workers.weight": torch.stack(list(DataLoader(Draws(), batch_size=None, num_workers=2))),
-    }
-    torch.save(state, Path(os.environ["REPROBOX_OUTPUT_DIR"]) / "model.pt")
+    ),
+    "global": np.array([random.random() for _ in range(4)] + list(np.random.rand(4))),
+    "legacy": np.random.RandomState().rand(4),
+}
+out = Path(os.environ["REPROBOX_OUTPUT_DIR"])
+for name, array in weights.items():
+    np.save(out / f"{name}.npy", array.astype(np.float32))
