@@ -92,7 +92,7 @@ def apply_torch(torch: ModuleType, seed: int, det: Determinism) -> None:
     torch.backends.cudnn.benchmark = det.cudnn_benchmark
     if det.algorithms:
         torch.backends.cudnn.deterministic = True
-    torch.use_deterministic_algorithms(det.algorithms, warn_only=det.warn_only)
+    _use_deterministic_algorithms(torch, det.algorithms, det.warn_only)
     torch.backends.cuda.matmul.allow_tf32 = det.tf32
     torch.backends.cudnn.allow_tf32 = det.tf32
     torch.set_float32_matmul_precision("high" if det.tf32 else "highest")
@@ -107,6 +107,24 @@ def apply_torch(torch: ModuleType, seed: int, det: Determinism) -> None:
         # Fixed for good once parallel work has started; OMP_NUM_THREADS covers that case.
         with contextlib.suppress(RuntimeError):
             torch.set_num_interop_threads(det.threads)
+
+
+INDUCTOR_CONFIG = "torch._inductor.config"
+
+
+def _use_deterministic_algorithms(torch: ModuleType, mode: bool, warn_only: bool) -> None:
+    """`torch.use_deterministic_algorithms`, less its import of Inductor's config: that import loads
+    about 800 modules (sympy among them), 1.5 to 2.5 s of CPU in every process that imports torch,
+    for a job that may never compile. torch's own flag is set at once, and Inductor's copy of it the
+    moment the job imports Inductor (torch.compile does), as the public call would have left it."""
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if set_flag is None:  # a torch without the private setter: the public call, import and all
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+        return
+    set_flag(mode, warn_only=warn_only)
+    from reprobox.guest.hook import when_imported
+
+    when_imported(INDUCTOR_CONFIG, lambda config: setattr(config, "deterministic", mode))
 
 
 def _allow_sdpa_backends(torch: ModuleType, allowed: tuple[str, ...]) -> None:

@@ -68,6 +68,22 @@ def test_hook_applies_flags_when_torch_is_imported_later(boot: Path) -> None:
     assert json.loads(out.stdout) == {"before": False, "det": True, "warn": True, "threads": 1, "seed": 3}
 
 
+def test_inductor_is_made_deterministic_when_the_job_loads_it_and_not_loaded_before(boot: Path) -> None:
+    """torch.use_deterministic_algorithms would import Inductor's config (about 800 modules) in every
+    process; the hook sets torch's flag alone, and Inductor's when the job imports it (torch.compile)."""
+    env = {**os.environ, "PYTHONPATH": str(boot), "REPROBOX_HOOK": "1", "REPROBOX_SEED": "0"}
+    script = (
+        "import sys, json\n"
+        "import torch\n"
+        "loaded = 'torch._inductor.config' in sys.modules\n"
+        "import torch._inductor.config as config\n"
+        "print(json.dumps({'loaded_with_torch': loaded, 'det': torch.are_deterministic_algorithms_enabled(),"
+        " 'inductor': config.deterministic}))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {"loaded_with_torch": False, "det": True, "inductor": True}
+
+
 def test_hook_is_inert_outside_a_job(boot: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REPROBOX_")}
     env["PYTHONPATH"] = str(boot)
