@@ -164,7 +164,7 @@ def test_the_guest_skips_planted_fingerprints_and_stop_files(tmp_path: Path) -> 
     plant(state / "fingerprint-rank1.json", "symlink")
     (state / "fingerprint-rank2.json").write_text(json.dumps({"torch": "2.x"}))
     assert entrypoint._stopped_early(tmp_path) is None
-    assert entrypoint._fingerprint(tmp_path) == {"torch": "2.x"}
+    assert entrypoint._fingerprint(tmp_path, {}) == {"torch": "2.x"}
 
 
 # --- trails -----------------------------------------------------------------------------------------
