@@ -155,10 +155,15 @@ class Observer:
         # Every installed package loaded counts, not only those the job names: torch.utils.tensorboard
         # needs tensorboard, and a job that imports torch alone still cannot run without it.
         # ... but not what a library tries to import and does without (torch.hub's tqdm progress bars)
-        needed = {root for root in loaded - self.at_start if not _optional(self.importers.get(root))}
+        # (asked only of installed packages: reading a library's source to see whether it does without
+        # a module of the standard library would be wasted, and it is most of the cost)
+        needed = {
+            root
+            for root in loaded - self.at_start
+            if _installed(root) and not _optional(self.importers.get(root))
+        }
         for root in sorted(set(installed) | needed):
-            location = getattr(sys.modules.get(root), "__file__", None) or ""
-            if "-packages" + os.sep in location:  # not the standard library, built-ins, the job's own code
+            if _installed(root):  # not the standard library, built-ins, the job's own code
                 self._distributions(root, owners.get(root, []), self._why(root, in_code))
         # What its code imports where the short run never went (after the first checkpoint): found where
         # the interpreter would find it, without running it.
@@ -295,6 +300,13 @@ def _importer(frame: FrameType | None) -> tuple[str, int] | None:
     ):
         frame = frame.f_back
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+
+
+def _installed(root: str) -> bool:
+    """Whether a loaded top-level module is an installed package's (not the standard library's, a
+    built-in or the job's own code)."""
+    location = getattr(sys.modules.get(root), "__file__", None) or ""
+    return "-packages" + os.sep in location
 
 
 _PARSED: dict[str, Any] = {}  # importer file -> its syntax tree (ast.Module), or None when unreadable
