@@ -33,7 +33,6 @@ from reprobox.records.files import AtomicFile, write_text_atomic
 from reprobox.records.guest import GuestRecord, guest_reserve_path, read_guest_result, write_guest_record
 
 JOB = Path(__file__).parents[1] / "jobs" / "fills-disk"
-NUMPY_JOB = Path(__file__).parents[1] / "jobs" / "fills-disk-numpy"
 SENTENCE = r"the disk holding (?P<folder>\S+) is full: (?P<free>\d+) bytes free; free space and rerun"
 LEFTOVERS = re.compile(r"^\..*\.tmp$|^\.tmp-|^\.bundle-|" + re.escape(space.RESERVE_NAME))
 
@@ -180,10 +179,10 @@ def test_the_guests_record_takes_its_reserve_and_says_the_disk_was_full(disk: Pa
 @pytest.mark.parametrize(
     ("job_file", "saved", "guest_recorded"),
     [
-        (NUMPY_JOB / "job.yaml", "model.npy", True),
-        (NUMPY_JOB / "log.yaml", "model.npy", True),
+        (JOB / "job.yaml", "model.npy", True),
+        (JOB / "log.yaml", "model.npy", True),
         (JOB / "trail.yaml", "model.pt", True),
-        (NUMPY_JOB / "all.yaml", "model.npy", False),
+        (JOB / "all.yaml", "model.npy", False),
     ],
     ids=["fills-then-exits-0", "fills-then-keeps-logging", "trail-meets-it", "takes-the-guests-reserve"],
 )

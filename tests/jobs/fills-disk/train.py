@@ -2,15 +2,15 @@
 
 FILL=exit: fill, then exit 0. FILL=log: fill, then keep logging. FILL=trail: train with a trail and
 fill the disk after step 3, so that the trail soon finds no room for its next line. FILL=all: remove
-the bytes reprobox set aside for the guest's record first, then fill. The checkpoint is saved first.
+the bytes reprobox set aside for the guest's record first, then fill. The checkpoint is saved first:
+model.pt by torch for FILL=trail (the trail is torch's optimizer hook), else model.npy by NumPy.
 """
 
 import os
 import sys
 from pathlib import Path
 
-import torch
-from torch import nn
+import numpy as np
 
 mode = os.environ.get("FILL", "exit")
 outputs = Path(os.environ["REPROBOX_OUTPUT_DIR"])
@@ -33,16 +33,21 @@ def fill(target: Path) -> None:
         os.close(fd)
 
 
-model = nn.Linear(4, 2)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-torch.save(model.state_dict(), outputs / "model.pt")
-steps = 100 if mode == "trail" else 0
-for step in range(1, steps + 1):
-    optimizer.zero_grad()
-    model(torch.ones(3, 4)).sum().backward()
-    optimizer.step()
-    if step == 3:
-        fill(outputs / "filler.bin")
+if mode == "trail":
+    import torch
+    from torch import nn
+
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.save(model.state_dict(), outputs / "model.pt")
+    for step in range(1, 101):
+        optimizer.zero_grad()
+        model(torch.ones(3, 4)).sum().backward()
+        optimizer.step()
+        if step == 3:
+            fill(outputs / "filler.bin")
+else:
+    np.save(outputs / "model.npy", np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32))
 if mode == "all":
     (Path(os.environ["REPROBOX_RUN_DIR"]) / ".reprobox" / ".reprobox-reserve").unlink()
 if mode != "trail":
