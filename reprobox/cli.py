@@ -86,7 +86,9 @@ class Output:
             self.say(text)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or, given the arguments, only the subcommand they name (its module
+    alone is imported; see reprobox.commands)."""
     parser = argparse.ArgumentParser(
         prog="reprobox",
         description="Run a PyTorch training job bit for bit reproducibly, and prove it.",
@@ -97,13 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     from reprobox import commands as command_modules
 
-    for register in command_modules.REGISTRY:
-        register(commands)
+    command_modules.register(commands, command_modules.modules_for(_named_command(argv)))
     return parser
 
 
+def _named_command(argv: Sequence[str] | None) -> str | None:
+    """The subcommand the arguments name (their first one), if they start with one."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    return arguments[0] if arguments and not arguments[0].startswith("-") else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()

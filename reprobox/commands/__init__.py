@@ -1,37 +1,51 @@
-"""The subcommands: each module adds its parsers and handlers; handlers print only through cli.Output."""
+"""The subcommands: each module adds its parsers and handlers; handlers print only through cli.Output.
+
+A command's module is imported only when that command runs (or when every command is listed, for
+`reprobox --help`): the modules behind the others would cost every run of `reprobox run` a few tenths
+of a second of CPU for nothing.
+"""
 
 from __future__ import annotations
 
-from reprobox.commands import (
-    audit,
-    clean,
-    cost,
-    diff,
-    explain,
-    images,
-    init,
-    inspect,
-    jobs,
-    lock,
-    offline_base,
-    publish,
-    slurm_node,
-    spotcheck,
-)
+import argparse
+import importlib
+from collections.abc import Iterable
 
-REGISTRY = [
-    init.register,
-    jobs.register,
-    explain.register,
-    diff.register,
-    spotcheck.register,
-    cost.register,
-    images.register,
-    offline_base.register,
-    lock.register,
-    audit.register,
-    inspect.register,
-    publish.register,
-    clean.register,
-    slurm_node.register,
-]
+COMMANDS: dict[str, str] = {
+    "init": "init",
+    "run": "jobs",
+    "verify": "jobs",
+    "compare": "jobs",
+    "explain": "explain",
+    "diff": "diff",
+    "spot-check": "spotcheck",
+    "cost": "cost",
+    "build": "images",
+    "images": "images",
+    "offline-base": "offline_base",
+    "lock": "lock",
+    "audit": "audit",
+    "report": "inspect",
+    "fingerprint": "inspect",
+    "hash": "inspect",
+    "attest": "publish",
+    "reproduce": "publish",
+    "pack": "publish",
+    "keygen": "publish",
+    "clean": "clean",
+    "slurm-node": "slurm_node",
+}
+"""Each subcommand and the module (under reprobox.commands) that registers it, in `--help`'s order."""
+
+
+def modules_for(command: str | None) -> list[str]:
+    """The modules to register: the one behind ``command``, or every one (in order) when it is None or
+    names no command, so that argparse can list them all or say which exist."""
+    if command in COMMANDS:
+        return [COMMANDS[command]]
+    return list(dict.fromkeys(COMMANDS.values()))
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], modules: Iterable[str]) -> None:
+    for name in modules:
+        importlib.import_module(f"{__name__}.{name}").register(commands)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobox import cli, commands, image, locking
-from reprobox.commands import lock as lock_command
+from reprobox import cli, image, locking
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
 from reprobox.locking import _resolve as resolve_module
 from reprobox.locking._uv import parse_pip_config, wheel_rank
@@ -87,13 +86,6 @@ def wheels(tmp_path: Path) -> Path:
 
 def offline(wheels: Path) -> locking.Target:
     return locking.Target(find_links=(str(wheels),), no_index=True)
-
-
-@pytest.fixture
-def registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lock command in the CLI, whether or not reprobox/commands/__init__.py registers it yet."""
-    if lock_command.register not in commands.REGISTRY:
-        monkeypatch.setattr(commands, "REGISTRY", [*commands.REGISTRY, lock_command.register])
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -468,7 +460,6 @@ def test_a_wheel_whose_hash_the_lock_does_not_list_is_refused(tmp_path: Path, wh
 # -- the command ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("registered")
 def test_lock_and_fill_from_the_command_line(
     in_tmp: Path, wheels: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -526,7 +517,6 @@ def test_lock_and_fill_from_the_command_line(
     ]
 
 
-@pytest.mark.usefixtures("registered")
 def test_a_failure_writes_nothing(in_tmp: Path, wheels: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base_lock_file(in_tmp / "base.lock", wheels, "tinyb==2.0")
     write(in_tmp / "requirements.in", "tinyc\n")
@@ -541,7 +531,6 @@ def test_a_failure_writes_nothing(in_tmp: Path, wheels: Path, capsys: pytest.Cap
     assert not (in_tmp / "house").exists()
 
 
-@pytest.mark.usefixtures("registered")
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
@@ -567,7 +556,6 @@ def test_flags_that_do_not_go_together_are_refused(
     assert says in err
 
 
-@pytest.mark.usefixtures("registered")
 def test_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["lock", "--help"])
@@ -576,10 +564,6 @@ def test_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--wheelhouse DIR" in out and "exit: 0" in out
 
 
-@pytest.mark.skipif(
-    lock_command.register not in commands.REGISTRY,
-    reason="the scripts run `python -m reprobox lock`, which reprobox/commands/__init__.py registers",
-)
 def test_the_scripts_wrap_reprobox_lock(tmp_path: Path, wheels: Path) -> None:
     base = base_lock_file(tmp_path / "base.lock", wheels, "tinyb==1.0")
     source = write(tmp_path / "requirements.in", "tinya\n")
