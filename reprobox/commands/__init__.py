@@ -1,8 +1,8 @@
 """The subcommands: each module adds its parsers and handlers; handlers print only through cli.Output.
 
 A command's module is imported only when that command runs (or when every command is listed, for
-`reprobox --help`): the modules behind the others would cost every run of `reprobox run` a few tenths
-of a second of CPU for nothing.
+`reprobox --help`): with every command's module, `reprobox run` loaded 174 of reprobox's modules where
+it needs 114.
 """
 
 from __future__ import annotations

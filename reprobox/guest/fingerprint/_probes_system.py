@@ -27,9 +27,8 @@ def _int_or_text(value: str) -> int | str:
         return value
 
 
-def _environment(names: Sequence[str], environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
-    source = os.environ if environ is None else environ
-    return {name: source.get(name) for name in names}
+def _environment(names: Sequence[str], environ: Mapping[str, str]) -> dict[str, str | None]:
+    return {name: environ.get(name) for name in names}
 
 
 def cpu_from_cpuinfo(text: str) -> dict[str, Any]:
