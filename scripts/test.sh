@@ -4,10 +4,27 @@
 #
 # Usage: scripts/test.sh [pytest arguments...]     (after scripts/setup.sh)
 #        REPROBOX_TEST_WORKERS=N scripts/test.sh   (N test processes; default 2, 0 for none)
+#        scripts/test.sh --repeat N TEST...        (only the chosen tests, each N times, alone in one process
+#                                                   unless REPROBOX_TEST_WORKERS says otherwise: a flaky test
+#                                                   shows as a count of failures before CI meets it)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [[ -x .venv/bin/python ]] || { echo "test.sh: no .venv; run scripts/setup.sh first" >&2; exit 2; }
 [[ -f .venv/bin/activate ]] && source .venv/bin/activate
+
+if [[ "${1:-}" == "--repeat" ]]; then
+    count="${2:-}"
+    [[ "$count" =~ ^[1-9][0-9]*$ && $# -ge 3 ]] || {
+        echo "test.sh: --repeat needs a count and at least one test, e.g. scripts/test.sh --repeat 20 tests/unit/test_x.py::test_y" >&2
+        exit 2
+    }
+    shift 2
+    engines=()
+    docker info >/dev/null 2>&1 && engines=(--integration)
+    # Every repetition runs, failed or not (no -x), so the closing line reads "N failed, M passed".
+    exec python -m pytest -n "${REPROBOX_TEST_WORKERS:-0}" --count "$count" --repeat-scope function \
+        "${engines[@]}" "$@"
+fi
 
 ruff check .
 ruff format --check .

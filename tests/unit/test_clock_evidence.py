@@ -28,9 +28,12 @@ JOBS = Path(__file__).parents[1] / "jobs"
 
 
 def test_the_pids_of_the_jobs_processes_are_recorded_while_they_run(tmp_path: Path) -> None:
+    # The child outlives several of the watch's looks wherever it starts (they come at most
+    # LONGEST_LOOK_S apart): a shorter life could fall between two looks on a busy machine.
+    life = 3 * processes.LONGEST_LOOK_S
     script = (
         "import subprocess, sys, pathlib;"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.6)']);"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({life})']);"
         f"pathlib.Path({str(tmp_path / 'pid')!r}).write_text(str(child.pid)); child.wait()"
     )
     code, record = processes.run_command([sys.executable, "-c", script], dict(os.environ))

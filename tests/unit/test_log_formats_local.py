@@ -76,10 +76,13 @@ def test_a_hydra_run_folder_is_paired_by_its_date_and_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Hydra's outputs/<date>/<time>/ differs in every run: its files are paired, and the folder's time
-    inside its own config (hydra.runtime.output_dir) and the log's clock are run-specific."""
+    inside its own config (hydra.runtime.output_dir) and the log's clock are run-specific. Each run starts
+    once the clock's second has turned, so the folders' times differ for certain."""
     pytest.importorskip("hydra")
-    code, data = verify(JOBS / "logs-hydra", tmp_path, capsys)
+    code, data = verify(JOBS / "logs-hydra" / "seconds-apart.yaml", tmp_path, capsys)
     assert (code, data["grade"]) == (0, "reproduced"), explained(data)
+    [[first], [second]] = [list(Path(run, "outputs").glob("outputs/*/*/model.npz")) for run in data["runs"]]
+    assert first.parent.name != second.parent.name  # outputs/<date>/<time>/: the times differ
     excused = {(e["checkpoint"].rsplit("/", 1)[-1], e["name"]): e["reason"] for e in data["run_specific"]}
     assert excused[("model.npz", "<file>")] == "file name: a wall-clock timestamp"
     assert "a run id or time in the file's own path" in excused[("hydra.yaml", "hydra.runtime.output_dir")]
