@@ -12,7 +12,8 @@ from typing import Any
 
 from reprobox import crash, errors, progress, signals
 from reprobox._version import __version__
-from reprobox.commands.progress_view import View, is_terminal, view_for
+from reprobox.commands.plain_progress import is_terminal
+from reprobox.commands.progress_view import View, view_for
 
 MAIN_EPILOG = """\
 examples:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reprobox import saferead
 from reprobox._version import __version__
@@ -28,10 +28,8 @@ from reprobox.records.manifest import (
     STDOUT_LOG,
 )
 from reprobox.records.trail import STOP_MAX_STEPS
+from reprobox.runinputs import PreparedRun
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome
-
-if TYPE_CHECKING:
-    from reprobox.runner import PreparedRun
 
 READ_ONLY_HINT = (
     "; the job tried to write into a read-only folder (its code or data): set `workdir: copy` in the job "

@@ -35,6 +35,7 @@ from reprobox.records.manifest import (
     rewrite_record,
 )
 from reprobox.records.space import DiskFullFact, is_full
+from reprobox.runinputs import PreparedRun, RunInputs
 from reprobox.runprogress import watching
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation
 from reprobox.runtimes.launcher import launch_command
@@ -209,32 +210,11 @@ def execute(
     return finish(prepare(job, options, inputs), runtime, options, stop=stop, label=label)
 
 
-@dataclass(frozen=True)
-class RunInputs:
-    """What runs start from: the code's snapshot and the data's digests, made once for all runs of a
-    verify, so that an edit in the code folder while it runs changes nothing and data is read once."""
-
-    code: codetree.CodeSnapshot
-    data: tuple[codetree.DataDigest, ...]
-
-
 def prepare_inputs(job: JobSpec, options: RunOptions) -> RunInputs:
     """Snapshot the code (runs/<job>/.code/<tree digest>/) and digest the data sources."""
     store = options.runs_dir / job.name / codetree.SNAPSHOTS_DIR
     code = codetree.snapshot_code(job.code, store, exclude=(options.runs_dir,))
     return RunInputs(code=code, data=codetree.digest_data(job.data))
-
-
-@dataclass(frozen=True)
-class PreparedRun:
-    """A run whose directory exists and whose inputs are digested, ready for a runtime.
-
-    `job` is the job as written; `plan.job` is the same job with the code snapshot as its code folder.
-    """
-
-    plan: RunPlan
-    inputs: RunInputs
-    job: JobSpec
 
 
 def prepare(job: JobSpec, options: RunOptions, inputs: RunInputs | None = None) -> PreparedRun:

@@ -24,8 +24,8 @@ from reprobox.errors import Interrupted, UsageError
 from reprobox.jobfile import JobSpec, Trail
 from reprobox.records.manifest import RunRecord, read_record
 from reprobox.records.trail import STOP_DIVERGED, STOP_MAX_STEPS
+from reprobox.runinputs import RunInputs
 from reprobox.runner import (
-    RunInputs,
     RunOptions,
     execute,
     finish,

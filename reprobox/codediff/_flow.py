@@ -37,7 +37,8 @@ from reprobox.compare import (
 from reprobox.guest import settings
 from reprobox.jobfile import JobSpec, Trail
 from reprobox.records.manifest import RunRecord
-from reprobox.runner import RunInputs, RunOptions, execute
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions, execute
 from reprobox.runtimes.base import Runtime
 
 DIFF_DIR = ".diff"

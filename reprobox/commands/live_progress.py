@@ -20,7 +20,7 @@ from rich.progress import Progress, ProgressColumn, SpinnerColumn, Task, TaskID
 from rich.text import Text
 
 from reprobox import progress
-from reprobox.commands.progress_view import TerminalProgress
+from reprobox.commands.plain_progress import TerminalProgress
 from reprobox.records.manifest import STATUS_SUCCEEDED
 
 PENDING_LIMIT = 64 << 10  # a job line longer than this (a progress bar redrawn with \r) is shown in parts

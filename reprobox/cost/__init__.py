@@ -33,7 +33,8 @@ from reprobox.guest.determinism import Determinism
 from reprobox.jobfile import JobSpec, Trail
 from reprobox.records.manifest import RunRecord
 from reprobox.records.steptimes import read_step_times
-from reprobox.runner import RunInputs, RunOptions, execute, prepare_inputs
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions, execute, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
 __all__ = ["CostOptions", "CostResult", "JobFailedUnderOwnSettings", "measure_cost"]

@@ -7,16 +7,28 @@ digested. All of it is installed for the recorded steps only and taken away afte
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from reprobox.guest.oplog import OpRecorder
+
+class Recorder(Protocol):
+    """What the hooks hand on: every operation, module entry and exit, DataLoader work and batch."""
+
+    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+
+    def enter_module(self, module: Any, args: tuple[Any, ...]) -> None: ...
+
+    def leave_module(self, module: Any, args: Any, output: Any) -> None: ...
+
+    def loading(self, workers: int) -> AbstractContextManager[None]: ...
+
+    def batch(self, index: int, batch: Any) -> None: ...
 
 
 class TorchHooks:
     """The recorder's hooks into torch, installed at once and removed by `remove`."""
 
-    def __init__(self, recorder: OpRecorder) -> None:
+    def __init__(self, recorder: Recorder) -> None:
         from torch.nn.modules import module as nn_module
         from torch.utils._python_dispatch import TorchDispatchMode
         from torch.utils.data import dataloader

@@ -9,14 +9,17 @@ cannot disagree on what it says; `report_files` writes them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reprobox import stackdiff, trails
 from reprobox.compare import Comparison, compare_runs
 from reprobox.guest.fingerprint import iter_fields
 from reprobox.records.manifest import RunRecord
-from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short, source_text
+from reprobox.render.blocks import Block, table
+from reprobox.render.long_runs import long_run_blocks
+from reprobox.render.operations import operation_blocks
+from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short
 from reprobox.render.values import BLANK, show_number, show_value
 
 MAX_FINGERPRINT_ROWS = 400
@@ -43,22 +46,6 @@ class ReportData:
     stack_sentence: str | None
     drift: list[tuple[int, float]]
     losses: list[tuple[str, list[tuple[int, float]]]]
-
-
-@dataclass(frozen=True)
-class Block:
-    """One piece of the document: a heading, a paragraph (with an optional bold label), a list, a
-    table (rows whose first cell is in `highlight` are marked), a fold (a table shown under the one line
-    `text`, closed until opened), or the figure."""
-
-    kind: str
-    text: str = ""
-    label: str = ""
-    items: tuple[str, ...] = ()
-    headers: tuple[str, ...] = ()
-    rows: tuple[tuple[str, ...], ...] = ()
-    highlight: frozenset[str] = field(default_factory=frozenset)
-    ident: str = ""
 
 
 def gather(records: Sequence[RunRecord], comparison: Comparison | None = None) -> ReportData:
@@ -103,9 +90,7 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
         text = f"First divergence {divergence_text(fd)} in: {names}."
         doc.append(Block("para", text, ident="first-divergence"))
         doc += operation_blocks(fd)
-    doc += [Block("heading", "Runs"), _table(("run", "status", "started", "stack digest"), _run_rows(data))]
-    from reprobox.render.long_runs import long_run_blocks  # it builds on this module's Block
-
+    doc += [Block("heading", "Runs"), table(("run", "status", "started", "stack digest"), _run_rows(data))]
     doc += long_run_blocks(data.records)
     if data.stack_differences:
         rows = [
@@ -114,12 +99,12 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
         ]
         doc += [
             Block("heading", "Stack differences"),
-            _table(("what", "field", "run A", "run B", "numerics"), rows),
+            table(("what", "field", "run A", "run B", "numerics"), rows),
         ]
     files = _checkpoint_rows(c)
     doc += [
         Block("heading", "Checkpoints"),
-        _table(
+        table(
             ("checkpoint", "found", *_run_headers(data.records)),
             files,
             highlight=frozenset(row[0] for row in files if row[1] not in AGREEING_TEXT),
@@ -129,12 +114,12 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
     if any(r.claims for r in data.records):
         doc += [
             Block("heading", "Claimed numbers"),
-            _table(("claim", "source", *_run_headers(data.records)), _claim_rows(data)),
+            table(("claim", "source", *_run_headers(data.records)), _claim_rows(data)),
         ]
     if c.differences:
         doc += [
             Block("heading", "Differing tensors"),
-            _table(TENSOR_HEADERS, _tensor_rows(c), ident="tensors"),
+            table(TENSOR_HEADERS, _tensor_rows(c), ident="tensors"),
         ]
         if c.differing_tensor_total > len(c.differences):
             shown = (
@@ -144,7 +129,7 @@ def blocks(data: ReportData, *, figure: bool, lead: Sequence[Block] = ()) -> lis
     if c.value_differences:
         doc += [
             Block("heading", "Differing values"),
-            _table((*VALUE_HEADERS, "note"), _value_rows(c.value_differences, "note")),
+            table((*VALUE_HEADERS, "note"), _value_rows(c.value_differences, "note")),
         ]
     doc += _excused_blocks(c)
     if figure:
@@ -163,7 +148,7 @@ def fingerprint_blocks(records: Sequence[RunRecord]) -> list[Block]:
     if not recorded:
         return [Block("para", "No fingerprint was recorded.")]
     if len(records) < 2:
-        return [_table(headers, _field_rows(recorded[:MAX_FINGERPRINT_ROWS], columns), ident="fingerprints")]
+        return [table(headers, _field_rows(recorded[:MAX_FINGERPRINT_ROWS], columns), ident="fingerprints")]
     equal, ranked = set(recorded), {}
     for other in records[1:]:
         diffs = stackdiff.diff_fingerprints(records[0].fingerprint, other.fingerprint)
@@ -173,7 +158,7 @@ def fingerprint_blocks(records: Sequence[RunRecord]) -> list[Block]:
     differing = list(dict.fromkeys(f for f in [*ranked, *recorded] if f in shown))[:MAX_FINGERPRINT_ROWS]
     same = [f for f in recorded if f in equal]
     doc = [
-        _table(
+        table(
             headers,
             _field_rows(differing, columns),
             highlight=frozenset(differing),
@@ -197,62 +182,6 @@ def fingerprint_blocks(records: Sequence[RunRecord]) -> list[Block]:
 
 
 # -- tables -------------------------------------------------------------------------------------------
-
-
-OPERATION_HEADERS = ("op # (A/B)", "operation", "module", "phase", "source", "inputs", "outputs", "A vs B")
-
-
-def operation_blocks(first: dict[str, Any]) -> list[Block]:
-    """The drill-down: its sentence and the aligned operations around the first diverging one."""
-    drill = first.get("drill_down") or {}
-    operation = first.get("operation") or {}
-    sentence = operation.get("sentence") or drill.get("sentence")
-    if not sentence:
-        return []
-    doc = [Block("para", str(sentence), label="First diverging operation:", ident="first-operation")]
-    context = operation.get("context") or []
-    if context:
-        rows = []
-        marked = ""
-        for row in context:
-            cell = f"{_index(row.get('a'))}/{_index(row.get('b'))}"
-            if row.get("diverges"):
-                marked = cell
-            rows.append(
-                (
-                    cell,
-                    str(row.get("op")),
-                    str(row.get("module")),
-                    str(row.get("phase")),
-                    source_text(row),
-                    str(row.get("inputs")),
-                    str(row.get("outputs")),
-                    str(row.get("status")),
-                )
-            )
-        step, rank = operation.get("step"), operation.get("rank", 0)
-        heading = f"Operations around the divergence (step {step}, rank {rank})"
-        doc += [
-            Block("heading", heading),
-            _table(OPERATION_HEADERS, rows, highlight=frozenset({marked}), ident="operations"),
-        ]
-    return doc
-
-
-def _index(value: object) -> str:
-    return "-" if value is None else str(value)
-
-
-def _table(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    highlight: frozenset[str] = frozenset(),
-    ident: str = "",
-) -> Block:
-    return Block(
-        "table", headers=tuple(headers), rows=tuple(tuple(r) for r in rows), highlight=highlight, ident=ident
-    )
 
 
 def _run_headers(records: Sequence[RunRecord]) -> list[str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from reprobox.render.document import Block, ReportData, blocks, title
+from reprobox.render.blocks import Block
+from reprobox.render.document import ReportData, blocks, title
 
 _CSS = """
 body{font:15px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;

@@ -8,7 +8,7 @@ from typing import Any
 
 from reprobox.records.manifest import RunRecord
 from reprobox.records.spotcheck import read_spot_check
-from reprobox.render.document import Block
+from reprobox.render.blocks import Block
 
 SEGMENT_HEADERS = ("segment", "starts from", "ends at", "outcome", "what was found")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from reprobox.render.document import Block, ReportData, blocks, title
+from reprobox.render.blocks import Block
+from reprobox.render.document import ReportData, blocks, title
 
 
 def markdown(data: ReportData, figure_name: str | None, lead: Sequence[Block] = ()) -> str:

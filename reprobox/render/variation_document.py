@@ -17,7 +17,7 @@ from reprobox.compare import FAILED, IDENTICAL
 from reprobox.forensics.variation import SENSITIVE, UNSUPPORTED, FactorResult, VariationResult
 from reprobox.forensics.variation.matrix import NAMES_LIMIT
 from reprobox.records.attestation import VARIATION_NOT_APPLICABLE
-from reprobox.render.document import Block
+from reprobox.render.blocks import Block
 from reprobox.render.values import BLANK, show_number, show_value
 
 MATRIX_HEADERS = (

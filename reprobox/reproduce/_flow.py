@@ -25,7 +25,8 @@ from reprobox.reproduce._report import write_reports
 from reprobox.reproduce._seeds import check_seed_count, reproduce_seeds
 from reprobox.reproduce._segments import check_segment_options, reproduce_segments
 from reprobox.reproduce._signature import signature_facts
-from reprobox.runner import RunInputs, RunOptions, execute, prepare_inputs
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions, execute, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
 

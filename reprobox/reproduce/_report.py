@@ -11,6 +11,7 @@ from pathlib import Path
 from reprobox.records.files import write_json_atomic, write_text_atomic
 from reprobox.records.manifest import RunRecord
 from reprobox.render import document
+from reprobox.render.blocks import Block
 from reprobox.render.html import html_document
 from reprobox.render.markdown import markdown
 from reprobox.render.variation_document import author_matrix_blocks
@@ -58,7 +59,7 @@ def write_reports(ctx: Context, records: Sequence[RunRecord], result: ReproduceR
     return result.reports
 
 
-def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[document.Block]:
+def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[Block]:
     """The reproduction's own verdict and what it checked, ahead of the run comparison."""
     threads = result.settings.get("threads", {})
     image = result.image or {}
@@ -83,14 +84,14 @@ def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[document.Bloc
         items.append(f"bundle: {result.bundle['path']} (sha256 {result.bundle['sha256']})")
     items += [f"note: {note}" for note in result.notes]
     blocks = [
-        document.Block("heading", "Reproduction"),
-        document.Block(
+        Block("heading", "Reproduction"),
+        Block(
             "para",
             f"(grade {result.grade or result.verdict}; exit code {result.exit_code})",
             label=result.sentence,
             ident="reproduction",
         ),
-        document.Block("list", items=tuple(items)),
+        Block("list", items=tuple(items)),
     ]
     if result.claims:
         blocks += _claims_blocks(result)
@@ -99,7 +100,7 @@ def _summary_blocks(ctx: Context, result: ReproduceResult) -> list[document.Bloc
     return blocks
 
 
-def _spread_blocks(result: ReproduceResult) -> list[document.Block]:
+def _spread_blocks(result: ReproduceResult) -> list[Block]:
     """Each claim's mean ± std over seeds, the author's and here, and whether each mean lies in the
     other's interval."""
     rows = []
@@ -123,12 +124,12 @@ def _spread_blocks(result: ReproduceResult) -> list[document.Block]:
         "here's in published",
     )
     return [
-        document.Block("heading", "Seed spread"),
-        document.Block("table", headers=headers, rows=tuple(rows), highlight=failing),
+        Block("heading", "Seed spread"),
+        Block("table", headers=headers, rows=tuple(rows), highlight=failing),
     ]
 
 
-def _claims_blocks(result: ReproduceResult) -> list[document.Block]:
+def _claims_blocks(result: ReproduceResult) -> list[Block]:
     """The paper's numbers: published, reproduced, the difference, what was allowed, whether it holds."""
     rows = tuple(
         (
@@ -143,8 +144,8 @@ def _claims_blocks(result: ReproduceResult) -> list[document.Block]:
     )
     failing = frozenset(str(c["name"]) for c in result.claims if not c["holds"])
     return [
-        document.Block("heading", "Claims"),
-        document.Block(
+        Block("heading", "Claims"),
+        Block(
             "table",
             headers=("claim", "published", "reproduced", "difference", "allowed", "verdict"),
             rows=rows,

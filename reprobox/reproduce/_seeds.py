@@ -12,7 +12,8 @@ from reprobox.records.attestation import Attestation
 from reprobox.records.manifest import RunRecord
 from reprobox.reproduce._grade import GRADE_NOT_REPRODUCED
 from reprobox.reproduce._model import FAILED, Context, ReproduceResult
-from reprobox.runner import RunInputs, RunOptions, execute
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions, execute
 from reprobox.runtimes.base import Runtime
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
 from reprobox.jobfile import JobSpec
 from reprobox.records.files import write_json_atomic, write_text_atomic
-from reprobox.render import document
+from reprobox.render.blocks import Block
 from reprobox.render.html import html_page
 from reprobox.render.long_runs import segment_table
 from reprobox.render.markdown import markdown_page
@@ -17,7 +17,8 @@ from reprobox.reproduce._classify import published_record
 from reprobox.reproduce._model import FAILED, Context, ReproduceResult
 from reprobox.reproduce._report import RESULT_NAME, report_dir_for
 from reprobox.resume import spot
-from reprobox.runner import RunInputs, RunOptions
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions
 from reprobox.runtimes.base import Runtime
 
 SEGMENTS_REPRODUCED = "segments-reproduced"
@@ -93,8 +94,8 @@ def reproduce_segments(
 def _write_reports(report_dir: Path, result: ReproduceResult) -> list[Path]:
     segments = result.segments or {}
     doc = [
-        document.Block("verdict", result.sentence),
-        document.Block(
+        Block("verdict", result.sentence),
+        Block(
             "list",
             items=(
                 f"attestation: {result.attestation}",
@@ -105,7 +106,7 @@ def _write_reports(report_dir: Path, result: ReproduceResult) -> list[Path]:
                 *(f"note: {note}" for note in result.notes),
             ),
         ),
-        document.Block("heading", "Segments"),
+        Block("heading", "Segments"),
         segment_table(segments.get("segments") or []),
     ]
     heading = "reprobox reproduction (segments)"

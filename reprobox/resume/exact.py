@@ -26,7 +26,8 @@ from reprobox.records.manifest import RunRecord
 from reprobox.resume.checkpoints import recorded_checkpoints
 from reprobox.resume.start import ResumeFrom, ResumePlan
 from reprobox.resume.state import describe_state
-from reprobox.runner import RunInputs, RunOptions, execute, mark_interrupted, prepare_inputs
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions, execute, mark_interrupted, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
 

@@ -31,7 +31,8 @@ from reprobox.records.manifest import RunRecord, write_record
 from reprobox.resume.checkpoints import RecordedCheckpoint, recorded_checkpoints
 from reprobox.resume.exact import diagnose, optimizer_steps, state_sentence
 from reprobox.resume.start import CheckpointAltered, ResumeFrom, ResumePlan
-from reprobox.runner import RunInputs, RunOptions, execute
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions, execute
 from reprobox.runtimes.base import Runtime
 
 END_VIEW = "segment-end"  # in a replay whose end checkpoint lies elsewhere: it, under the run's path

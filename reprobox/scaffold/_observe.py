@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reprobox import codetree, runner, saferead
+from reprobox import codetree, runinputs, runner, saferead
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
 from reprobox.guest.watch import wall_limit
@@ -128,7 +128,7 @@ def observe(job: JobSpec, seconds: float, runs_dir: Path) -> Observation:
     options = runner.RunOptions(runs_dir=runs_dir, extra_env=extra)
     store = runs_dir / job.name / codetree.SNAPSHOTS_DIR
     code = codetree.snapshot_code(job.code, store, exclude=(runs_dir,))
-    inputs = runner.RunInputs(code=code, data=())
+    inputs = runinputs.RunInputs(code=code, data=())
     record = runner.execute(job, runtime, options, inputs=inputs)
     outputs_dir = record.run_dir / OUTPUTS_SUBDIR
     paths = record.runtime_paths

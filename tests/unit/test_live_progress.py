@@ -15,7 +15,8 @@ from rich.console import Console
 
 from reprobox import cli, progress, runprogress
 from reprobox.commands.live_progress import Estimates, LiveProgress, clock, run_line
-from reprobox.commands.progress_view import TerminalProgress, view_for
+from reprobox.commands.plain_progress import TerminalProgress
+from reprobox.commands.progress_view import view_for
 from reprobox.records.trail import (
     TAIL_BYTES,
     StepRecord,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from reprobox import cli, progress, runtimes, verify
-from reprobox.commands.progress_view import TerminalProgress
+from reprobox.commands.plain_progress import TerminalProgress
 from reprobox.errors import UsageError
 from reprobox.jobfile import load_job
 from reprobox.runner import RunOptions

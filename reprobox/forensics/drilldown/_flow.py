@@ -28,7 +28,8 @@ from reprobox.guest import settings
 from reprobox.jobfile import JobSpec, Trail
 from reprobox.records.manifest import RunRecord
 from reprobox.records.oplog import read_oplogs
-from reprobox.runner import RunInputs, RunOptions
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions
 from reprobox.runtimes.base import Runtime
 
 REPLAYS_DIR = ".drill-down"

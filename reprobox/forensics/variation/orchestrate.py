@@ -36,7 +36,8 @@ from reprobox.forensics.variation.matrix import (
 )
 from reprobox.jobfile import JobSpec
 from reprobox.records.manifest import RunRecord
-from reprobox.runner import RunInputs, RunOptions, finish, prepare, prepare_inputs
+from reprobox.runinputs import RunInputs
+from reprobox.runner import RunOptions, finish, prepare, prepare_inputs
 from reprobox.runtimes.base import Runtime
 
 
