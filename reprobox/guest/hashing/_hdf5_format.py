@@ -66,7 +66,9 @@ def superblock(source: Source) -> int:
         cursor.skip(1 + 4 + 4 + (4 if version == 1 else 0))  # reserved, K values, flags, indexed K
         cursor.widths = widths
         base = cursor.address() or 0
-        cursor.skip(3 * widths.offset)  # free space, end of file, driver information addresses
+        cursor.skip(widths.offset)  # free space
+        end = cursor.address()
+        cursor.skip(widths.offset)  # driver information
         cursor.length()  # the root's symbol table entry: link name offset, object header address
         root = cursor.address()
     elif version in (2, 3):
@@ -74,13 +76,16 @@ def superblock(source: Source) -> int:
         cursor.skip(1)
         cursor.widths = widths
         base = cursor.address() or 0
-        cursor.skip(2 * widths.offset)  # superblock extension, end of file
+        cursor.skip(widths.offset)  # superblock extension
+        end = cursor.address()
         root = cursor.address()
     else:
         raise Unsupported(f"its superblock has version {version}, which is not read (0 to 3 are)")
     if base not in (place, 0):
         raise ValueError(f"its superblock declares a base address ({base}) other than where it is")
     source.base, source.widths = place, widths
+    if end is not None and place + end > source.size:
+        raise OverLimit(f"it is cut short: its superblock says it ends at byte {place + end}, it has {source.size}")
     if root is None:
         raise ValueError("its superblock names no root group")
     return root
@@ -272,13 +277,22 @@ def _symbol_node(source: Source, address: int, names: bytes, what: str) -> list[
     for _ in range(count):
         offset = cursor.length()
         target = cursor.address()
-        cursor.skip(24)  # cache type, reserved, scratch pad
-        end = names.find(b"\x00", offset)
-        if offset >= len(names) or end < 0:
-            raise ValueError(f"a symbol table node of {what} names a link outside its heap")
-        name = Cursor(names[offset:end], f"a link name in {what}", source.widths).text(end - offset)
-        links.append(Link(name, target))
+        cache = cursor.u32()
+        cursor.skip(4)
+        scratch = cursor.take(16)
+        name = _heap_name(names, offset, what)
+        if cache == 2:  # a soft link: the scratch pad holds where its target's path is in the heap
+            links.append(Link(name, None, soft=_heap_name(names, int.from_bytes(scratch[:4], "little"), what)))
+        else:
+            links.append(Link(name, target))
     return links
+
+
+def _heap_name(names: bytes, offset: int, what: str) -> str:
+    end = names.find(b"\x00", offset)
+    if offset >= len(names) or end < 0:
+        raise ValueError(f"a symbol table node of {what} names a link outside its heap")
+    return Cursor(names[offset:end], f"a link name in {what}", Widths()).text(end - offset)
 
 
 # --- new-style groups: link messages --------------------------------------------------------------
