@@ -22,7 +22,9 @@ h5py = pytest.importorskip("h5py")
 def _small(path: Path, libver: str = "earliest") -> bytes:
     with h5py.File(path, "w", libver=libver) as f:
         f["layers/dense/vars/0"] = np.arange(12, dtype=np.float32).reshape(3, 4)
-        f.create_dataset("chunked", data=np.arange(64, dtype=np.int32), chunks=(16,), compression="gzip", shuffle=True)
+        f.create_dataset(
+            "chunked", data=np.arange(64, dtype=np.int32), chunks=(16,), compression="gzip", shuffle=True
+        )
         f.attrs["name"] = "model"
         f.attrs["sizes"] = np.arange(3)
     return path.read_bytes()

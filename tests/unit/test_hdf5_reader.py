@@ -20,7 +20,6 @@ import pytest
 import torch
 
 from reprobox import compare
-from reprobox.errors import UsageError
 from reprobox.guest.hashing import format_of, hash_checkpoint, load_tensors, load_values
 from tests.unit.test_archives import make_run
 
@@ -66,7 +65,9 @@ def _compact() -> dict[str, Any]:
 def _h5py_datasets(path: Path) -> dict[str, np.ndarray[Any, Any]]:
     found: dict[str, np.ndarray[Any, Any]] = {}
     with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: found.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+        f.visititems(
+            lambda name, obj: found.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None
+        )
     return {name: np.asarray(value) for name, value in found.items()}
 
 
@@ -145,7 +146,9 @@ def test_many_links_and_attributes_use_dense_storage_and_read_alike(tmp_path: Pa
             for i in range(40):
                 group.attrs[f"attribute_{i}"] = i
     raw = paths["latest"].read_bytes()
-    assert b"FRHP" in raw and b"BTHD" in raw and b"FHIB" in raw  # a fractal heap with indirect blocks, a B-tree
+    assert (
+        b"FRHP" in raw and b"BTHD" in raw and b"FHIB" in raw
+    )  # a fractal heap with indirect blocks, a B-tree
     earliest, latest = (hash_checkpoint(p, relative_to=tmp_path, strict=True) for p in paths.values())
     assert earliest.note is None and latest.note is None
     assert len(latest.tensors) == 1500 and len(latest.metadata) == 40
@@ -187,7 +190,9 @@ def test_a_keras_model_file_is_read_through_its_weights_member(tmp_path: Path) -
     }
     tensors, _ = load_tensors(archive)
     with h5py.File(weights, "r") as f:
-        assert torch.equal(tensors["model.weights.h5/layers/dense/vars/0"], torch.from_numpy(f["layers/dense/vars/0"][()]))
+        assert torch.equal(
+            tensors["model.weights.h5/layers/dense/vars/0"], torch.from_numpy(f["layers/dense/vars/0"][()])
+        )
 
 
 def test_the_same_data_written_at_other_times_and_layouts_compares_equal(tmp_path: Path) -> None:
@@ -197,8 +202,8 @@ def test_the_same_data_written_at_other_times_and_layouts_compares_equal(tmp_pat
         f.create_dataset("layers/dense/vars/0", data=data, track_times=True)
     time.sleep(1.1)  # object headers record their times in whole seconds
     with h5py.File(second, "w", libver="latest") as f:
-        f.create_dataset("layers/dense/vars/0", data=data, chunks=(2, 5), compression="gzip", shuffle=True,
-                         track_times=True)  # fmt: skip
+        chunked = {"chunks": (2, 5), "compression": "gzip", "shuffle": True}
+        f.create_dataset("layers/dense/vars/0", data=data, track_times=True, **chunked)
     a, b = (hash_checkpoint(p, relative_to=tmp_path, strict=True) for p in (first, second))
     assert a.file_sha256 != b.file_sha256
     assert (a.content_sha256, a.metadata) == (b.content_sha256, b.metadata)

@@ -22,7 +22,8 @@ from reprobox.guest.hashing._bounds import (
     element_count,
 )
 from reprobox.guest.hashing._hdf5_bytes import Cursor, Source
-from reprobox.guest.hashing._hdf5_format import btree_v1_children, global_heap_object
+from reprobox.guest.hashing._hdf5_dense import global_heap_object
+from reprobox.guest.hashing._hdf5_format import btree_v1_children
 from reprobox.guest.hashing._hdf5_types import Datatype, Filter, Layout
 
 if TYPE_CHECKING:
@@ -66,8 +67,8 @@ def checked(source: Source, dataset: Dataset) -> Dataset:
     """The dataset with its chunks listed, once what it declares is checked against the file."""
     layout, what, nbytes = dataset.layout, dataset.what, dataset.nbytes
     if dataset.fill is not None and len(dataset.fill) != dataset.datatype.size:
-        raise ValueError(f"{what} has a fill value of {len(dataset.fill)} bytes for elements of "
-                         f"{dataset.datatype.size}")  # fmt: skip
+        size = dataset.datatype.size
+        raise ValueError(f"{what} has a fill value of {len(dataset.fill)} bytes for elements of {size}")
     if layout.kind == "compact" and len(layout.data) != nbytes:
         raise ValueError(f"{what} holds {len(layout.data)} bytes, not the {nbytes} its shape needs")
     if layout.kind == "contiguous" and layout.address is not None:

@@ -4,7 +4,8 @@ A group with more links (or an object with more attributes) than its header hold
 of a fractal heap, indexed by name hash in a version 2 B-tree. The B-tree's records give each object's
 heap ID; the heap's doubling table of direct blocks (through indirect blocks) says where the object's
 bytes are. Only what libhdf5 writes for links and attributes is read: managed and tiny objects of an
-unfiltered heap; a heap with I/O filters or huge objects is refused in a sentence.
+unfiltered heap; a heap with I/O filters or huge objects is refused in a sentence. Variable-length
+strings are objects of a global heap collection, each collection read once.
 """
 
 from __future__ import annotations
@@ -225,3 +226,35 @@ def _pointer_sizes(node_size: int, record_size: int, depth: int, offset: int) ->
         cumulative = (most + 1) * cumulative + most
         cumulative_bytes = _bytes_for(cumulative)
     return sizes
+
+
+# --- the global heap: variable-length strings -------------------------------------------------------
+
+
+def global_heap_object(source: Source, cache: dict[int, dict[int, bytes]], address: int, index: int) -> bytes:
+    """An object of a global heap collection (a variable-length string), each collection read once."""
+    objects = cache.get(address)
+    if objects is None:
+        objects = cache[address] = _global_heap(source, address)
+    if index not in objects:
+        raise ValueError(f"the global heap at address {address} holds no object {index}")
+    return objects[index]
+
+
+def _global_heap(source: Source, address: int) -> dict[int, bytes]:
+    head = source.cursor(address, 8 + source.widths.length, "a global heap")
+    head.expect(b"GCOL")
+    head.skip(4)
+    size = head.length()
+    cursor = source.cursor(address, size, "a global heap")
+    cursor.skip(head.position)
+    objects: dict[int, bytes] = {}
+    while cursor.left >= 8 + source.widths.length:
+        index = cursor.u16()
+        cursor.skip(6)
+        length = cursor.length()
+        if index == 0:
+            break
+        objects[index] = cursor.take(length)
+        cursor.skip(min(-length % 8, cursor.left))
+    return objects

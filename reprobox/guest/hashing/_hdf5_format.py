@@ -1,6 +1,5 @@
 """HDF5's structures as h5py and Keras write them: the superblock, object headers and their messages,
-old-style groups (a B-tree of symbol table nodes over a local heap), link messages, and the global heap
-that holds variable-length strings.
+old-style groups (a B-tree of symbol table nodes over a local heap) and link messages.
 
 Layouts follow the HDF5 file format specification (version 3.0). Every structure is read through
 ``Source`` (inside the file); every count is bounded by what its bytes can hold; continuation blocks and
@@ -85,7 +84,9 @@ def superblock(source: Source) -> int:
         raise ValueError(f"its superblock declares a base address ({base}) other than where it is")
     source.base, source.widths = place, widths
     if end is not None and place + end > source.size:
-        raise OverLimit(f"it is cut short: its superblock says it ends at byte {place + end}, it has {source.size}")
+        raise OverLimit(
+            f"it is cut short: its superblock says it ends at byte {place + end} of {source.size}"
+        )
     if root is None:
         raise ValueError("its superblock names no root group")
     return root
@@ -282,7 +283,8 @@ def _symbol_node(source: Source, address: int, names: bytes, what: str) -> list[
         scratch = cursor.take(16)
         name = _heap_name(names, offset, what)
         if cache == 2:  # a soft link: the scratch pad holds where its target's path is in the heap
-            links.append(Link(name, None, soft=_heap_name(names, int.from_bytes(scratch[:4], "little"), what)))
+            target_at = int.from_bytes(scratch[:4], "little")
+            links.append(Link(name, None, soft=_heap_name(names, target_at, what)))
         else:
             links.append(Link(name, target))
     return links
@@ -313,32 +315,3 @@ def link_message(data: bytes, widths: Widths, what: str) -> Link:
         return Link(name, None, soft=cursor.text(cursor.u16()))
     target = "an external file" if kind == 64 else f"a link of type {kind}"
     raise Unsupported(f"'{name}' in {what} is a link to {target}, which is not followed")
-
-
-def global_heap_object(source: Source, cache: dict[int, dict[int, bytes]], address: int, index: int) -> bytes:
-    """An object of a global heap collection (a variable-length string), each collection read once."""
-    objects = cache.get(address)
-    if objects is None:
-        objects = cache[address] = _global_heap(source, address)
-    if index not in objects:
-        raise ValueError(f"the global heap at address {address} holds no object {index}")
-    return objects[index]
-
-
-def _global_heap(source: Source, address: int) -> dict[int, bytes]:
-    head = source.cursor(address, 8 + source.widths.length, "a global heap")
-    head.expect(b"GCOL")
-    head.skip(4)
-    size = head.length()
-    cursor = source.cursor(address, size, "a global heap")
-    cursor.skip(head.position)
-    objects: dict[int, bytes] = {}
-    while cursor.left >= 8 + source.widths.length:
-        index = cursor.u16()
-        cursor.skip(6)
-        length = cursor.length()
-        if index == 0:
-            break
-        objects[index] = cursor.take(length)
-        cursor.skip(min(-length % 8, cursor.left))
-    return objects

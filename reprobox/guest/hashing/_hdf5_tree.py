@@ -39,10 +39,20 @@ from reprobox.guest.hashing._hdf5_format import (
 )
 from reprobox.guest.hashing._hdf5_types import attribute, dataspace, datatype, fill_value, filters, layout
 
-_READ_MESSAGES = frozenset(
-    {NIL, DATASPACE, LINK_INFO, DATATYPE, FILL_OLD, FILL, LINK, LAYOUT, FILTERS, ATTRIBUTE, SYMBOL_TABLE,
-     ATTRIBUTE_INFO} | IGNORED_MESSAGES
-)  # fmt: skip
+_READ_MESSAGES = IGNORED_MESSAGES | {
+    NIL,
+    DATASPACE,
+    LINK_INFO,
+    DATATYPE,
+    FILL_OLD,
+    FILL,
+    LINK,
+    LAYOUT,
+    FILTERS,
+    ATTRIBUTE,
+    SYMBOL_TABLE,
+    ATTRIBUTE_INFO,
+}
 _LINK_NAME_RECORDS, _ATTRIBUTE_NAME_RECORDS = 5, 8  # version 2 B-tree types of the name indexes
 
 

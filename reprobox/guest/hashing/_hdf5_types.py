@@ -155,7 +155,15 @@ class Filter:
     values: tuple[int, ...]
 
 
-FILTER_NAMES = {1: "deflate", 2: "shuffle", 3: "fletcher32", 4: "szip", 5: "nbit", 6: "scaleoffset", 32000: "lzf"}
+FILTER_NAMES = {
+    1: "deflate",
+    2: "shuffle",
+    3: "fletcher32",
+    4: "szip",
+    5: "nbit",
+    6: "scaleoffset",
+    32000: "lzf",
+}
 READ_FILTERS = frozenset({1, 2})
 
 
