@@ -148,3 +148,35 @@ def test_a_chunk_that_inflates_past_its_size_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="decompresses to more than the 16 bytes it holds"):
         hash_checkpoint(path, relative_to=tmp_path, strict=True)
     assert zlib.decompress(zlib.compress(bytes(4096))) == bytes(4096)
+
+
+def test_chunks_and_attribute_elements_are_counted_for_the_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reprobox.guest.hashing import _hdf5_tree
+
+    path = tmp_path / "counted.h5"
+    with h5py.File(path, "w") as f:
+        for name in ("a", "b"):
+            f.create_dataset(name, data=np.arange(60, dtype=np.int8), chunks=(10,))  # 6 chunks each
+            f[name].attrs["sizes"] = np.arange(6)
+    assert hash_checkpoint(path, relative_to=tmp_path, strict=True).note is None
+    monkeypatch.setattr(_hdf5_tree, "MAX_CHUNKS", 11)
+    with pytest.raises(UsageError, match="lists more chunks than its shape holds, or the file's limit"):
+        hash_checkpoint(path, relative_to=tmp_path, strict=True)
+    monkeypatch.setattr(_hdf5_tree, "MAX_CHUNKS", 12)
+    monkeypatch.setattr(_hdf5_tree, "MAX_VALUE_ELEMENTS", 11)
+    with pytest.raises(UsageError, match="attributes hold more than the limit of 11 elements"):
+        hash_checkpoint(path, relative_to=tmp_path, strict=True)
+
+
+def test_a_stored_chunk_far_larger_than_its_elements_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "wide.h5"
+    with h5py.File(path, "w") as f:
+        noise = np.random.default_rng(0).integers(0, 256, 8192, dtype=np.uint8)  # deflate cannot shrink it
+        f.create_dataset("w", data=noise, chunks=(8192,), compression="gzip")
+    data = path.read_bytes()
+    layout = struct.pack("<II", 8192, 1)
+    path.write_bytes(data.replace(layout, struct.pack("<II", 2, 1)))  # a chunk of 2 bytes, stored in 8 KiB
+    note = _refusal(path)
+    assert "dataset 'w' stores a chunk of" in note and "bytes for 2" in note

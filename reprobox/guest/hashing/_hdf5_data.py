@@ -22,7 +22,7 @@ from reprobox.guest.hashing._bounds import (
     element_count,
 )
 from reprobox.guest.hashing._hdf5_bytes import Cursor, Source
-from reprobox.guest.hashing._hdf5_dense import global_heap_object
+from reprobox.guest.hashing._hdf5_dense import GlobalHeaps
 from reprobox.guest.hashing._hdf5_format import btree_v1_children
 from reprobox.guest.hashing._hdf5_types import Datatype, Filter, Layout
 
@@ -30,13 +30,17 @@ if TYPE_CHECKING:
     import numpy as np
 
 MAX_VALUE_ELEMENTS = 1_000_000
-"""Elements of one attribute (or variable-length string dataset), each a value digested."""
+"""Elements of a file's attributes (and variable-length string datasets) in all, each held as a Python
+object and digested."""
 
-Heaps = dict[int, dict[int, bytes]]
-"""Global heap collections read so far, by address."""
+MAX_CHUNKS = 1 << 20
+"""Chunks a file's datasets list in all (each is held while the file is hashed)."""
+
+_DEFLATE_SLACK = 1 << 12
+"""What deflate may add to a chunk that does not compress (a few bytes per 16 KiB block, and its framing)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     offset: tuple[int, ...]  # of its first element, in elements
     address: int
@@ -63,8 +67,9 @@ class Dataset:
         return f"dataset '{self.path}'"
 
 
-def checked(source: Source, dataset: Dataset) -> Dataset:
-    """The dataset with its chunks listed, once what it declares is checked against the file."""
+def checked(source: Source, dataset: Dataset, room: int) -> Dataset:
+    """The dataset with its chunks listed (at most ``room`` of them), once what it declares is checked
+    against the file."""
     layout, what, nbytes = dataset.layout, dataset.what, dataset.nbytes
     if dataset.fill is not None and len(dataset.fill) != dataset.datatype.size:
         size = dataset.datatype.size
@@ -83,21 +88,25 @@ def checked(source: Source, dataset: Dataset) -> Dataset:
         raise ValueError(f"{what} has chunks of {len(layout.chunk)} dimensions for {len(dataset.shape)}")
     check_in_memory(nbytes, what, "to assemble from its chunks")
     check_in_memory(element_count(layout.chunk) * dataset.datatype.size, f"a chunk of {what}", "unfiltered")
-    chunks = () if layout.address is None else tuple(_chunks(source, dataset))
+    chunks = () if layout.address is None else tuple(_chunks(source, dataset, room))
     return Dataset(
         dataset.path, dataset.shape, dataset.datatype, layout, dataset.filters, dataset.fill, chunks
     )
 
 
-def _chunks(source: Source, dataset: Dataset) -> list[Chunk]:
+def _chunks(source: Source, dataset: Dataset, room: int) -> list[Chunk]:
     layout, what = dataset.layout, dataset.what
     chunk_bytes = element_count(layout.chunk) * dataset.datatype.size
     grid = [-(-dim // size) for dim, size in zip(dataset.shape, layout.chunk, strict=True)]
+    places = element_count(tuple(grid))
+    if layout.index in {"implicit", "fixed-array"} and places > room:  # these index every chunk
+        raise OverLimit(f"{what} has {places} chunks, over the limit of {MAX_CHUNKS} for a file")
     assert layout.address is not None
     if layout.index == "single":
         size = layout.filtered_size if dataset.filters else chunk_bytes
         found = [Chunk((0,) * len(grid), layout.address, size, layout.filter_mask)]
     elif layout.index == "implicit":
+        source.check(layout.address, places * chunk_bytes, what)
         found = [
             Chunk(tuple(i * c for i, c in zip(place, layout.chunk, strict=True)), address, chunk_bytes, 0)
             for place, address in _implicit(grid, layout.address, chunk_bytes)
@@ -105,7 +114,7 @@ def _chunks(source: Source, dataset: Dataset) -> list[Chunk]:
     elif layout.index == "fixed-array":
         found = _fixed_array_chunks(source, dataset, grid)
     else:
-        found = _btree_chunks(source, dataset, len(grid))
+        found = _btree_chunks(source, dataset, len(grid), min(places, room))
     seen: set[tuple[int, ...]] = set()
     for chunk in found:
         inside = all(
@@ -115,8 +124,10 @@ def _chunks(source: Source, dataset: Dataset) -> list[Chunk]:
         if not inside or chunk.offset in seen:
             raise ValueError(f"{what} lists a chunk at {list(chunk.offset)}, outside its shape or twice")
         seen.add(chunk.offset)
-        if not dataset.filters and chunk.size != chunk_bytes:
-            raise ValueError(f"{what} stores a chunk of {chunk.size} bytes, not {chunk_bytes}")
+        if chunk.size != chunk_bytes and (
+            not dataset.filters or chunk.size > 2 * chunk_bytes + _DEFLATE_SLACK
+        ):
+            raise ValueError(f"{what} stores a chunk of {chunk.size} bytes for {chunk_bytes}")
         source.check(chunk.address, chunk.size, f"a chunk of {what}")
     return found
 
@@ -128,12 +139,9 @@ def _implicit(grid: list[int], address: int, chunk_bytes: int) -> list[tuple[tup
     return [(tuple(int(i) for i in place), address + n * chunk_bytes) for n, place in enumerate(places)]
 
 
-def _btree_chunks(source: Source, dataset: Dataset, rank: int) -> list[Chunk]:
+def _btree_chunks(source: Source, dataset: Dataset, rank: int, limit: int) -> list[Chunk]:
     key_size = 8 + 8 * (rank + 1)
     chunks = []
-    limit = max(
-        1, element_count(tuple(-(-d // c) for d, c in zip(dataset.shape, dataset.layout.chunk, strict=True)))
-    )
     assert dataset.layout.address is not None
     for key, address in btree_v1_children(source, dataset.layout.address, 1, key_size, dataset.what):
         cursor = Cursor(key, f"a chunk key of {dataset.what}", source.widths)
@@ -143,7 +151,7 @@ def _btree_chunks(source: Source, dataset: Dataset, rank: int) -> list[Chunk]:
             raise ValueError(f"{dataset.what} lists a chunk at an offset inside an element")
         chunks.append(Chunk(offset[:-1], address, size, mask))
         if len(chunks) > limit:
-            raise OverLimit(f"{dataset.what} lists more chunks than its shape holds")
+            raise OverLimit(f"{dataset.what} lists more chunks than its shape holds, or the file's limit")
     return chunks
 
 
@@ -161,9 +169,13 @@ def _fixed_array_chunks(source: Source, dataset: Dataset, grid: list[int]) -> li
     head.skip(1)
     filtered, entry_size, page_bits = head.u8(), head.u8(), head.u8()
     count, block = head.length(), head.address()
-    places = list(np.ndindex(*grid)) if all(grid) else []
-    if count != len(places) or page_bits > 32 or entry_size < widths.offset + (5 if filtered else 0):
-        raise ValueError(f"the chunk index of {what} lists {count} chunks for {len(places)}")
+    places = np.ndindex(*grid) if all(grid) else iter(())
+    if (
+        count != element_count(tuple(grid))
+        or page_bits > 32
+        or entry_size < widths.offset + (5 if filtered else 0)
+    ):
+        raise ValueError(f"the chunk index of {what} lists {count} chunks for {element_count(tuple(grid))}")
     if block is None:
         return []
     page = 1 << page_bits
@@ -206,8 +218,7 @@ def read_array(source: Source, dataset: Dataset) -> np.ndarray[Any, Any]:
     fill = np.frombuffer(dataset.fill, dtype=dtype)[0] if dataset.fill else np.zeros((), dtype=dtype)
     out = np.full(dataset.shape, fill, dtype=dtype)
     for number, chunk in enumerate(dataset.chunks):
-        if number % 64 == 63:
-            check_cpu_budget(f"{number + 1} chunks of {dataset.what} read")
+        check_cpu_budget(f"{number} chunks of {dataset.what} read")
         part = _chunk_array(source, dataset, chunk, dtype)
         region = tuple(
             slice(o, min(o + c, d)) for o, c, d in zip(chunk.offset, layout.chunk, dataset.shape, strict=True)
@@ -266,16 +277,20 @@ def _unshuffle(raw: bytes, step: Filter, dataset: Dataset) -> bytes:
 
 
 def python_value(
-    source: Source, heaps: Heaps, datatype: Datatype, shape: tuple[int, ...] | None, *, raw: bytes, what: str
+    source: Source,
+    heaps: GlobalHeaps,
+    datatype: Datatype,
+    shape: tuple[int, ...] | None,
+    *,
+    raw: bytes,
+    what: str,
 ) -> object:
     """The value as plain Python: numbers, booleans, strings (bytes when not UTF-8), nested lists."""
     import numpy as np
 
     if shape is None:
         return None
-    count = element_count(shape)
-    if count > MAX_VALUE_ELEMENTS:
-        raise OverLimit(f"{what} holds {count} elements, over the limit of {MAX_VALUE_ELEMENTS} for a value")
+    count = element_count(shape)  # the caller counted it against MAX_VALUE_ELEMENTS
     if len(raw) != count * datatype.size:
         raise ValueError(f"{what} holds {len(raw)} bytes, not the {count * datatype.size} its shape needs")
     if datatype.kind in {"number", "bool"}:
@@ -288,14 +303,14 @@ def python_value(
     return np.array(items, dtype=object).reshape(shape).tolist()
 
 
-def _string(source: Source, heaps: Heaps, datatype: Datatype, raw: bytes, what: str) -> str | bytes:
+def _string(source: Source, heaps: GlobalHeaps, datatype: Datatype, raw: bytes, what: str) -> str | bytes:
     if datatype.kind == "vlen-string":
         cursor = Cursor(raw, f"a string of {what}", source.widths)
         length, collection, index = cursor.u32(), cursor.address(), cursor.u32()
         if collection is None or (length == 0 and collection == 0):
             raw = b""
         else:
-            held = global_heap_object(source, heaps, collection, index)
+            held = heaps.object(source, collection, index)
             if length > len(held):
                 raise ValueError(f"a string of {what} is longer than its heap object")
             raw = held[:length]

@@ -10,8 +10,9 @@ strings are objects of a global heap collection, each collection read once.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget
 from reprobox.guest.hashing._hdf5_bytes import Cursor, Source, Unsupported
@@ -55,8 +56,10 @@ class FractalHeap:
             raise Unsupported(f"{self.what} holds a huge object, which is not read")
         cursor = Cursor(heap_id, self.what, source.widths, 1)
         offset, size = cursor.uint(self.offset_bytes), cursor.uint(self.length_bytes)
-        for start, address, block_size in self.blocks:
-            if start <= offset and offset + size <= start + block_size:
+        at = bisect.bisect_right(self.blocks, (offset, 1 << 64)) - 1  # the last block starting at or before
+        if at >= 0:
+            start, address, block_size = self.blocks[at]
+            if offset + size <= start + block_size:
                 return source.read(address + offset - start, size, self.what)
         raise ValueError(f"{self.what} names an object outside its heap's blocks")
 
@@ -125,9 +128,12 @@ def _indirect(
     blocks: list[tuple[int, int, int]],
     seen: set[int],
     what: str,
+    depth: int = 0,
 ) -> None:
-    if address in seen or len(seen) >= _MAX_INDIRECT_DEPTH * 64:
+    if address in seen:
         raise ValueError(f"{what} reaches one of its indirect blocks twice")
+    if depth > _MAX_INDIRECT_DEPTH:
+        raise OverLimit(f"{what} nests indirect blocks deeper than the limit of {_MAX_INDIRECT_DEPTH}")
     seen.add(address)
     direct_rows = min(rows, table.max_direct_rows)
     entries = rows * table.width
@@ -157,6 +163,7 @@ def _indirect(
                 blocks=blocks,
                 seen=seen,
                 what=what,
+                depth=depth + 1,
             )
         heap_offset += size
         if len(blocks) > MAX_LINKS:
@@ -231,14 +238,28 @@ def _pointer_sizes(node_size: int, record_size: int, depth: int, offset: int) ->
 # --- the global heap: variable-length strings -------------------------------------------------------
 
 
-def global_heap_object(source: Source, cache: dict[int, dict[int, bytes]], address: int, index: int) -> bytes:
-    """An object of a global heap collection (a variable-length string), each collection read once."""
-    objects = cache.get(address)
-    if objects is None:
-        objects = cache[address] = _global_heap(source, address)
-    if index not in objects:
-        raise ValueError(f"the global heap at address {address} holds no object {index}")
-    return objects[index]
+MAX_GLOBAL_HEAP_BYTES = 128 << 20
+"""Global heap collections read from one file in all (the variable-length strings of its values)."""
+
+
+@dataclass
+class GlobalHeaps:
+    """The global heap collections read so far, by address, and their bytes in all."""
+
+    collections: dict[int, dict[int, bytes]] = field(default_factory=dict)
+    held: int = 0
+
+    def object(self, source: Source, address: int, index: int) -> bytes:
+        """An object of a collection (a variable-length string), each collection read once."""
+        objects = self.collections.get(address)
+        if objects is None:
+            objects = self.collections[address] = _global_heap(source, address)
+            self.held += sum(len(item) for item in objects.values())
+            if self.held > MAX_GLOBAL_HEAP_BYTES:
+                raise OverLimit(f"its strings fill more than the limit of {MAX_GLOBAL_HEAP_BYTES >> 20} MiB")
+        if index not in objects:
+            raise ValueError(f"the global heap at address {address} holds no object {index}")
+        return objects[index]
 
 
 def _global_heap(source: Source, address: int) -> dict[int, bytes]:

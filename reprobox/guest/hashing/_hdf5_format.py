@@ -23,9 +23,6 @@ MAX_BTREE_DEPTH = 32
 MAX_LINKS = 1_000_000
 """Links in one group."""
 
-_SUPERBLOCK_PLACES = (0, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
-"""Where a superblock may start: 0, or after a user block of a power of two bytes (at least 512)."""
-
 # message types (specification IV.A.2)
 NIL, DATASPACE, LINK_INFO, DATATYPE, FILL_OLD, FILL, LINK = 0x0, 0x1, 0x2, 0x3, 0x4, 0x5, 0x6
 LAYOUT, GROUP_INFO, FILTERS, ATTRIBUTE, CONTINUATION, SYMBOL_TABLE = 0x8, 0xA, 0xB, 0xC, 0x10, 0x11
@@ -51,13 +48,9 @@ class Link:
 
 def superblock(source: Source) -> int:
     """Read the superblock (setting the source's base and widths); the root group's object header."""
-    for place in _SUPERBLOCK_PLACES:
-        if place + 8 <= source.size and source.read_absolute(place, 8) == SIGNATURE:
-            break
-    else:
-        raise ValueError("it has no HDF5 signature at the start or after a user block")
-    cursor = Cursor(source.read_absolute(place, min(source.size - place, 256)), "the superblock", Widths())
-    cursor.skip(8)
+    cursor = Cursor(source.read_absolute(0, min(source.size, 256)), "the superblock", Widths())
+    if cursor.take(min(8, cursor.left)) != SIGNATURE:  # a file after a user block is not recognised
+        raise ValueError("it has no HDF5 signature at its start")
     version = cursor.u8()
     if version in (0, 1):
         cursor.skip(4)  # free-space, root group and shared header versions, reserved
@@ -80,13 +73,11 @@ def superblock(source: Source) -> int:
         root = cursor.address()
     else:
         raise Unsupported(f"its superblock has version {version}, which is not read (0 to 3 are)")
-    if base not in (place, 0):
-        raise ValueError(f"its superblock declares a base address ({base}) other than where it is")
-    source.base, source.widths = place, widths
-    if end is not None and place + end > source.size:
-        raise OverLimit(
-            f"it is cut short: its superblock says it ends at byte {place + end} of {source.size}"
-        )
+    if base != 0:
+        raise ValueError(f"its superblock declares a base address ({base}) other than its start")
+    source.widths = widths
+    if end is not None and end > source.size:
+        raise OverLimit(f"it is cut short: its superblock says it ends at byte {end} of {source.size}")
     if root is None:
         raise ValueError("its superblock names no root group")
     return root
@@ -175,6 +166,8 @@ def _add(
     source: Source,
     what: str,
 ) -> None:
+    if len(messages) % 1024 == 1023:
+        check_cpu_budget(f"{len(messages) + 1} messages of the object header of {what} read")
     if len(messages) >= MAX_MESSAGES:
         raise OverLimit(f"the object header of {what} holds more than the limit of {MAX_MESSAGES} messages")
     if message.kind == CONTINUATION:
@@ -201,6 +194,7 @@ def symbol_table_links(source: Source, message: Message, what: str) -> list[Link
     names = _local_heap(source, heap, what)
     links: list[Link] = []
     for node in _btree_v1_leaves(source, tree, 0, what):
+        check_cpu_budget(f"{len(links)} links of {what} read")
         links.extend(_symbol_node(source, node, names, what))
         if len(links) > MAX_LINKS:
             raise OverLimit(f"{what} holds more than the limit of {MAX_LINKS} links")

@@ -12,10 +12,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reprobox.guest.hashing._bounds import MAX_NESTING, MAX_VALUES, OverLimit, check_cpu_budget
+from reprobox.guest.hashing._bounds import (
+    MAX_NESTING,
+    MAX_VALUES,
+    OverLimit,
+    check_cpu_budget,
+    element_count,
+)
 from reprobox.guest.hashing._hdf5_bytes import Cursor, Source, Unsupported
-from reprobox.guest.hashing._hdf5_data import Dataset, Heaps, checked, python_value, read_array
-from reprobox.guest.hashing._hdf5_dense import btree_v2_records, fractal_heap
+from reprobox.guest.hashing._hdf5_data import (
+    MAX_CHUNKS,
+    MAX_VALUE_ELEMENTS,
+    Dataset,
+    checked,
+    python_value,
+    read_array,
+)
+from reprobox.guest.hashing._hdf5_dense import GlobalHeaps, btree_v2_records, fractal_heap
 from reprobox.guest.hashing._hdf5_format import (
     ATTRIBUTE,
     ATTRIBUTE_INFO,
@@ -62,7 +75,16 @@ class Contents:
 
     datasets: list[Dataset] = field(default_factory=list)
     values: list[tuple[str, object]] = field(default_factory=list)
-    heaps: Heaps = field(default_factory=dict)
+    heaps: GlobalHeaps = field(default_factory=GlobalHeaps)
+    chunks: int = 0  # listed by the datasets so far
+    elements: int = 0  # of the values so far
+
+    def count_elements(self, shape: tuple[int, ...] | None, what: str) -> None:
+        self.elements += 0 if shape is None else element_count(shape)
+        if self.elements > MAX_VALUE_ELEMENTS:
+            raise OverLimit(
+                f"its attributes hold more than the limit of {MAX_VALUE_ELEMENTS} elements ({what})"
+            )
 
     def value(self, name: str, value: object) -> None:
         if len(self.values) >= MAX_VALUES:
@@ -81,8 +103,7 @@ def read_contents(source: Source) -> Contents:
             contents.value(path, f"hard link to /{first_path[address]}")
             continue
         first_path[address] = path
-        if len(first_path) % 256 == 0:
-            check_cpu_budget(f"{len(first_path)} objects read")
+        check_cpu_budget(f"{len(first_path)} objects read")
         if len(first_path) > MAX_VALUES:
             raise OverLimit(f"it holds more than the limit of {MAX_VALUES} objects")
         what = f"dataset '{path}'" if path else "the root group"
@@ -133,8 +154,11 @@ def _dataset(source: Source, messages: list[Message], path: str, what: str, cont
     if shape is None:  # a null dataspace: no elements at all (h5py.Empty)
         contents.value(path, None)
         return
-    dataset = checked(source, Dataset(path, shape, kind, layout(layout_data, widths, what), steps, fill))
+    dataset = Dataset(path, shape, kind, layout(layout_data, widths, what), steps, fill)
+    dataset = checked(source, dataset, MAX_CHUNKS - contents.chunks)
+    contents.chunks += len(dataset.chunks)
     if kind.kind == "vlen-string":
+        contents.count_elements(shape, what)
         raw = read_array(source, dataset).tobytes()
         contents.value(path, python_value(source, contents.heaps, kind, shape, raw=raw, what=what))
         return
@@ -148,9 +172,12 @@ def _attributes(source: Source, messages: list[Message], path: str, contents: Co
     if info is not None:
         for data in _dense(source, info, _ATTRIBUTE_NAME_RECORDS, f"the attributes of {where}"):
             found.append(attribute(data, source.widths, where))
+    if len({item.name for item in found}) != len(found):
+        raise ValueError(f"{where} holds two attributes of one name")
     for item in sorted(found, key=lambda a: a.name):
         name = f"{path}@{item.name}"
         what = f"attribute '{item.name}' of {where}"
+        contents.count_elements(item.shape, what)
         contents.value(
             name, python_value(source, contents.heaps, item.datatype, item.shape, raw=item.data, what=what)
         )
@@ -183,8 +210,9 @@ def _dense(source: Source, info: bytes, record_type: int, what: str) -> list[byt
     if heap_address is None or names_address is None:
         return []
     heap = fractal_heap(source, heap_address, what)
-    objects = []
+    objects: list[bytes] = []
     for record in btree_v2_records(source, names_address, record_type, what):
+        check_cpu_budget(f"{len(objects)} objects of {what} read")
         heap_id = record[4:] if record_type == _LINK_NAME_RECORDS else record[:8]
         objects.append(heap.object(source, heap_id))
     return objects
