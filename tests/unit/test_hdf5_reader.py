@@ -159,16 +159,20 @@ def test_many_links_and_attributes_use_dense_storage_and_read_alike(tmp_path: Pa
 
 
 def _keras_weights(path: Path, *, kernel: np.ndarray[Any, Any] | None = None) -> Path:
-    """What Keras 3's ``save_weights`` (H5IOStore) writes: a group per layer, its variables by index."""
+    """What Keras 3's ``save_weights`` (H5IOStore) writes: a group per layer, its variables by index, each
+    ``vars`` group naming its layer."""
     rng = np.random.default_rng(1)
     with h5py.File(path, "w") as f:
         dense = f.create_group("layers/dense/vars")
+        dense.attrs["name"] = "first"
         dense["0"] = rng.standard_normal((4, 3)).astype(np.float32) if kernel is None else kernel
         dense["1"] = np.zeros(3, dtype=np.float32)
-        f.create_group("layers/dropout/vars")
+        f.create_group("layers/dropout/vars").attrs["name"] = "dropout"
         optimizer = f.create_group("optimizer/vars")
-        optimizer["0"] = np.array(3, dtype=np.int64)  # the iteration count
+        optimizer.attrs["name"] = "adam"
+        optimizer["0"] = np.array(3, dtype=np.int32)  # the iteration count
         optimizer["1"] = np.full((4, 3), 0.01, dtype=np.float32)
+        f.create_group("vars").attrs["name"] = "sequential"
     return path
 
 
@@ -188,7 +192,9 @@ def test_a_keras_model_file_is_read_through_its_weights_member(tmp_path: Path) -
         "model.weights.h5/optimizer/vars/0",
         "model.weights.h5/optimizer/vars/1",
     }
-    tensors, _ = load_tensors(archive)
+    tensors, values = load_tensors(archive)
+    assert values["model.weights.h5/layers/dense/vars@name"] == "first"
+    assert values["model.weights.h5/vars@name"] == "sequential"
     with h5py.File(weights, "r") as f:
         assert torch.equal(
             tensors["model.weights.h5/layers/dense/vars/0"], torch.from_numpy(f["layers/dense/vars/0"][()])
@@ -227,3 +233,28 @@ def test_one_differing_element_is_named_by_its_dataset_path(tmp_path: Path) -> N
     assert difference["checkpoint"] == "model.weights.h5"
     assert difference["name"] == "layers/dense/vars/0"
     assert difference["differing"] == 1 and difference["max_abs"] > 0
+
+
+@pytest.mark.slow  # imports Keras (on torch) and trains a tiny model
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Keras's own, on NumPy 2's copy keyword
+def test_a_model_keras_saves_is_read_weight_by_weight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")  # skips where Keras is not installed
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3), keras.layers.BatchNormalization(), keras.layers.Dense(2)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(np.ones((8, 4)), np.ones((8, 2)), epochs=1, verbose=0)
+    model.save(tmp_path / "model.keras")
+    model.save_weights(tmp_path / "model.weights.h5")
+    expected = _h5py_datasets(tmp_path / "model.weights.h5")
+    assert "layers/dense/vars/0" in expected and "optimizer/vars/0" in expected
+    for name, prefix in (("model.weights.h5", ""), ("model.keras", "model.weights.h5/")):
+        digest = hash_checkpoint(tmp_path / name, relative_to=tmp_path, strict=True)
+        assert digest.note is None
+        assert {t.name for t in digest.tensors} == {prefix + n for n in expected}
+        tensors, _ = load_tensors(tmp_path / name)
+        for inner, array in expected.items():
+            assert np.array_equal(tensors[prefix + inner].numpy(), array), inner
