@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     import torch
 
 BOUNDS = (
-    "addresses inside the file, 64 MiB a structure; messages, links, B-tree depth, group nesting and "
-    "values counted; each object read once; chunks decompressed to their size, 1 GiB to assemble one "
-    "dataset; tensors within 16 times the file"
+    "addresses inside the file, 64 MiB a structure; messages, links, chunks, attribute elements, B-tree "
+    "depth and group nesting counted; each object read once; chunks decompressed to their size, 1 GiB to "
+    "assemble one dataset; tensors within 16 times the file"
 )
 
 
