@@ -118,7 +118,7 @@ def _chunks(source: Source, dataset: Dataset, room: int) -> list[Chunk]:
     seen: set[tuple[int, ...]] = set()
     for chunk in found:
         inside = all(
-            o % c == 0 and (o < d or d == 0)
+            o % c == 0 and o < max(d, 1)
             for o, c, d in zip(chunk.offset, layout.chunk, dataset.shape, strict=True)
         )
         if not inside or chunk.offset in seen:
