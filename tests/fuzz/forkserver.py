@@ -43,6 +43,7 @@ TARGET_FILES: dict[str, str] = {
     "tensorboard": "events.out.tfevents.1700000000.host",
     "wandb": "run-abcdefgh.wandb",
     "mlflow": "mlruns/0/0123abcd/metrics/loss",
+    "hdf5": "model.weights.h5",
 }
 
 
@@ -117,6 +118,7 @@ PRELOADED = (
     "reprobox.errors",
     "numpy",
     "numpy.lib.format",
+    "zlib",
     "yaml",
     "csv",
     "zipfile",

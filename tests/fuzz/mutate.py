@@ -282,6 +282,33 @@ def _pickle(rng: random.Random, data: bytes) -> bytes:
     return _pickle_opcodes(rng, data) if rng.random() < 0.5 else mutate_bytes(rng, data)
 
 
+HDF5_SIGNATURES = (b"OHDR", b"OCHK", b"TREE", b"HEAP", b"SNOD", b"GCOL", b"FRHP", b"FHDB", b"FHIB")
+HDF5_SIGNATURES += (b"BTHD", b"BTIN", b"BTLF", b"FAHD", b"FADB")
+
+
+def _hdf5(rng: random.Random, data: bytes) -> bytes:
+    """A structure's fields aimed at: an 8-byte address or length after a signature (or in a version 1
+    object header, which has none) set to an interesting value, or bytes mutated near a structure."""
+    places = [at for signature in HDF5_SIGNATURES for at in _occurrences(data, signature)]
+    if not places or rng.random() < 0.2:
+        return mutate_bytes(rng, data)
+    start = rng.choice(places)
+    window = data[start : start + 96]
+    if rng.random() < 0.6 and len(window) >= 16:
+        at = start + rng.randrange(4, len(window) - 8)
+        value = rng.choice(INTERESTING_INTS) % (1 << 64)
+        return data[:at] + value.to_bytes(8, "little") + data[at + 8 :]
+    return data[:start] + mutate_bytes(rng, window) + data[start + 96 :]
+
+
+def _occurrences(data: bytes, needle: bytes) -> list[int]:
+    found, at = [], data.find(needle)
+    while at >= 0 and len(found) < 256:
+        found.append(at)
+        at = data.find(needle, at + 1)
+    return found
+
+
 def _framed_or_bytes(framed: Mutator) -> Mutator:
     def mutate(rng: random.Random, data: bytes) -> bytes:
         return framed(rng, data) if rng.random() < 0.85 else mutate_bytes(rng, data)
@@ -299,4 +326,5 @@ MUTATORS: dict[str, Mutator] = {
     "tensorboard": _framed_or_bytes(_tensorboard),
     "wandb": _framed_or_bytes(_wandb),
     "mlflow": _crc_free,
+    "hdf5": _hdf5,
 }

@@ -144,3 +144,70 @@ def _tensorboard_a_million_scalar_events() -> bytes:
 
 
 PROBES["tensorboard-a-million-scalar-events"] = ("tensorboard", "", _tensorboard_a_million_scalar_events)
+
+
+def _hdf5_file(write: Callable[[object], None], libver: str = "earliest") -> bytes:
+    """A file h5py writes (``write`` given the open file)."""
+    import tempfile
+    from pathlib import Path
+
+    import h5py
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "probe.h5"
+        with h5py.File(path, "w", libver=libver) as f:
+            write(f)
+        return path.read_bytes()
+
+
+def _hdf5_chunk_bomb() -> bytes:
+    """A deflated chunk of 4 MiB of zeros whose layout says the chunk holds 16 bytes."""
+    import numpy as np
+
+    data = _hdf5_file(
+        lambda f: f.create_dataset(
+            "w", data=np.zeros(4 << 20, dtype=np.int8), chunks=(4 << 20,), compression="gzip"
+        )
+    )
+    return data.replace(struct.pack("<II", 4 << 20, 1), struct.pack("<II", 16, 1))
+
+
+def _hdf5_deep_groups() -> bytes:
+    return _hdf5_file(lambda f: f.create_group("/".join(["g"] * 400)))
+
+
+def _hdf5_terabyte_of_fill() -> bytes:
+    """A chunked dataset of 2**40 floats never written: it would be its fill value throughout."""
+    return _hdf5_file(lambda f: f.create_dataset("w", shape=(1 << 40,), chunks=(1 << 16,), dtype="f4"))
+
+
+def _hdf5_many_chunks() -> bytes:
+    """200,000 chunks of one byte each, every one listed in the chunk B-tree."""
+    import numpy as np
+
+    return _hdf5_file(lambda f: f.create_dataset("w", data=np.ones(200_000, dtype=np.int8), chunks=(1,)))
+
+
+def _hdf5_many_links() -> bytes:
+    """20,000 links in one group, in dense storage (a fractal heap and a version 2 B-tree)."""
+
+    def write(f: object) -> None:
+        group = f.create_group("g")  # type: ignore[attr-defined]
+        for i in range(20_000):
+            group[f"link{i}"] = h5py_hard_link_target(f)
+
+    return _hdf5_file(write, "latest")
+
+
+def h5py_hard_link_target(f: object) -> object:
+    """One small dataset every link of ``_hdf5_many_links`` points at (each a hard link to it)."""
+    if "target" not in f:  # type: ignore[operator]
+        f["target"] = [1]  # type: ignore[index]
+    return f["target"]  # type: ignore[index]
+
+
+PROBES["hdf5-chunk-inflating-past-its-size"] = ("hdf5", "", _hdf5_chunk_bomb)
+PROBES["hdf5-groups-400-deep"] = ("hdf5", "", _hdf5_deep_groups)
+PROBES["hdf5-a-terabyte-of-fill-value"] = ("hdf5", "", _hdf5_terabyte_of_fill)
+PROBES["hdf5-200-000-chunks"] = ("hdf5", "", _hdf5_many_chunks)
+PROBES["hdf5-20-000-links-to-one-dataset"] = ("hdf5", "", _hdf5_many_links)

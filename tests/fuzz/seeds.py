@@ -184,6 +184,39 @@ def _mlflow() -> list[bytes]:
     return [b"1700000000000 0.5 0\n1700000000100 0.25 1\n", b"1700000000000 -inf 0\n", b"1700000000000 3\n"]
 
 
+def _hdf5() -> list[bytes]:
+    """h5py's two layouts (``libver='earliest'``, its default and Keras's, and ``'latest'``), with chunks,
+    filters, fill values, attributes of each type, dense links and a link cycle."""
+    import tempfile
+
+    import h5py
+    import numpy as np
+
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        for number, libver in enumerate(("earliest", "latest", "latest")):
+            path = Path(folder) / f"seed{number}.h5"
+            with h5py.File(path, "w", libver=libver) as f:
+                f["layers/dense/vars/0"] = np.arange(12, dtype=np.float32).reshape(3, 4)
+                f["layers/dense/vars/1"] = np.zeros(3, dtype=">f8")
+                chunked = np.arange(60, dtype=np.int16)
+                f.create_dataset("chunked", data=chunked, chunks=(8,), compression="gzip", shuffle=True)
+                sparse = f.create_dataset("sparse", shape=(6, 6), dtype=np.int32, chunks=(3, 3), fillvalue=7)
+                sparse[0:3, 0:3] = 1
+                f["flags"] = np.array([True, False])
+                f.attrs["name"] = "model"
+                f.attrs["fixed"] = np.bytes_(b"abc")
+                f.attrs["sizes"] = np.arange(3, dtype=np.float16)
+                f.attrs["words"] = ["relu", "softmax"]
+                f["layers"]["up"] = f["layers"]  # a cycle
+                if number == 2:  # past 8 links and 8 attributes: dense storage
+                    for i in range(12):
+                        f[f"many/d{i}"] = np.array([i])
+                        f["many"].attrs[f"a{i}"] = i
+            out.append(path.read_bytes())
+    return out
+
+
 BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, bytes]]]] = {
     "npy": _npy,
     "npz": _npz,
@@ -194,6 +227,7 @@ BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, byt
     "tensorboard": _tensorboard,
     "wandb": _wandb,
     "mlflow": _mlflow,
+    "hdf5": _hdf5,
 }
 
 

@@ -34,11 +34,16 @@ The contract (other modules and tools recompute it, so it must not drift):
   UTF-8 (any other such member leaves the whole archive read as bytes, format ``"file"``); a name seen
   twice in one archive gets ``#2``. Its tensors make its ``content_sha256`` as any file's do; with
   none, it is its ``metadata_sha256``. Member times, order and compression are not part of either.
-- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"`` or
-  ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and checkpoints
-  whose content could not be read safely; ``note`` then says why). ``reader`` names what read the
-  content. Nothing a pickle names is ever imported or run: torch files and pickles are read by the safe
-  pickle reader (``_pickle``), without torch, and its stand-in objects flatten as mappings.
+- An HDF5 file (``"hdf5"``) names each dataset by its path in the file without the leading slash
+  (``layers/dense/vars/0``) and each attribute as ``<object path>@<name>`` (``@name`` on the root); a
+  second link to an object already read is the value ``hard link to /<first path>``, a soft link
+  ``soft link to <target>``. Object times and the storage layout (contiguous, chunked, compressed) are
+  not part of either hash.
+- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"``,
+  ``"hdf5"`` or ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and
+  checkpoints whose content could not be read safely; ``note`` then says why). ``reader`` names what
+  read the content. Nothing a pickle names is ever imported or run: torch files and pickles are read
+  by the safe pickle reader (``_pickle``), without torch, and its stand-in objects flatten as mappings.
 
 Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so tensors (and each file's
 own sha256, one more task) hash on all cores.
@@ -46,10 +51,10 @@ own sha256, one more task) hash on all cores.
 This module holds the pool and the entry points; the contract's serialisations and the flattening are in
 ``_canonical``; which reader a file goes to is the one table in ``_readers`` (each row: what it
 recognises, its plan for hashing, its load for comparison, its bounds); the readers are ``_formats``
-(torch and pickles, on ``_pickle``), ``_safetensors``, ``_numpy_files``, ``_text``, ``_logformats``
-(TensorBoard with ``_graphdef``, MLflow, W&B) and ``_archives`` (zip and tar, through the same table),
-byte sources in ``_arrays``, each within the limits of ``_bounds``; the output-file selection in
-``_select`` and ``load_tensors`` in ``_load``.
+(torch and pickles, on ``_pickle``), ``_safetensors``, ``_numpy_files``, ``_hdf5``, ``_text``,
+``_logformats`` (TensorBoard with ``_graphdef``, MLflow, W&B) and ``_archives`` (zip and tar, through the
+same table), byte sources in ``_arrays``, each within the limits of ``_bounds``; the output-file
+selection in ``_select`` and ``load_tensors`` in ``_load``.
 """
 
 from __future__ import annotations

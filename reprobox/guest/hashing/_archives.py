@@ -2,8 +2,8 @@
 
 Stable-Baselines3, sb3-contrib and the RL Zoo save a model as a zip of ``policy.pth``,
 ``policy.optimizer.pth``, ``pytorch_variables.pth``, a JSON ``data`` member and two text members; a Keras
-``.keras`` file is a zip of JSON and HDF5; people tar their checkpoint folders. Hashed as bytes, the
-members' times, order and compression make every run "differ" and hide the weights. Read here: each
+``.keras`` file is a zip of JSON and HDF5 (``_hdf5``); people tar their checkpoint folders. Hashed as
+bytes, the members' times, order and compression make every run "differ" and hide the weights. Read here: each
 member is written to a private temporary folder and read through the same table of readers
 (``_readers``) as any output file, within the same limits, so its tensors and values enter the verdict.
 
@@ -11,8 +11,9 @@ Names: what a member holds is named ``<member path>/<name inside it>`` (``policy
 policy_net.0.weight``, ``data/learning_rate``); a member's root value or tensor is the member path
 itself (``weights.npy``). A member no reader reads is one value, its text, when it is UTF-8 of at most
 ``MAX_MEMBER_TEXT_BYTES`` (``_stable_baselines3_version``, ``system_info.txt``); any other such member
-(HDF5 weights in a ``.keras`` file, a damaged checkpoint) makes the whole archive one compared by its
-bytes, with a note naming the member: no verdict is given over content that was not read.
+(a damaged checkpoint, an HDF5 file with a feature its reader refuses) makes the whole archive one
+compared by its bytes, with a note naming the member: no verdict is given over content that was not
+read.
 A link or other special member of a tar is ``{"member": "symbolic link to <target>"}``. A name that
 occurs twice in one archive gets ``#2``, ``#3`` ... in archive order. Directories are not members.
 

@@ -22,6 +22,7 @@ from reprobox.errors import UsageError
 from reprobox.guest.hashing import (
     _archives,
     _formats,
+    _hdf5,
     _load,
     _logformats,
     _numpy_files,
@@ -134,6 +135,15 @@ READERS: tuple[Reader, ...] = (
         plan=lambda path: _numpy_files.plan_npz(path) if _is_npz(path) else _numpy_files.plan_npy(path),
         load=_load._load_numpy_tensors,
         bounds="no Python objects; shapes; zip members and expansion; arrays held in memory",
+    ),
+    Reader(
+        format="hdf5",
+        yields="datasets as tensors by path; attributes and links as values",
+        what="HDF5 file (h5py, Keras weights)",
+        detect=_hdf5.is_hdf5,
+        plan=_hdf5.plan_hdf5,
+        load=_hdf5.load_hdf5,
+        bounds=_hdf5.BOUNDS,
     ),
     Reader(
         format="torch",
