@@ -292,6 +292,10 @@ def test_size_and_cpu_time_are_bounded(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(_sqlite, "MAX_SQLITE_BYTES", 4096)
     with pytest.raises(UsageError, match=r"refused: it holds .* over the limit of 4096 bytes"):
         hash_checkpoint(path, relative_to=tmp_path, strict=True)
+    monkeypatch.undo()
+    monkeypatch.setattr(_sqlite, "MAX_VALUES", 40)  # counted as the rows are read
+    with pytest.raises(UsageError, match="refused: it holds more than the limit of 40 values"):
+        hash_checkpoint(path, relative_to=tmp_path, strict=True)
 
 
 def test_a_file_that_only_begins_like_a_database_is_compared_by_its_bytes(tmp_path: Path) -> None:

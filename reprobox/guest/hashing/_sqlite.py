@@ -245,7 +245,7 @@ def _table_values(connection: sqlite3.Connection, table: str, pairs: list[tuple[
             else:  # every rowid name is a column's: rows by their place
                 name = f"row={ordinal}"
             rows.setdefault(name, []).append(tuple(_value(v) for v in values))
-        if len(pairs) + ordinal * len(columns) > MAX_VALUES:
+        if len(pairs) + ordinal * len(columns) > MAX_VALUES:  # counted as they are read
             raise OverLimit(f"it holds more than the limit of {MAX_VALUES} values")
     for name, found in rows.items():
         if len(found) > 1:  # a key the file does not keep unique: the rows' values order them
