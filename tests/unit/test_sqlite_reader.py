@@ -285,8 +285,14 @@ def test_a_schema_past_sqlites_lowered_limits_is_refused(tmp_path: Path) -> None
 def test_size_and_cpu_time_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = optuna_db(tmp_path / "study.db")
     monkeypatch.setattr(_sqlite, "READ_SECONDS", 0.0)  # spent at once: SQLite's progress handler stops it
-    monkeypatch.setattr(_sqlite, "PROGRESS_STEPS", 1)  # at its first instruction (this file is small)
-    with pytest.raises(UsageError, match=r"refused: reading it takes over 0 s of CPU time, the limit"):
+    with pytest.raises(
+        UsageError, match=r"refused: reading it takes over 0 s of CPU time, the limit \(\d+ values"
+    ):
+        hash_checkpoint(
+            path, relative_to=tmp_path, strict=True
+        )  # between statements, too short to be stopped
+    monkeypatch.setattr(_sqlite, "PROGRESS_STEPS", 1)  # at SQLite's first instruction
+    with pytest.raises(UsageError, match=r"over 0 s of CPU time, the limit \(SQLite interrupted\)"):
         hash_checkpoint(path, relative_to=tmp_path, strict=True)
     monkeypatch.undo()
     monkeypatch.setattr(_sqlite, "MAX_SQLITE_BYTES", 4096)

@@ -53,6 +53,10 @@ READ_SECONDS = 5.0
 """SQLite stops past this much CPU time of the reading thread, at compare time too (where no file budget
 is running); within hashing the file's own budget (``_bounds.FILE_CPU_SECONDS``) stops it first."""
 
+MIN_SQLITE = (3, 31, 0)
+"""``trusted_schema`` (3.31), ``pragma_table_xinfo`` (3.26) and ``immutable`` (3.11): older SQLite
+libraries leave the database compared by its bytes, with a note saying why."""
+
 PROGRESS_STEPS = 10_000
 """SQLite's virtual machine instructions between two looks at the clock."""
 
@@ -120,11 +124,16 @@ class _Budget:
         self.deadline = time.thread_time() + READ_SECONDS
         self.spent: OverLimit | None = None
 
+    def check(self, done: str) -> None:
+        """OverLimit once the time is spent (between SQLite's statements, which may be too short for
+        the handler to be called: one per table of a schema of many)."""
+        check_cpu_budget(done)
+        if time.thread_time() > self.deadline:
+            raise OverLimit(f"reading it takes over {READ_SECONDS:g} s of CPU time, the limit ({done})")
+
     def tick(self) -> int:
         try:
-            check_cpu_budget("reading its rows")
-            if time.thread_time() > self.deadline:
-                raise OverLimit(f"reading it takes over {READ_SECONDS:g} s of CPU time, the limit")
+            self.check("SQLite interrupted")
         except OverLimit as exc:
             self.spent = exc
             return 1
@@ -174,10 +183,15 @@ def read_sqlite(path: Path) -> list[tuple[str, object]]:
         identity = FileIdentity.of(f.fileno())
         head = f.read(HEADER_BYTES)
     check_header(head, identity.size)
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise ValueError(
+            f"this Python's SQLite {sqlite3.sqlite_version} is older than "
+            f"{'.'.join(map(str, MIN_SQLITE))}, which reading an untrusted database needs"
+        )
     budget = _Budget()
     try:
         with _opened(path, budget) as connection:
-            pairs = _header_values(head) + _values_of(connection)
+            pairs = _header_values(head) + _values_of(connection, budget)
     except sqlite3.Error as exc:
         if budget.spent is not None:
             raise budget.spent from None
@@ -195,22 +209,24 @@ def _header_values(head: bytes) -> list[tuple[str, object]]:
     return [(f"{HEADER_NAME}/user_version", user_version), (f"{HEADER_NAME}/application_id", application_id)]
 
 
-def _values_of(connection: sqlite3.Connection) -> list[tuple[str, object]]:
+def _values_of(connection: sqlite3.Connection, budget: _Budget) -> list[tuple[str, object]]:
     found = [str(line) for (line,) in connection.execute("PRAGMA quick_check(3)")]
     if found != ["ok"]:
         damage = " ".join(" ".join(found).replace("*** in database main ***", "").split())
         raise ValueError(f"SQLite's quick_check finds it damaged: {damage[:200]}")
     schema = sorted(
-        (str(kind), str(name), int(root or 0), sql)
-        for kind, name, root, sql in connection.execute("SELECT type, name, rootpage, sql FROM sqlite_master")
-    )
+        ((str(kind), str(name), root if isinstance(root, int) else 0, sql) for kind, name, root, sql in
+         connection.execute("SELECT type, name, rootpage, sql FROM sqlite_master")),
+        key=lambda entry: entry[:3],
+    )  # fmt: skip
     pairs: list[tuple[str, object]] = [(f"{SCHEMA_NAME}/{kind}/{name}", sql) for kind, name, _, sql in schema]
     if len(pairs) > MAX_VALUES:
         raise OverLimit(f"its schema lists more than the limit of {MAX_VALUES} entries")
     tables = sorted(name for kind, name, root, _ in schema if kind == "table" and root > 0)
     for table in tables:
         if table not in PLANNER_TABLES:
-            _table_values(connection, table, pairs)
+            budget.check(f"{len(pairs)} values read")
+            _table_values(connection, table, pairs, budget)
     return pairs
 
 
@@ -218,7 +234,9 @@ def _quoted(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-def _table_values(connection: sqlite3.Connection, table: str, pairs: list[tuple[str, object]]) -> None:
+def _table_values(
+    connection: sqlite3.Connection, table: str, pairs: list[tuple[str, object]], budget: _Budget
+) -> None:
     """Append each row's values, named by table, key and column."""
     info = connection.execute(
         "SELECT name, pk, hidden FROM pragma_table_xinfo(?, 'main')", (table,)
@@ -233,7 +251,7 @@ def _table_values(connection: sqlite3.Connection, table: str, pairs: list[tuple[
     rows: dict[str, list[tuple[object, ...]]] = {}
     ordinal = 0
     while batch := cursor.fetchmany(ROWS_PER_FETCH):
-        check_cpu_budget(f"{len(pairs)} values read")
+        budget.check(f"{len(pairs)} values read")
         for row in batch:
             ordinal += 1
             values = row[1:] if rowid else row
