@@ -128,6 +128,13 @@ def test_a_gzip_bomb_is_refused_as_it_decompresses(tmp_path: Path, monkeypatch: 
         load_tensors(bomb)
 
 
+def test_a_compressed_checkpoint_the_readers_refuse_is_still_one_that_may_hold_the_model() -> None:
+    from reprobox.compare._unreadable import may_hold_tensors
+
+    assert may_hold_tensors("model.pt.gz") and may_hold_tensors("weights.npy.xz")
+    assert not may_hold_tensors("train.log.gz")
+
+
 def test_a_bzip2_bomb_is_refused_by_its_ratio(tmp_path: Path) -> None:
     bomb = tmp_path / "zeros.json.bz2"
     bomb.write_bytes(bz2.compress(b"\0" * (64 << 20)))  # about 45 bytes for each MiB
