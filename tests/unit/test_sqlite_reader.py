@@ -192,6 +192,19 @@ def test_an_mlflow_store_names_its_metrics_and_keeps_its_autoincrement_counter(t
     assert all(name.startswith(("metrics/", "latest_metrics/")) for name in differing), differing
 
 
+def test_a_differing_metric_is_shown_with_both_values_though_its_row_key_names_a_key(tmp_path: Path) -> None:
+    a = make_run(tmp_path, "20261128T030000Z-aaaaaa", {"mlflow.db": mlflow_db(tmp_path / "a.db", loss=0.25)})
+    b = make_run(tmp_path, "20261128T030100Z-bbbbbb", {"mlflow.db": mlflow_db(tmp_path / "b.db", loss=0.125)})
+    result = compare.compare_runs([a, b])
+    assert result.grade == compare.NOT_REPRODUCIBLE
+    run = "0123456789abcdef0123456789abcdef"
+    latest = {e["name"]: (e["a"], e["b"]) for e in result.value_differences}
+    assert latest[f"latest_metrics/key=loss,run_uuid={run}/value"] == (0.25, 0.125)  # "key" is the row's
+    # a value whose own name looks like a secret's stays hidden: the column MLflow names "key"
+    gone = f"metrics/key=loss,timestamp=1795836268701,step=1,run_uuid={run},value=0.25,is_nan=0/key"
+    assert latest[gone] == ("<redacted>", "<redacted>")
+
+
 def test_rows_a_key_does_not_keep_apart_are_named_by_their_values_not_their_place(tmp_path: Path) -> None:
     def write(path: Path, rows: list[tuple[object, int]]) -> Path:
         db = sqlite3.connect(path)
