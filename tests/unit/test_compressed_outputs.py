@@ -100,6 +100,10 @@ def test_bzip2_and_xz_hold_files_the_table_reads_too(tmp_path: Path) -> None:
     assert load_values(tmp_path / "rows.csv.bz2") == {"rows.csv/0.step": "1", "rows.csv/0.loss": "0.5"}
     assert load_values(tmp_path / "history") == {"history/acc": 0.75}
     assert format_of(tmp_path / "model.npy.xz") == "compressed"
+    (tmp_path / "empty.bz2").write_bytes(bz2.compress(b""))
+    assert format_of(tmp_path / "empty.bz2") == "compressed"
+    (tmp_path / "notes.txt").write_bytes(b"BZh9 is how a bzip2 stream begins")
+    assert format_of(tmp_path / "notes.txt") == "file"
 
 
 def test_a_tar_gz_stays_a_tar(tmp_path: Path) -> None:
@@ -196,7 +200,7 @@ def test_a_keras_file_is_read_member_by_member_once_its_weights_are_read(
         load=lambda path: ({}, {"kernel": path.read_bytes().hex()}),
         bounds="none",
     )
-    monkeypatch.setattr(_readers, "READERS", (*_readers.READERS, row))
+    monkeypatch.setattr(_readers, "READERS", (row, *_readers.READERS))
     first = keras_zip(tmp_path / "a.keras", when=(2026, 11, 28, 3, 0, 0), date_saved="2026-11-28@03:00:00")
     again = keras_zip(tmp_path / "b.keras", when=(2026, 11, 28, 3, 1, 0), date_saved="2026-11-28@03:01:00")
     wider = keras_zip(

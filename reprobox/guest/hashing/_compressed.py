@@ -39,9 +39,17 @@ compressed output is compared by its bytes, with a note saying so."""
 
 SUFFIXES = (".gz", ".gzip", ".bz2", ".xz", ".lzma")
 
+_BLOCK_SIZES = tuple(b"%d" % size for size in range(1, 10))
+_BZIP2_MARKS = (b"\x31\x41\x59\x26\x53\x59", b"\x17\x72\x45\x38\x50\x90")  # a block, or the stream's end
+"""After bzip2's ``BZh`` and block size come these digits of pi (a block) or of sqrt(pi) (an empty stream),
+so that a text beginning ``BZh9`` is no bzip2 stream."""
+
 _OPENERS: tuple[tuple[Callable[[bytes], bool], Callable[[Path], io.BufferedIOBase]], ...] = (
     (lambda head: head[:3] == b"\x1f\x8b\x08", gzip.GzipFile),  # deflate, the one method gzip has
-    (lambda head: head[:3] == b"BZh" and head[3:4] in b"123456789" and head[3:4] != b"", bz2.BZ2File),
+    (
+        lambda head: head[:3] == b"BZh" and head[3:4] in _BLOCK_SIZES and head[4:10] in _BZIP2_MARKS,
+        bz2.BZ2File,
+    ),
     (lambda head: head[:6] == b"\xfd7zXZ\x00", lzma.LZMAFile),
 )
 
