@@ -7,6 +7,7 @@ schemas create (their tables, keys and an AUTOINCREMENT counter), so no tracking
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import struct
 import time
@@ -52,6 +53,7 @@ def optuna_db(path: Path, *, lr: float = 0.01, churn: bool = False, vacuum: bool
             "INSERT INTO trial_system_attributes VALUES (?, 1, ?, ?)",
             [(100 + i, f"k{i}", "x" * 400) for i in range(200)],
         )
+        db.executemany("INSERT INTO notes VALUES (?, NULL)", [(f"draft {i}",) for i in range(50)])
         db.commit()
     for trial in range(5):
         db.execute(
@@ -66,9 +68,11 @@ def optuna_db(path: Path, *, lr: float = 0.01, churn: bool = False, vacuum: bool
             "INSERT INTO trial_values VALUES (?, ?, 0, ?, 'FINITE')", (trial + 1, trial + 1, 1 / (trial + 1))
         )
     db.execute("INSERT INTO notes VALUES ('best so far', ?)", (bytes(range(256)) * 8,))
+    db.execute("INSERT INTO notes VALUES ('second', NULL)")
     db.commit()
-    if churn:
+    if churn:  # the notes left hold rowids 51 and 52, until VACUUM numbers them 1 and 2
         db.execute("DELETE FROM trial_system_attributes")
+        db.execute("DELETE FROM notes WHERE body LIKE 'draft%'")
         db.commit()
     if vacuum:
         db.execute("VACUUM")
@@ -141,9 +145,10 @@ def test_an_optuna_study_is_read_as_rows_keyed_by_table_and_primary_key(tmp_path
         values["sqlite_schema/index/ix_trials_study_id"]
         == "CREATE INDEX ix_trials_study_id ON trials (study_id)"
     )
-    # a table with no declared key: its rows by rowid, and the name says so; a BLOB by its digest
-    assert values["notes/rowid=1/body"] == "best so far"
-    assert values["notes/rowid=1/attachment"] == {"sha256": _sha256(bytes(range(256)) * 8), "bytes": 2048}
+    # a table with no declared key: its rows by their place in rowid order, and the name says so
+    assert values["notes/row=1/body"] == "best so far"
+    assert values["notes/row=2/body"] == "second"
+    assert values["notes/row=1/attachment"] == {"sha256": _sha256(bytes(range(256)) * 8), "bytes": 2048}
     assert values["sqlite_header/user_version"] == 0
     assert sum(name.startswith("trial_values/") for name in values) == 5 * 5
     assert load_tensors(path)[0] == {}
@@ -164,6 +169,9 @@ def test_equal_rows_in_other_page_layouts_compare_equal(tmp_path: Path) -> None:
     digests = [hash_checkpoint(p, relative_to=tmp_path) for p in (plain, churned, packed)]
     assert len({d.file_sha256 for d in digests}) == 3
     assert len({d.content_sha256 for d in digests}) == 1
+    for written, numbers in ((churned, [(51,), (52,)]), (packed, [(1,), (2,)])):
+        with contextlib.closing(sqlite3.connect(written)) as db:
+            assert db.execute("SELECT rowid FROM notes").fetchall() == numbers
     a = make_run(tmp_path, "20261128T030000Z-aaaaaa", {"study.db": plain})
     b = make_run(tmp_path, "20261128T030100Z-bbbbbb", {"study.db": churned})
     result = compare.compare_runs([a, b])

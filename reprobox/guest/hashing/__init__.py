@@ -37,7 +37,8 @@ The contract (other modules and tools recompute it, so it must not drift):
   A gzip, bzip2 or xz file (``"compressed"``) is an archive of one member, the file named without its
   compression suffix (``metrics.json/loss``).
 - An SQLite database (``"sqlite"``) is values alone: ``<table>/<key>/<column>`` for every row (the key
-  ``<column>=<value>`` for each primary-key column, joined by ``,``, else ``rowid=<n>``), a BLOB as
+  ``<column>=<value>`` for each primary-key column, joined by ``,``, else ``row=<n>``, its place in
+  rowid order), a BLOB as
   ``{"sha256": hex, "bytes": n}``, each schema entry ``sqlite_schema/<type>/<name>`` its SQL, and
   ``sqlite_header/user_version`` and ``sqlite_header/application_id``.
 - ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"`` or

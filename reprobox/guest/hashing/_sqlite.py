@@ -5,7 +5,8 @@ deleted row leaves a free page, VACUUM packs them, the header counts every chang
 container; what is compared is the schema and every table's rows. Each value is named
 ``<table>/<key>/<column>``, the key being the row's declared primary key (``trials/trial_id=3/state``,
 ``alembic_version/version_num=v1/version_num``; ``a=1,b=x`` for a key of several columns) or, for a table
-that declares none, its rowid, and the name says so (``notes/rowid=2/text``). Tables are read in name
+that declares none, its place in rowid order, and the name says so (``notes/row=2/text``): VACUUM
+renumbers the rowids of such a table, so the rowid itself is the container's. Tables are read in name
 order; a key seen twice (a damaged file, or NULLs in a key SQLite does not enforce) gets ``#2``, ``#3``
 ... in the order of the rows' values, so the layout never decides. A BLOB is its sha256 and length, as is
 TEXT that is not UTF-8. Each schema entry (table, index, view, trigger) is one value, its SQL
@@ -92,7 +93,6 @@ PRAGMAS = ("trusted_schema=OFF", "cell_size_check=ON", "query_only=ON", "mmap_si
 PLANNER_TABLES = frozenset({"sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"})
 KEYED_BY = {"sqlite_sequence": ("name",)}
 """Internal tables that declare no key, and the column that is one."""
-ROWID_NAMES = ("rowid", "_rowid_", "oid")
 SCHEMA_NAME, HEADER_NAME = "sqlite_schema", "sqlite_header"
 _GENERATED_VIRTUAL = 2  # ``hidden`` in ``table_xinfo``: computed on read, not stored
 
@@ -243,10 +243,7 @@ def _table_values(
     ).fetchall()
     columns = [str(name) for name, _pk, hidden in info if hidden != _GENERATED_VIRTUAL]
     key = KEYED_BY.get(table) or tuple(str(n) for pk, n in sorted((pk, n) for n, pk, _ in info if pk > 0))
-    lowered = {c.lower() for c in columns}
-    rowid = None if key else next((n for n in ROWID_NAMES if n not in lowered), None)
-    selected = ([rowid] if rowid else []) + columns
-    listed = ", ".join(map(_quoted, selected))  # identifiers quoted: the file names them, nothing else
+    listed = ", ".join(map(_quoted, columns))  # identifiers quoted: the file names them, nothing else
     cursor = connection.execute(f"SELECT {listed} FROM main.{_quoted(table)}")  # noqa: S608
     rows: dict[str, list[tuple[object, ...]]] = {}
     ordinal = 0
@@ -254,15 +251,12 @@ def _table_values(
         budget.check(f"{len(pairs)} values read")
         for row in batch:
             ordinal += 1
-            values = row[1:] if rowid else row
-            if rowid:
-                name = f"{rowid}={row[0]}"
-            elif key:
-                by_column = dict(zip(columns, values, strict=True))
+            if key:
+                by_column = dict(zip(columns, row, strict=True))
                 name = ",".join(f"{column}={_key_text(by_column.get(column))}" for column in key)
-            else:  # every rowid name is a column's: rows by their place
+            else:  # a table scan is in rowid order, which VACUUM keeps (its numbers it does not)
                 name = f"row={ordinal}"
-            rows.setdefault(name, []).append(tuple(_value(v) for v in values))
+            rows.setdefault(name, []).append(tuple(_value(v) for v in row))
         if len(pairs) + ordinal * len(columns) > MAX_VALUES:  # counted as they are read
             raise OverLimit(f"it holds more than the limit of {MAX_VALUES} values")
     for name, found in rows.items():
