@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def read_text(path: Path) -> str | None:
 
 def shown(name: str, value: object) -> Any:
     """A JSON-safe, bounded form of a value for verdicts: secrets redacted, long values cut."""
-    if SECRET_PATTERN.search(name.rsplit(".", 1)[-1]):
+    if SECRET_PATTERN.search(re.split(r"[./]", name)[-1]):  # its own name: not the member, table or row key
         return REDACTED
     text: object
     if value is None or isinstance(value, bool | int | str):

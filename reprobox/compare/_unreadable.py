@@ -41,10 +41,11 @@ MAGIC: tuple[tuple[bytes, str], ...] = (
 
 
 # The names of files that hold a model when the readers cannot take them apart (a torch file beyond the
-# readers' limits, a framework's own archive), and the types of the containers models are saved in.
+# readers' limits, a framework's own archive, either compressed), and the types of the containers models
+# are saved in.
 CHECKPOINT_NAME = re.compile(
     r"\.(?:pt|pth|bin|ckpt|safetensors|npz|npy|zip|tar|h5|hdf5|keras|pkl|pickle|joblib|onnx|msgpack|gguf|"
-    r"pdparams)$",
+    r"pdparams)(?:\.(?:gz|bz2|xz|lzma))?$",
     re.IGNORECASE,
 )
 CHECKPOINT_TYPES = frozenset({"zip archive", "HDF5 file"})  # as kind_of names them

@@ -3,7 +3,8 @@
 atheris (libFuzzer for Python) instruments the readers and keeps the inputs that reach new code; its
 mutations are this package's framing-aware ones (``mutate``), and its limits libFuzzer's own
 (``-timeout``, ``-rss_limit_mb``). An input that ends otherwise than read or refused (UsageError) is a
-crash, which libFuzzer writes to ``-artifact_prefix``. A text input is hashed under each text suffix.
+crash, which libFuzzer writes to ``-artifact_prefix``. A text input is hashed under each text suffix, a
+compressed one under a JSON and an .npy name.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from tests.fuzz.forkserver import input_path, preload
 from tests.fuzz.mutate import MUTATORS
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".yaml", ".csv")
+COMPRESSED_SUFFIXES = (".json.gz", ".npy.gz")  # the name picks the reader of what the stream holds
 
 
 def main(argv: list[str]) -> None:
     target = argv[1]
     folder = Path(tempfile.mkdtemp(prefix="reprobox-atheris-"))
-    suffixes = TEXT_SUFFIXES if target == "text" else ("",)
+    suffixes = {"text": TEXT_SUFFIXES, "compressed": COMPRESSED_SUFFIXES}.get(target, ("",))
     mutator = MUTATORS[target]
     preload()
     warnings.simplefilter("ignore")

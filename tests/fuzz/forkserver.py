@@ -44,7 +44,11 @@ TARGET_FILES: dict[str, str] = {
     "wandb": "run-abcdefgh.wandb",
     "mlflow": "mlruns/0/0123abcd/metrics/loss",
     "hdf5": "model.weights.h5",
+    "sqlite": "study.db",
+    "compressed": "values",  # the seed's own suffixes (.json.gz, .npy.xz) are kept
 }
+SUFFIXED = frozenset({"text", "compressed"})
+"""Targets whose inputs keep their seed's suffix: it picks the reader (of the file a stream holds)."""
 
 
 @dataclass
@@ -62,7 +66,7 @@ class Outcome:
 
 def input_path(folder: Path, target: str, suffix: str = "") -> Path:
     """Where an input of ``target`` is written: the name its reader is chosen by."""
-    relative = TARGET_FILES[target] + (suffix if target == "text" else "")
+    relative = TARGET_FILES[target] + (suffix if target in SUFFIXED else "")
     path = folder / relative
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
@@ -123,7 +127,9 @@ PRELOADED = (
     "csv",
     "zipfile",
     "bz2",
+    "gzip",
     "lzma",
+    "sqlite3",
     "tokenize",
     "ast",
     "pickletools",
@@ -211,12 +217,13 @@ class Campaign:
 
 
 def seed_files(seeds: Path, target: str) -> list[tuple[str, bytes]]:
-    return [(p.suffix, p.read_bytes()) for p in sorted((seeds / target).iterdir())]
+    return [("".join(p.suffixes), p.read_bytes()) for p in sorted((seeds / target).iterdir())]
 
 
 def fuzz(target: str, seconds: float, seeds: Path, work: Path, findings: Path, rng_seed: int = 0) -> Campaign:
     """Mutate ``target``'s seeds for ``seconds``, each input hashed in a child; failing inputs are
-    written to ``findings/<target>/`` under their digest (plus the text target's suffix)."""
+    written to ``findings/<target>/`` under their digest (and the seed's suffixes, where the target keeps
+    them)."""
     import hashlib
 
     from tests.fuzz.mutate import MUTATORS

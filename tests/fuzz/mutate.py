@@ -7,11 +7,13 @@ again (or their directory damaged); safetensors headers are mutated as JSON text
 
 from __future__ import annotations
 
+import gzip
 import io
 import random
 import struct
 import zipfile
 from collections.abc import Callable
+from typing import Any
 
 from reprobox.guest.hashing._crc32c import masked_crc32c
 from tests.fuzz.seeds import wandb_frame
@@ -316,6 +318,80 @@ def _framed_or_bytes(framed: Mutator) -> Mutator:
     return mutate
 
 
+SQLITE_HEADER_FIELDS = [
+    *[(16, 2), (18, 1), (19, 1), (20, 1), (21, 3), (24, 4), (28, 4), (32, 4)],
+    *[(36, 4), (44, 4), (52, 4), (56, 4), (64, 4), (92, 4), (96, 4)],
+]
+"""(offset, width) of the SQLite header's fields: page size, versions, reserved bytes, payload fractions,
+change counter, page count, freelist, schema format, vacuum settings, encoding, version-valid-for."""
+
+
+def _sqlite(rng: random.Random, data: bytes) -> bytes:
+    """A header field set to an interesting number, or bytes mutated inside one page (the file keeps its
+    length, so that SQLite reads the page rather than stopping at a short file)."""
+    if len(data) < 512 or rng.random() < 0.1:
+        return mutate_bytes(rng, data)
+    out = bytearray(data)
+    if rng.random() < 0.3:
+        offset, width = rng.choice(SQLITE_HEADER_FIELDS)
+        out[offset : offset + width] = (rng.choice(INTERESTING_INTS) % (1 << (8 * width))).to_bytes(
+            width, "big"
+        )
+        if rng.random() < 0.5:  # the page count trusted: version-valid-for equal to the change counter
+            out[92:96] = out[24:28]
+        return bytes(out)
+    page = int.from_bytes(data[16:18], "big") or 65536
+    start = rng.randrange(max(1, len(data) // page)) * page
+    piece = mutate_bytes(rng, bytes(out[start : start + page]))[:page]
+    out[start : start + len(piece)] = piece
+    return bytes(out)
+
+
+def _decompressed(data: bytes) -> tuple[Callable[[bytes], bytes], bytes] | None:
+    """The compressor that wrote ``data`` and what it holds (at most 1 MiB of it), or None."""
+    import bz2
+    import lzma
+    import zlib
+
+    codecs: list[tuple[bytes, Callable[[bytes], bytes], Callable[[], Any]]] = [
+        (b"\x1f\x8b", lambda b: gzip.compress(b, mtime=0), lambda: zlib.decompressobj(wbits=31)),
+        (b"BZh", bz2.compress, bz2.BZ2Decompressor),
+        (b"\xfd7zXZ", lzma.compress, lzma.LZMADecompressor),
+    ]
+    for magic, compress, decompressor in codecs:
+        if data.startswith(magic):
+            try:
+                return compress, decompressor().decompress(data, 1 << 20)
+            except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error):
+                return None
+    return None
+
+
+def _compressed(rng: random.Random, data: bytes) -> bytes:
+    """What the stream holds mutated and compressed again (by its own codec or another), or the stream's
+    own bytes mutated (its header, its checksum, its blocks)."""
+    found = _decompressed(data)
+    if found is None or rng.random() < 0.25:
+        return mutate_bytes(rng, data)
+    compress, inner = found
+    if rng.random() < 0.2:
+        compress = rng.choice([lambda b: gzip.compress(b, mtime=7), _bz2_compress, _xz_compress])
+    result = compress(mutate_bytes(rng, inner))
+    return result * rng.randint(2, 4) if rng.random() < 0.1 else result  # several members, one after another
+
+
+def _bz2_compress(data: bytes) -> bytes:
+    import bz2
+
+    return bz2.compress(data)
+
+
+def _xz_compress(data: bytes) -> bytes:
+    import lzma
+
+    return lzma.compress(data)
+
+
 MUTATORS: dict[str, Mutator] = {
     "npy": _crc_free,
     "npz": _npz,
@@ -327,4 +403,6 @@ MUTATORS: dict[str, Mutator] = {
     "wandb": _framed_or_bytes(_wandb),
     "mlflow": _crc_free,
     "hdf5": _hdf5,
+    "sqlite": _sqlite,
+    "compressed": _compressed,
 }

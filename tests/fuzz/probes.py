@@ -103,6 +103,54 @@ PROBES["wandb-40-mib-of-tiny-records"] = ("wandb", "", _tiny_wandb_records)
 PROBES["mlflow-a-million-metric-lines"] = ("mlflow", "", lambda: b"0 0 0\n" * 1_000_000)
 
 
+def _sqlite_file(script: str, patch: Callable[[bytearray], None] = lambda data: None) -> bytes:
+    import sqlite3
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "probe.db"
+        db = sqlite3.connect(path)
+        db.executescript(script)
+        db.commit()
+        db.close()
+        data = bytearray(path.read_bytes())
+    patch(data)
+    return bytes(data)
+
+
+def _trusted_page_count(data: bytearray) -> None:
+    """2**31 pages declared, and trusted: the version-valid-for field equals the change counter."""
+    struct.pack_into(">I", data, 28, 2**31)
+    data[92:96] = data[24:28]
+
+
+_RECURSIVE = """
+CREATE TABLE t (a INTEGER PRIMARY KEY, b);
+INSERT INTO t VALUES (1, 'x');
+CREATE VIEW forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c;
+CREATE TRIGGER again AFTER INSERT ON t BEGIN INSERT INTO t (b) VALUES (new.b); END;
+"""
+PROBES["sqlite-declares-2**31-pages"] = ("sqlite", "", lambda: _sqlite_file(_RECURSIVE, _trusted_page_count))
+PROBES["sqlite-recursive-view-and-trigger"] = ("sqlite", "", lambda: _sqlite_file(_RECURSIVE))
+
+
+def _gzip_of_zeros() -> bytes:
+    import gzip
+
+    return gzip.compress(bytes(16 << 20), compresslevel=9) * 5  # 80 MiB in five members, deflate's ratio
+
+
+def _bzip2_bomb() -> bytes:
+    import bz2
+
+    return bz2.compress(bytes(32 << 20))  # about 45 bytes a MiB: far past any ratio
+
+
+PROBES["compressed-80-mib-of-zeros-in-gzip-members"] = ("compressed", ".json.gz", _gzip_of_zeros)
+PROBES["compressed-bzip2-bomb"] = ("compressed", ".npy.bz2", _bzip2_bomb)
+
+
 def _tensorboard_record_of_tiny_fields() -> bytes:
     """One event record of 4 Mi two-byte fields (step = 0, again and again)."""
     from tests.fuzz.mutate import tfrecord

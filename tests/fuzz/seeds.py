@@ -217,6 +217,70 @@ def _hdf5() -> list[bytes]:
     return out
 
 
+def _sqlite() -> list[bytes]:
+    """Small databases (512-byte pages, so that a mutation lands in a b-tree page as often as in the
+    header) as SQLite writes them: Optuna's tables and keys, a WITHOUT ROWID table, AUTOINCREMENT, BLOBs,
+    an index, a view and a trigger, one file in WAL mode."""
+    import sqlite3
+    import tempfile
+
+    scripts = [
+        """
+        CREATE TABLE studies (study_id INTEGER NOT NULL, study_name VARCHAR(512), PRIMARY KEY (study_id));
+        CREATE TABLE trial_params (param_id INTEGER NOT NULL, trial_id INTEGER, param_name VARCHAR(512),
+            param_value FLOAT, distribution_json TEXT, PRIMARY KEY (param_id));
+        CREATE INDEX ix_params ON trial_params (trial_id, param_name);
+        CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY);
+        INSERT INTO studies VALUES (1, 'study');
+        INSERT INTO alembic_version VALUES ('v3.2.0.a');
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40)
+        INSERT INTO trial_params SELECT i, i, 'lr', i * 0.001, '{"name": "FloatDistribution"}' FROM n;
+        """,
+        """
+        CREATE TABLE experiments (experiment_id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE);
+        CREATE TABLE metrics ("key" TEXT, value FLOAT, step INTEGER, PRIMARY KEY ("key", step)) WITHOUT ROWID;
+        CREATE TABLE blobs (data BLOB, note TEXT, doubled AS (length(note) * 2) VIRTUAL);
+        CREATE VIEW everything AS SELECT * FROM metrics JOIN experiments;
+        CREATE TRIGGER stamp AFTER INSERT ON blobs BEGIN UPDATE blobs SET note = 'x'; END;
+        INSERT INTO experiments (name) VALUES ('Default'), ('second');
+        WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 30)
+        INSERT INTO metrics SELECT 'loss', 1.0 / (i + 1), i FROM n;
+        INSERT INTO blobs VALUES (randomblob(700), 'overflows a page'), (x'00ff', NULL);
+        """,
+    ]
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        for index, script in enumerate([*scripts, scripts[0]]):
+            path = Path(folder) / f"seed{index}.db"
+            db = sqlite3.connect(path)
+            db.execute("PRAGMA page_size = 512")
+            if index == len(scripts):
+                db.execute("PRAGMA journal_mode = WAL")
+            db.executescript(script)
+            db.commit()
+            db.close()
+            out.append(path.read_bytes())
+    return out
+
+
+def _compressed() -> list[tuple[str, bytes]]:
+    import bz2
+    import gzip
+    import lzma
+
+    import numpy as np
+
+    document = json.dumps({"loss": [0.5, 0.25], "lr": 1e-3, "name": "run"}).encode()
+    array = io.BytesIO()
+    np.save(array, np.arange(6, dtype=np.float32).reshape(2, 3))
+    return [
+        (".json.gz", gzip.compress(document, mtime=1795836268)),
+        (".npy.gz", gzip.compress(array.getvalue(), mtime=0)),
+        (".json.bz2", bz2.compress(document)),
+        (".npy.xz", lzma.compress(array.getvalue())),
+    ]
+
+
 BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, bytes]]]] = {
     "npy": _npy,
     "npz": _npz,
@@ -228,6 +292,8 @@ BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, byt
     "wandb": _wandb,
     "mlflow": _mlflow,
     "hdf5": _hdf5,
+    "sqlite": _sqlite,
+    "compressed": _compressed,
 }
 
 

@@ -63,7 +63,8 @@ def test_each_input_the_fuzzer_found_is_read_or_refused(kept: Path, tmp_path: Pa
     if kept.parent.name == "torch":
         preload_torch()
     target = kept.parent.name
-    suffixes = [kept.suffix] if target != "text" or kept.suffix else [".json", ".jsonl", ".yaml", ".csv"]
+    kept_suffix = "".join(kept.suffixes)  # a compressed input's two: .json.gz
+    suffixes = [kept_suffix] if target != "text" or kept_suffix else [".json", ".jsonl", ".yaml", ".csv"]
     for suffix in suffixes:  # a text input atheris found has no suffix: it was hashed under each
         path = input_path(tmp_path / suffix.strip("."), target, suffix)
         path.write_bytes(kept.read_bytes())

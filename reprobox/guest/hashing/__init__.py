@@ -34,11 +34,18 @@ The contract (other modules and tools recompute it, so it must not drift):
   UTF-8 (any other such member leaves the whole archive read as bytes, format ``"file"``); a name seen
   twice in one archive gets ``#2``. Its tensors make its ``content_sha256`` as any file's do; with
   none, it is its ``metadata_sha256``. Member times, order and compression are not part of either.
+  A gzip, bzip2 or xz file (``"compressed"``) is an archive of one member, the file named without its
+  compression suffix (``metrics.json/loss``).
 - An HDF5 file (``"hdf5"``) names each dataset by its path in the file without the leading slash
   (``layers/dense/vars/0``) and each attribute as ``<object path>@<name>`` (``@name`` on the root); a
   second link to an object already read is the value ``hard link to /<first path>``, a soft link
   ``soft link to <target>``. Object times and the storage layout (contiguous, chunked, compressed) are
   not part of either hash.
+- An SQLite database (``"sqlite"``) is values alone: ``<table>/<key>/<column>`` for every row (the key
+  ``<column>=<value>`` for each primary-key column, joined by ``,``, else ``row=<n>``, its place in
+  rowid order), a BLOB as
+  ``{"sha256": hex, "bytes": n}``, each schema entry ``sqlite_schema/<type>/<name>`` its SQL, and
+  ``sqlite_header/user_version`` and ``sqlite_header/application_id``.
 - ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"``,
   ``"hdf5"`` or ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and
   checkpoints whose content could not be read safely; ``note`` then says why). ``reader`` names what
@@ -52,9 +59,10 @@ This module holds the pool and the entry points; the contract's serialisations a
 ``_canonical``; which reader a file goes to is the one table in ``_readers`` (each row: what it
 recognises, its plan for hashing, its load for comparison, its bounds); the readers are ``_formats``
 (torch and pickles, on ``_pickle``), ``_safetensors``, ``_numpy_files``, ``_hdf5``, ``_text``,
-``_logformats`` (TensorBoard with ``_graphdef``, MLflow, W&B) and ``_archives`` (zip and tar, through the
-same table), byte sources in ``_arrays``, each within the limits of ``_bounds``; the output-file
-selection in ``_select`` and ``load_tensors`` in ``_load``.
+``_logformats`` (TensorBoard with ``_graphdef``, MLflow, W&B), ``_sqlite`` (databases, row by row) and
+``_archives`` (zip and tar, and with ``_compressed`` single gzip, bzip2 and xz files, through the same
+table), byte sources in ``_arrays``, each within the limits of ``_bounds``; the output-file selection in
+``_select`` and ``load_tensors`` in ``_load``.
 """
 
 from __future__ import annotations

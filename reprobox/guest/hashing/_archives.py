@@ -21,7 +21,8 @@ Limits (``_bounds``): the member count, before a zip's directory is read; each m
 total expansion (a zip bomb is refused from its directory, a compressed tar as its headers come); the
 bytes written in all; archives inside archives, ``MAX_ARCHIVE_DEPTH`` levels. A member name that leaves
 the archive's folder (``..``, an absolute path) refuses the archive. A refused archive is compared by its
-bytes, with a note saying why. Torch's own zip (``data.pkl``) and NumPy's ``.npz`` are not archives
+bytes, with a note saying why. A single gzip, bzip2 or xz file is read here too, as an archive of one
+member (``_compressed``). Torch's own zip (``data.pkl``) and NumPy's ``.npz`` are not archives
 here: the table gives them to their own readers first.
 """
 
@@ -43,7 +44,7 @@ from typing import Any
 
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import FILE_CHUNK_BYTES
-from reprobox.guest.hashing import _sniff
+from reprobox.guest.hashing import _compressed, _sniff
 from reprobox.guest.hashing._arrays import _Array, _Content, _opaque, _refused
 from reprobox.guest.hashing._bounds import (
     MAX_ARCHIVE_DEPTH,
@@ -70,6 +71,9 @@ MEMBER_SEPARATOR = "/"
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("reprobox_archive_depth", default=0)
 
 _ERRORS: tuple[type[Exception], ...] = (*ZIP_DAMAGE, tarfile.TarError, gzip.BadGzipFile)
+
+CONTAINERS = {"zip": "zip archive", "tar": "tar archive", "compressed": "compressed file"}
+"""Each kind of container in sentences; a compressed file (``_compressed``) is an archive of one member."""
 
 
 def is_zip_archive(path: Path) -> bool:
@@ -102,7 +106,7 @@ def plan_archive(path: Path) -> _Content:
         members = _extract(path, folder.path, kind)
     except _ERRORS as exc:
         folder.remove()
-        return _refused(f"{kind} archive", exc)
+        return _refused(CONTAINERS[kind].removesuffix(" file"), exc)
     arrays: list[_Array] = []
     metadata: dict[str, str] = {}
     kept: list[object] = [folder]  # the folder goes when the plan does: the members' maps point into it
@@ -134,7 +138,7 @@ def plan_archive(path: Path) -> _Content:
         metadata=metadata,
         note="; ".join(notes) or None,
         keepalive=kept,
-        reader=f"{kind} archive reader",
+        reader=f"{CONTAINERS[kind]} reader",
         refusal=refusal,
         values_only=not arrays,
     )
@@ -158,7 +162,7 @@ def load_archive(path: Path) -> Loaded:
         except OverLimit:
             raise
         except _ERRORS as exc:
-            raise UsageError(f"{path} is not a readable {kind} archive ({limit_reason(exc)})") from None
+            raise UsageError(f"{path} is not a readable {CONTAINERS[kind]} ({limit_reason(exc)})") from None
         with _deeper():
             for name, where in members:
                 if isinstance(where, str):
@@ -202,7 +206,7 @@ class _Folder:
 
 
 def _kind(path: Path) -> str:
-    return "zip" if is_zip_archive(path) else "tar"
+    return "zip" if is_zip_archive(path) else "tar" if is_tar_archive(path) else "compressed"
 
 
 @contextlib.contextmanager
@@ -229,7 +233,7 @@ def _text_value(path: Path) -> str | None:
 
 def _unread_member(kind: str, name: str, why: str | None) -> str:
     return (
-        f"content not hashed: member '{name}' of the {kind} archive is in no format reprobox reads"
+        f"content not hashed: member '{name}' of the {CONTAINERS[kind]} is in no format reprobox reads"
         f"{f' ({why})' if why else ''}; the archive is compared as bytes"
     )
 
@@ -259,6 +263,9 @@ def _extract(path: Path, folder: Path, kind: str) -> list[Member]:
     if _DEPTH.get() >= MAX_ARCHIVE_DEPTH:
         raise OverLimit(f"archives nest deeper than the limit of {MAX_ARCHIVE_DEPTH} levels")
     try:
+        if kind == "compressed":  # gzip, bzip2 or xz: one member, the file without its suffix
+            _compressed.decompress(path, target := _target(folder, 0, _compressed.inner_name(path)))
+            return [(target.name, target)]
         return _extract_zip(path, folder) if kind == "zip" else _extract_tar(path, folder)
     except OSError as exc:
         if exc.errno is None:  # a compressed stream that does not decompress (bz2 says so as OSError)

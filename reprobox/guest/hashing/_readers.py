@@ -9,7 +9,8 @@ through the row's ``load``. A file no row recognises is compared by its bytes.
 The next format is one new reader module (a ``detect``, a ``plan`` and a ``load``) and one row here.
 Order matters where recognitions overlap: logging tools' files are known by name and place before any
 suffix is; a torch ``.pth.tar`` is a torch file before a ``.tar`` is an archive; a zip or tar that is no
-other format's container is an archive, read member by member through this same table (``_archives``).
+other format's container is an archive, read member by member through this same table (``_archives``);
+a ``.tar.gz`` is a tar before a gzip stream is a compressed file, the one member it holds read likewise.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from reprobox.errors import UsageError
 from reprobox.guest.hashing import (
     _archives,
+    _compressed,
     _formats,
     _hdf5,
     _load,
@@ -29,11 +31,12 @@ from reprobox.guest.hashing import (
     _pickle,
     _safetensors,
     _sniff,
+    _sqlite,
     _text,
     _textbounds,
 )
 from reprobox.guest.hashing._arrays import _Content, _opaque
-from reprobox.guest.hashing._bounds import OverLimit, cpu_budget, limit_reason
+from reprobox.guest.hashing._bounds import MAX_EXPANSION_RATIO, OverLimit, cpu_budget, limit_reason, size_text
 from reprobox.guest.hashing._load import Loaded
 
 
@@ -119,6 +122,19 @@ READERS: tuple[Reader, ...] = (
     _text_row("yaml", "YAML file"),
     _text_row("csv", "CSV file"),
     Reader(
+        format="sqlite",
+        what="SQLite database (Optuna's study.db, MLflow's mlflow.db)",
+        yields="values by table, row key and column; the schema's SQL",
+        detect=_sqlite.is_sqlite,
+        plan=_sqlite.plan_sqlite,
+        load=_values_loader(_sqlite.read_sqlite),
+        bounds=(
+            f"at most {_sqlite.MAX_SQLITE_BYTES >> 20} MiB, the header checked first; opened read-only and "
+            f"immutable, no memory map, no extensions; SQLite's limits lowered; {_sqlite.READ_SECONDS:g} s "
+            "of CPU time; quick_check before any row is read"
+        ),
+    ),
+    Reader(
         format="safetensors",
         yields="tensors; its metadata as values",
         what="safetensors file",
@@ -180,6 +196,19 @@ READERS: tuple[Reader, ...] = (
         plan=_archives.plan_archive,
         load=_archives.load_archive,
         bounds="member count, member and total sizes, expansion ratio, nesting of archives",
+    ),
+    Reader(
+        format="compressed",
+        yields="what the file it holds yields, under that file's name",
+        what="gzip, bzip2 or xz compressed file (read as the file it holds)",
+        detect=_compressed.is_compressed,
+        plan=_archives.plan_archive,
+        load=_archives.load_archive,
+        bounds=(
+            f"decompressed at most {MAX_EXPANSION_RATIO} times the file and "
+            f"{size_text(_compressed.MAX_DECOMPRESSED_BYTES)}, counted as it decompresses; "
+            "nesting of archives"
+        ),
     ),
     Reader(
         format="json",
