@@ -24,7 +24,7 @@ from reprobox.jobfile import load_job
 from reprobox.records.files import write_text_atomic
 from reprobox.scaffold._classify import Findings, classify
 from reprobox.scaffold._joblog import last_lines
-from reprobox.scaffold._jobtext import job_name, job_text, outputs_summary
+from reprobox.scaffold._jobtext import job_name, job_text, outputs_summary, shown_path
 from reprobox.scaffold._observe import Observation, left_out_of_code, observe, provisional_job
 
 __all__ = ["InitFailed", "InitOptions", "InitResult", "init_job"]
@@ -153,7 +153,7 @@ def _how(seen: Observation) -> str:
     stop = seen.seen.stop
     seconds = stop.get("seconds")
     if stop.get("reason") == "checkpoint":
-        return f"stopped after {seconds} s, at its first checkpoint, {stop.get('file')}"
+        return f"stopped after {seconds} s, at its first checkpoint, {shown_path(str(stop.get('file')))}"
     if stop.get("reason") == "budget":
         cpu = stop.get("cpu_seconds")
         used = f"{cpu:g} s of CPU time in " if isinstance(cpu, int | float) else ""

@@ -1,10 +1,12 @@
 """The short run's output, read for the sentence of a failed init, is the job's: progress bars that redraw
 their line with `\\r` or `\\b` and never end it, bytes that are no text, no final newline, and the
 traceback of init's own Ctrl-C glued to a bar's line. Reading it never fails, and that traceback is
-never shown as the job's."""
+never shown as the job's. The names of the files it writes are its own too: any bytes but `/`."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reprobox import cli
+from reprobox.jobfile import load_job
 from reprobox.scaffold import InitFailed, InitOptions, _check_usable
 from reprobox.scaffold._joblog import TRACEBACK, drawn, last_lines, screen_lines
 
@@ -104,3 +108,20 @@ def test_inits_traceback_glued_to_any_output_is_cut_off(raw: bytes) -> None:
         before = before.replace(TRACEBACK, "")
     shown = last_lines(before + OUR_INTERRUPT, 12, interrupted=True)
     assert shown == last_lines(before, 12, interrupted=False)
+
+
+def test_files_named_with_any_bytes_are_named_in_the_job_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "train.py").write_text(
+        "import time\nopen(b'model\\xff.pt', 'wb').write(b'w' * 99)\n"
+        "open('two\\nlines.log', 'w').write('x')\ntime.sleep(60)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code = cli.main(["init", "--json", "-q", "--seconds", "10", "--", sys.executable, "train.py"])
+    data = json.loads(capsys.readouterr().out or "{}")
+    assert code == 0, data  # before, writing the job file failed on a name that is no UTF-8 (exit 70)
+    text = (tmp_path / "job.yaml").read_text(encoding="utf-8")
+    assert '"model\\udcff.pt"' in text and '"two\\nlines.log"' in text
+    assert load_job(tmp_path / "job.yaml").name == tmp_path.name
