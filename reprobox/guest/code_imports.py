@@ -50,10 +50,10 @@ def imports_in_code(
             continue
         parsed.add(path)
         try:
-            tree = ast.parse(Path(path).read_bytes())
-        except (OSError, SyntaxError, ValueError):
+            needed = _needed_imports(ast.parse(Path(path).read_bytes()))
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):  # any file at all
             continue
-        for name, level, line in _needed_imports(tree):
+        for name, level, line in needed:
             own = _own_modules(name, level, path, [str(Path(path).parent), code_dir, *folders], root_dir)
             queue += [p for p in own if p not in parsed]
             if level == 0 and name:

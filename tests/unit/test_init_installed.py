@@ -251,3 +251,13 @@ def test_modules_named_otherwise_and_a_saver_imported_lazily_land_in_the_lock(
     wanted = (repo / "requirements.in").read_text()
     assert "Fancy-Widgets==1.0  # imported by train.py:3" in wanted
     assert "lazy-save==2.0" in wanted and "weightsy==1.5  # imported by train.py:4" in wanted
+
+
+def test_files_of_the_jobs_code_that_no_parser_reads_import_nothing(tmp_path: Path) -> None:
+    from reprobox.guest.code_imports import imports_in_code
+
+    (tmp_path / "deep.py").write_text("x = " + "+".join(["1"] * 3000) + "\nimport os\n")  # too deep
+    (tmp_path / "nul.py").write_bytes(b"import os\x00\n")
+    (tmp_path / "binary.py").write_bytes(bytes(range(256)))
+    (tmp_path / "train.py").write_text("import json\n")
+    assert list(imports_in_code(sorted(str(p) for p in tmp_path.iterdir()), str(tmp_path))) == ["json"]
