@@ -22,10 +22,14 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Any
 
 from reprobox.guest import settings
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
 
 SYSTEM_PREFIXES = ("/proc/", "/sys/", "/dev/", "/etc/", "/usr/", "/lib", "/bin/", "/sbin/", "/opt/conda/")
 MAX_LINES = 20_000  # a job that opens a million files: the first are named, the rest left out
@@ -158,6 +162,23 @@ def _importer(frame: FrameType | None) -> tuple[str, int] | None:
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
+class _ImportStarts:
+    """A finder first on sys.meta_path that finds nothing: it notes where each import began, also those
+    that raise no "import" audit event (`importlib.import_module`, as lazy loaders call it), so that one
+    cut short by the watch's Ctrl-C is still known to the record at the exit."""
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        root = fullname.partition(".")[0]
+        if root not in self.observer.importers:
+            self.observer.importers[root] = _importer(sys._getframe(1))
+        return None
+
+
 def install() -> None:
     """Watch this process (a no-op unless the job runs under `reprobox init`'s observation)."""
     run_dir = os.environ.get(settings.RUN_DIR)
@@ -171,6 +192,7 @@ def install() -> None:
     code_dir = os.environ.get(settings.CODE_DIR) or os.getcwd()  # noqa: PTH109 - a string is wanted
     observer = Observer(folder / f"observed-{os.getpid()}.jsonl", code_dir)
     sys.addaudithook(observer.audit)
+    sys.meta_path.insert(0, _ImportStarts(observer))
     _RecordingEnviron.observer = observer
     os.environ.__class__ = _RecordingEnviron
     atexit.register(observer.imported)

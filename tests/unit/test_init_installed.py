@@ -261,3 +261,43 @@ def test_files_of_the_jobs_code_that_no_parser_reads_import_nothing(tmp_path: Pa
     (tmp_path / "binary.py").write_bytes(bytes(range(256)))
     (tmp_path / "train.py").write_text("import json\n")
     assert list(imports_in_code(sorted(str(p) for p in tmp_path.iterdir()), str(tmp_path))) == ["json"]
+
+
+def test_a_saver_a_library_loads_with_import_module_cut_short_is_recorded(tmp_path: Path) -> None:
+    """A library loads its saver with importlib.import_module as the file is saved (which raises no
+    "import" audit event), and the watch's Ctrl-C lands while the saver loads: it never finished."""
+    import reprobox
+    from reprobox.guest import settings
+
+    site = site_dir(tmp_path / "env")
+    library = b"import importlib\n\n\ndef save(path):\n    importlib.import_module('slowsave').dump(path)\n"
+    distribution(site, "lazy-lib", "1.0", {"lazylib/__init__.py": library})
+    distribution(
+        site, "slow-save", "3.0", {"slowsave/__init__.py": b"raise KeyboardInterrupt  # the watch's\n"}
+    )
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(
+        "import lazylib\n\ntry:\n    lazylib.save('model.pt')\nexcept KeyboardInterrupt:\n    pass\n"
+    )
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    package_root = Path(reprobox.__file__).parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(package_root / "reprobox" / "guest" / "_boot"), str(package_root), str(site)]
+        ),
+        settings.HOOK_ACTIVE: "1",
+        settings.OBSERVE: "1",
+        settings.RUN_DIR: str(run_dir),
+        settings.CODE_DIR: str(code),
+    }
+    subprocess.run([sys.executable, "train.py"], cwd=code, env=env, check=True, timeout=120)
+    (record,) = (run_dir / settings.GUEST_STATE).glob("observed-*.jsonl")
+    assert sorted(
+        (line["distribution"], line["version"]) for line in recorded(record) if "distribution" in line
+    ) == [
+        ("lazy-lib", "1.0"),
+        ("slow-save", "3.0"),
+    ]
