@@ -114,13 +114,13 @@ def _location(root: str) -> str | None:
     module = sys.modules.get(root)
     if module is None:
         return _origin(root)
-    file = getattr(module, "__file__", None)
+    try:
+        file = getattr(module, "__file__", None)
+        folders = [] if isinstance(file, str) and file else [str(p) for p in module.__path__ or []]
+    except Exception:  # noqa: BLE001 - a lazy module's proxy may raise anything when asked: no place known
+        return None
     if isinstance(file, str) and file:
         return file
-    try:
-        folders = [str(p) for p in getattr(module, "__path__", None) or []]
-    except TypeError:  # a module that answers oddly
-        folders = []
     return os.path.join(folders[0], "") if folders else None  # noqa: PTH118
 
 

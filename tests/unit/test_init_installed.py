@@ -301,3 +301,24 @@ def test_a_saver_a_library_loads_with_import_module_cut_short_is_recorded(tmp_pa
         ("lazy-lib", "1.0"),
         ("slow-save", "3.0"),
     ]
+
+
+class _Proxy:
+    """What a lazy loader leaves in sys.modules: any question loads the real module, and that fails."""
+
+    def __getattr__(self, name: str) -> object:
+        raise ImportError(f"proxymod needs its real module to answer {name}")
+
+
+def test_a_lazy_modules_proxy_that_fails_when_asked_is_no_failure_of_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "proxymod", _Proxy())
+    record = tmp_path / "observed.jsonl"
+    observer = Observer(record, str(tmp_path))
+    observer.at_start.discard("proxymod")
+    observer.job_imports |= {"proxymod", "yaml"}
+    import yaml  # noqa: F401
+
+    observer.imported()
+    assert [line["distribution"] for line in recorded(record) if "distribution" in line] == ["PyYAML"]
