@@ -129,16 +129,13 @@ def _record_path(line: str) -> str:
 
 
 def _top_name(path: str) -> str:
-    """The top-level module a file installs (`yaml/__init__.py`: yaml; `_cffi_backend.cpython-311...so`:
-    _cffi_backend), or "" for a file that installs none (metadata, scripts, data beside the site dir)."""
+    """The top-level name a file installs, as the standard library infers it (`yaml/__init__.py`: yaml;
+    `_cffi_backend.cpython-311-x86_64-linux-gnu.so`: _cffi_backend), or "" for one that installs none
+    (its metadata, scripts and data beside the site directory: `../../bin/tool`)."""
     first, slash, _rest = path.partition("/")
-    if slash:
-        return first if first.isidentifier() else ""
-    for suffix in MODULE_SUFFIXES:
-        if first.endswith(suffix):
-            stem = first[: -len(suffix)]
-            return stem if stem.isidentifier() else ""
-    return ""
+    if not slash:
+        first = next((first[: -len(s)] for s in MODULE_SUFFIXES if first.endswith(s)), first)
+    return first if first and "." not in first else ""
 
 
 def _headers(text: str) -> dict[str, str]:
