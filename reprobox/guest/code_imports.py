@@ -3,9 +3,10 @@
 `reprobox init` stops its run at the first checkpoint, so an evaluation that imports `moviepy` after it
 never ran. The import statements say it all the same: each module of the job's own code that the run
 read is parsed, and so is every module of its own that those import (followed statically, whether the
-run reached them or not). An import inside a `try` whose handler catches its failure is optional (the
-code runs without it), and one under `if TYPE_CHECKING:` never runs: neither is needed. Standard
-library only: this runs inside the job's own interpreter as it exits.
+run reached them or not). An import inside a `try` whose handler catches its failure and goes on is
+optional (the code runs without it; a handler that raises again says it is needed), and one under
+`if TYPE_CHECKING:` never runs: neither is needed. Standard library only: this runs inside the job's
+own interpreter as it exits.
 """
 
 from __future__ import annotations
@@ -49,10 +50,10 @@ def imports_in_code(
             continue
         parsed.add(path)
         try:
-            tree = ast.parse(Path(path).read_bytes())
-        except (OSError, SyntaxError, ValueError):
+            needed = _needed_imports(ast.parse(Path(path).read_bytes()))
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):  # any file at all
             continue
-        for name, level, line in _needed_imports(tree):
+        for name, level, line in needed:
             own = _own_modules(name, level, path, [str(Path(path).parent), code_dir, *folders], root_dir)
             queue += [p for p in own if p not in parsed]
             if level == 0 and name:
@@ -68,7 +69,7 @@ def _needed_imports(tree: ast.AST) -> list[tuple[str, int, int]]:
     found: list[tuple[str, int, int]] = []
 
     def visit(node: ast.AST, guarded: bool) -> None:
-        if isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)) and _catches_import_error(node):
+        if isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)) and tolerates_failure(node):
             for child in node.body:
                 visit(child, True)
             for child in [*node.handlers, *node.orelse, *node.finalbody]:
@@ -96,13 +97,28 @@ def _needed_imports(tree: ast.AST) -> list[tuple[str, int, int]]:
     return found
 
 
-def _catches_import_error(node: ast.Try) -> bool:
+def tolerates_failure(node: ast.Try) -> bool:
+    """Whether a `try` goes on when an import in it fails: a handler catches the failure and does not
+    end by raising again or exiting (`except ImportError: raise ImportError("pip install h5py")` says
+    the module is needed)."""
     for handler in node.handlers:
         caught = handler.type
         names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
-        if caught is None or any(_name(n) in OPTIONAL_CATCHES for n in names):
+        if (caught is None or any(_name(n) in OPTIONAL_CATCHES for n in names)) and not _gives_up(handler):
             return True
     return False
+
+
+def _gives_up(handler: ast.ExceptHandler) -> bool:
+    """Whether a handler ends by raising, or by exiting the program."""
+    last = handler.body[-1] if handler.body else None
+    if isinstance(last, ast.Raise):
+        return True
+    return (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and _name(last.value.func) in {"exit", "_exit", "quit"}
+    )
 
 
 def _type_checking(test: ast.expr) -> bool:

@@ -9,11 +9,8 @@ nothing already seen):
 - the variables the job's own code looked up, and those the ML libraries read for it (`HF_*`,
   `WANDB_*`, `TORCH_*`, ...): not every variable some library reads in passing (a CA bundle), nor those
   a bulk copy of the environment touches;
-- the top-level modules the job's own code imported, and, as it exits, the distribution and version
-  of every installed package loaded since it started (what the job imports, and what those load),
-  and of every one its own code imports anywhere, read from its source (`code_imports`: the run is cut
-  short at its first checkpoint), each with why ("imported by eval.py:12") and, for one installed from
-  a local folder (`pip install .`, `pip install -e .`), that folder: the repository's own code.
+- the top-level modules the job's own code imported, and, as it exits, the distributions it needs
+  (`observe_imports`).
 """
 
 from __future__ import annotations
@@ -24,15 +21,15 @@ import json
 import os
 import sys
 import sysconfig
-from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from reprobox.guest import settings
 
 if TYPE_CHECKING:
-    from reprobox.guest.code_imports import CodeImport
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
 
 SYSTEM_PREFIXES = ("/proc/", "/sys/", "/dev/", "/etc/", "/usr/", "/lib", "/bin/", "/sbin/", "/opt/conda/")
 MAX_LINES = 20_000  # a job that opens a million files: the first are named, the rest left out
@@ -117,8 +114,7 @@ class Observer:
         return frame is not None and frame.f_code.co_filename.startswith(self.code_dir)
 
     def imported(self) -> None:
-        """The distribution and version of each module the job's own code imported (as it ran, and as
-        its files say: a module some library had imported first raised no event when the job did).
+        """The distribution and version of each package the job needs (`observe_imports`).
 
         The watch's Ctrl-C often lands as the job exits, and its terminate ten seconds later: neither
         may cut this record short, so both are ignored from here on, and an interrupt that came before
@@ -136,145 +132,9 @@ class Observer:
                 continue
 
     def _record_imports(self) -> None:
-        from importlib import metadata
+        from reprobox.guest.observe_imports import record_imports  # parsing and metadata: the exit only
 
-        loaded = {name.partition(".")[0] for name in list(sys.modules)}
-        in_code = self.imports_in_code()
-        job_imports = self.job_imports | set(in_code)
-        installed: list[str] = []
-        for root in sorted(job_imports & loaded):  # the job's own code first: it needs no metadata
-            location = getattr(sys.modules.get(root), "__file__", None) or ""
-            if "-packages" + os.sep in location:
-                installed.append(root)
-            elif location and not location.startswith((self.code_dir, *self.skip)):
-                self.write("external", root, file=location)  # code of the job's beyond its folder
-        try:
-            owners = metadata.packages_distributions()
-        except Exception:  # noqa: BLE001 - a broken distribution's metadata must not break the job's exit
-            owners = {}
-        # Every installed package loaded counts, not only those the job names: torch.utils.tensorboard
-        # needs tensorboard, and a job that imports torch alone still cannot run without it.
-        # ... but not what a library tries to import and does without (torch.hub's tqdm progress bars)
-        # (asked only of installed packages: reading a library's source to see whether it does without
-        # a module of the standard library would be wasted, and it is most of the cost)
-        needed = {
-            root
-            for root in loaded - self.at_start
-            if _installed(root) and not _optional(self.importers.get(root))
-        }
-        for root in sorted(set(installed) | needed):
-            if _installed(root):  # not the standard library, built-ins, the job's own code
-                self._distributions(root, owners.get(root, []), self._why(root, in_code))
-        # What its code imports where the short run never went (after the first checkpoint): found where
-        # the interpreter would find it, without running it.
-        for root in sorted(set(in_code) - loaded - set(sys.stdlib_module_names)):
-            location = _origin(root)
-            if location is None or location.startswith(self.code_dir):
-                continue
-            if "-packages" + os.sep in location:
-                owned = owners.get(root, [])
-                if location.endswith(os.sep):  # a namespace package: only who provides what is imported
-                    owned = _providers(owned, in_code[root].modules) or owned
-                self._distributions(root, owned, self._why(root, in_code))
-            elif not location.startswith(self.skip):
-                self.write("external", root, file=location)
-
-    def _distributions(self, root: str, distributions: list[str], why: str) -> None:
-        from importlib import metadata
-
-        for distribution in sorted(set(distributions)):
-            try:
-                version = metadata.version(distribution)
-            except metadata.PackageNotFoundError:
-                continue
-            source = _installed_from(distribution)
-            more = {"source": source} if source else {}
-            self.write("distribution", distribution, module=root, version=version, why=why, **more)
-
-    def _why(self, root: str, in_code: Mapping[str, CodeImport]) -> str:
-        """Where the job's code imports `root`, or that the run loaded it for what the job imports."""
-        found = in_code.get(root)
-        where = (found.file, found.line) if found else self.importers.get(root)
-        if where and where[0].startswith(self.code_dir):
-            return f"imported by {where[0][len(self.code_dir) :]}:{where[1]}"
-        return "loaded by the packages it imports"
-
-    def imports_in_code(self) -> dict[str, CodeImport]:
-        """The top-level modules the job's own code imports anywhere, read from its source (the files
-        the interpreter opened, and its own modules those import: `__main__` has lost its `__file__` by
-        the time the process exits)."""
-        from reprobox.guest.code_imports import imports_in_code  # parsing is for the exit only
-
-        search = [os.path.abspath(p) for p in sys.path if p]  # noqa: PTH100 - strings are wanted
-        return imports_in_code(self.sources, self.code_dir, search)
-
-
-def _origin(root: str) -> str | None:
-    """The file the interpreter would load for a top-level module, found without running it."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(root)
-    except (ImportError, ValueError, AttributeError):
-        return None
-    if spec is None:
-        return None
-    if spec.origin and spec.origin not in ("built-in", "frozen"):
-        return spec.origin
-    locations = list(spec.submodule_search_locations or [])
-    return os.path.join(locations[0], "") if locations else None  # noqa: PTH118 - a namespace package
-
-
-def _providers(distributions: list[str], modules: tuple[str, ...]) -> list[str]:
-    """Those of the distributions sharing a namespace package (`google`) whose files hold one of the
-    modules imported under it (`google.protobuf`: protobuf, not google-auth)."""
-    from importlib import metadata
-
-    wanted = {"/".join(name.split(".")[:2]) for name in modules}
-    found = []
-    for distribution in distributions:
-        try:
-            files = metadata.distribution(distribution).files or []
-        except Exception:  # noqa: BLE001, S112 - broken metadata: not known to provide it
-            continue
-        names = {file.as_posix() for file in files}
-        if any(f"{w}.py" in names or any(n.startswith(f"{w}/") for n in names) for w in wanted):
-            found.append(distribution)
-    return found
-
-
-def _installed_from(distribution: str) -> str | None:
-    """The local folder a distribution was installed from (`pip install .`, `pip install -e .`, an
-    egg-link or a .pth naming a source tree), if any: code of a repository rather than a package."""
-    from importlib import metadata
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        found = metadata.distribution(distribution)
-        direct = found.read_text("direct_url.json")
-    except Exception:  # noqa: BLE001 - broken metadata: as if installed from an index
-        return None
-    if direct:
-        try:
-            url = json.loads(direct).get("url", "")
-        except (ValueError, AttributeError):
-            url = ""
-        if isinstance(url, str) and url.startswith("file://"):
-            return unquote(urlsplit(url).path)
-    where = str(getattr(found, "_path", "") or "")
-    if where and "-packages" + os.sep not in where + os.sep:  # metadata in a source tree (setup.py develop)
-        return os.path.dirname(where)  # noqa: PTH120
-    for file in found.files or []:
-        if file.suffix != ".pth":
-            continue
-        try:
-            lines = Path(str(file.locate())).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            if line.strip() and not line.startswith(("#", "import")) and Path(line.strip()).is_absolute():
-                return line.strip()
-    return None
+        record_imports(self)
 
 
 class _RecordingEnviron(os._Environ):  # type: ignore[type-arg]
@@ -302,44 +162,21 @@ def _importer(frame: FrameType | None) -> tuple[str, int] | None:
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
-def _installed(root: str) -> bool:
-    """Whether a loaded top-level module is an installed package's (not the standard library's, a
-    built-in or the job's own code)."""
-    location = getattr(sys.modules.get(root), "__file__", None) or ""
-    return "-packages" + os.sep in location
+class _ImportStarts:
+    """A finder first on sys.meta_path that finds nothing: it notes where each import began, also those
+    that raise no "import" audit event (`importlib.import_module`, as lazy loaders call it), so that one
+    cut short by the watch's Ctrl-C is still known to the record at the exit."""
 
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
 
-_PARSED: dict[str, Any] = {}  # importer file -> its syntax tree (ast.Module), or None when unreadable
-_OPTIONAL_CATCHES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
-
-
-def _optional(where: tuple[str, int] | None) -> bool:
-    """Whether the import at ``where`` lies in a ``try`` whose handler catches its failure: the
-    library runs without the module, so the job does not need it."""
-    if where is None:
-        return False
-    import ast
-
-    path, line = where
-    if path not in _PARSED:  # one library file often loads several optional modules
-        try:
-            _PARSED[path] = ast.parse(Path(path).read_bytes())
-        except (OSError, SyntaxError, ValueError):
-            _PARSED[path] = None
-    tree = _PARSED[path]
-    if tree is None:
-        return False
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Try) or not node.body:
-            continue
-        if not node.body[0].lineno <= line <= (node.body[-1].end_lineno or node.body[-1].lineno):
-            continue
-        for handler in node.handlers:
-            caught = handler.type
-            names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
-            if caught is None or any(isinstance(n, ast.Name) and n.id in _OPTIONAL_CATCHES for n in names):
-                return True
-    return False
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        root = fullname.partition(".")[0]
+        if root not in self.observer.importers:
+            self.observer.importers[root] = _importer(sys._getframe(1))
+        return None
 
 
 def install() -> None:
@@ -355,6 +192,7 @@ def install() -> None:
     code_dir = os.environ.get(settings.CODE_DIR) or os.getcwd()  # noqa: PTH109 - a string is wanted
     observer = Observer(folder / f"observed-{os.getpid()}.jsonl", code_dir)
     sys.addaudithook(observer.audit)
+    sys.meta_path.insert(0, _ImportStarts(observer))
     _RecordingEnviron.observer = observer
     os.environ.__class__ = _RecordingEnviron
     atexit.register(observer.imported)

@@ -23,7 +23,8 @@ from reprobox.image._plan import WHEELHOUSE_VARIABLE
 from reprobox.jobfile import load_job
 from reprobox.records.files import write_text_atomic
 from reprobox.scaffold._classify import Findings, classify
-from reprobox.scaffold._jobtext import job_name, job_text, outputs_summary
+from reprobox.scaffold._joblog import last_lines
+from reprobox.scaffold._jobtext import job_name, job_text, outputs_summary, shown_path
 from reprobox.scaffold._observe import Observation, left_out_of_code, observe, provisional_job
 
 __all__ = ["InitFailed", "InitOptions", "InitResult", "init_job"]
@@ -152,7 +153,7 @@ def _how(seen: Observation) -> str:
     stop = seen.seen.stop
     seconds = stop.get("seconds")
     if stop.get("reason") == "checkpoint":
-        return f"stopped after {seconds} s, at its first checkpoint, {stop.get('file')}"
+        return f"stopped after {seconds} s, at its first checkpoint, {shown_path(str(stop.get('file')))}"
     if stop.get("reason") == "budget":
         cpu = stop.get("cpu_seconds")
         used = f"{cpu:g} s of CPU time in " if isinstance(cpu, int | float) else ""
@@ -168,11 +169,7 @@ def _how(seen: Observation) -> str:
 
 def _check_usable(seen: Observation, options: InitOptions) -> None:
     record = seen.record
-    lines = [line for line in seen.log_tail.splitlines() if line.strip()]
-    if seen.stopped_by_us and lines and "KeyboardInterrupt" in lines[-1] and "Traceback" in "".join(lines):
-        # the traceback of our own Ctrl-C says nothing of the job: its lines before it do
-        lines = lines[: max(i for i, line in enumerate(lines) if line.startswith("Traceback"))]
-    lines = lines[-LOG_LINES:]
+    lines = last_lines(seen.log_tail, LOG_LINES, interrupted=seen.stopped_by_us)
     shown = "\n  ".join(lines) or "(it printed nothing)"
     if not record.succeeded and not seen.stopped_by_us:
         raise InitFailed(

@@ -136,17 +136,31 @@ def _installed_from_tree(
     top = (_repository(folder) or folder).resolve()
     own: dict[str, tuple[str, Path]] = {}
     for distribution, (root, source) in sorted(installed_from.items()):
-        where = Path(source).resolve()
-        if where != top and top not in where.parents:
+        where = _resolved(source)  # what the job's process wrote: any string at all
+        if where is None or (where != top and top not in where.parents):
             continue
         own[distribution] = (root, _module_in_tree(root, where))
     return own
 
 
+def _resolved(path: str) -> Path | None:
+    """An absolute path as the file system resolves it; None for one that names nothing it could hold
+    (a NUL byte, a relative path, a loop of links)."""
+    if "\0" in path or not Path(path).is_absolute():
+        return None
+    try:
+        return Path(path).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
 def _module_in_tree(root: str, source: Path) -> Path:
     """Where `root` lies under the folder a package was installed from: at its top, in src/, or one
     folder down; the folder itself when it is not found (its module may be made by the build)."""
-    below = sorted(p for p in source.iterdir() if p.is_dir()) if source.is_dir() else []
+    try:
+        below = sorted(p for p in source.iterdir() if p.is_dir()) if source.is_dir() else []
+    except OSError:  # unreadable: its module is looked for at its top alone
+        below = []
     for base in (source, source / "src", *below):
         for candidate in (base / root / "__init__.py", base / f"{root}.py"):
             if candidate.is_file():
@@ -185,7 +199,7 @@ def _data(seen: Observation, folder: Path, code_root: Path) -> list[tuple[str, s
             continue
         elif path.endswith(SOURCE_SUFFIXES):
             continue  # an imported module's source: code, wherever it lies (see _code_beyond)
-        elif Path(path).exists():
+        elif "\0" not in path and Path(path).exists():
             outside.add(str(Path(path).parent))
     kept = sorted(d for d in outside if not any(d != o and d.startswith(o + os.sep) for o in outside))
     elsewhere = [(d, "read by the job outside its folder; mounted read-only at the same path") for d in kept]

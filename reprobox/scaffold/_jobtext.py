@@ -104,10 +104,16 @@ def _section(key: str, entries: list[str]) -> list[str]:
     return [f"{key}:", *entries] if real else []
 
 
+def shown_path(path: str) -> str:
+    """A file name the job chose, fit for a comment line: as it is, or quoted with escapes where it
+    holds a line break, a control character or bytes that are no UTF-8."""
+    return path if path.isprintable() else json.dumps(path)
+
+
 def _named(prefix: str, paths: list[str], suffix: str) -> str:
     if not paths:
         return ""
-    shown = ", ".join(paths[:MAX_NAMED]) + (
+    shown = ", ".join(map(shown_path, paths[:MAX_NAMED])) + (
         f" and {len(paths) - MAX_NAMED} more" if len(paths) > MAX_NAMED else ""
     )
     return f"{prefix}{shown}{suffix}"
