@@ -9,7 +9,9 @@ stamps, member order) stays "reproduced, except the container bytes".
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import gzip
 import io
 import json
 import pickle
@@ -88,6 +90,15 @@ def _without_layout(plan: Callable[[Path], _Content]) -> Callable[[Path], _Conte
     return lambda path: dataclasses.replace(plan(path), layout=None)
 
 
+def _tar_of(text: str) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        info = tarfile.TarInfo("note.txt")
+        info.size = len(text)
+        archive.addfile(info, io.BytesIO(text.encode()))
+    return out.getvalue()
+
+
 def assert_not_reproduced(result: compare.Comparison, path: str) -> None:
     assert result.grade == compare.NOT_REPRODUCIBLE, result.sentence
     assert "container bytes" not in result.sentence
@@ -161,6 +172,26 @@ def test_a_tar_with_a_second_archive_appended_is_not_reproduced(tmp_path: Path) 
     assert_not_reproduced(two_runs(tmp_path, write), "ckpt.tar")
 
 
+@pytest.mark.parametrize("mode", ["w:xz", "w:gz"])
+def test_a_compressed_tar_whose_stream_hides_more_is_never_container_bytes(tmp_path: Path, mode: str) -> None:
+    # xz's reader stops silently at bytes after its stream; a gzipped tar may hold a second archive after
+    # the first one's end blocks: no verdict, since no file range can be named in a compressed stream
+    def write(out: Path, run: int) -> None:
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode=mode) as archive:
+            info = tarfile.TarInfo("model.pt")
+            data = torch_bytes(FIRST)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        suffix = f"HIDDEN {run}".encode() if mode == "w:xz" else gzip.compress(_tar_of(f"HIDDEN {run}"))
+        (out / f"ckpt.tar.{mode[-2:]}").write_bytes(packed.getvalue() + suffix)
+
+    result = two_runs(tmp_path, write)
+    assert result.grade == compare.NO_VERDICT, result.sentence
+    assert "does not say which bytes it read" in result.sentence
+    assert not result.format_only
+
+
 def test_a_torch_storage_beyond_the_saved_view_is_not_container_bytes(tmp_path: Path) -> None:
     # torch.save of a slice saves its whole storage: the bytes outside the view are no tensor's
     def write(out: Path, run: int) -> None:
@@ -182,6 +213,20 @@ def test_a_json_file_with_trailing_bytes_is_read_as_bytes_never_as_container_byt
     outputs = tmp_path / "runs/job/20261123T120000Z-aaaaaa/outputs"
     record = hash_checkpoint(outputs / "metrics.json", relative_to=outputs)
     assert record.format == "file" and record.unaccounted is None
+
+
+def test_a_pickle_inside_json_is_read_to_its_last_byte_in_strict_base64(tmp_path: Path) -> None:
+    # Stable-Baselines3 writes objects into its JSON as base64 pickles: bytes after the pickle's end, or
+    # characters base64 would skip, leave the string compared as it stands, never as the same value
+    def write(out: Path, run: int) -> None:
+        pickled = pickle.dumps({"ep": [1.0, 2.0]}) + (b"" if run == 0 else b"extra")
+        encoded = base64.b64encode(pickled).decode()
+        (out / "data.json").write_text(json.dumps({"buffer": {":type:": "deque", ":serialized:": encoded}}))
+
+    result = two_runs(tmp_path, write)
+    assert result.grade == compare.NOT_REPRODUCIBLE, result.sentence
+    assert "buffer.:serialized:" in {d["name"] for d in result.value_differences}
+    assert not result.format_only
 
 
 def test_a_file_no_row_recognises_is_compared_by_its_bytes(tmp_path: Path) -> None:

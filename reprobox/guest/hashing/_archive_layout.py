@@ -5,13 +5,15 @@ A zip's framing is found by ``_ziplayout``. A tar's is each member's header bloc
 headers included), the padding of its data to the next 512-byte block, and the zero blocks that end the
 archive; anything after them that is not zero (a second archive appended: ``tarfile`` stops at the
 first end) is a gap. A compressed tar's offsets are those of the decompressed stream, which the file's
-bytes do not show: it is accounted for whole when every member was, and what follows the end blocks
-decompresses to zeros (the decompressor reads to the file's end, so bytes after its stream are an
-error, never skipped); otherwise its reader cannot say where its gaps lie (no layout).
+bytes do not show: a gzipped tar is accounted for whole when every member was and what follows the end
+blocks decompresses to zeros (gzip reads to the file's end: bytes after its streams are an error, never
+skipped); otherwise, and for bzip2 and xz, whose readers stop silently at bytes after their streams,
+its reader cannot say where its gaps lie (no layout).
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import tarfile
 import zipfile
@@ -33,6 +35,7 @@ class TarWalk:
     order; the offset where the end blocks begin; whether anything but zeros follows them."""
 
     compressed: bool = False  # the offsets are the decompressed stream's, not the file's
+    reads_to_end: bool = True  # the decompressor refuses bytes after its streams (it would skip them)
     framing: list[Span] = field(default_factory=list)
     data: list[Span | None] = field(default_factory=list)  # one per member the reader lists
     end: int = 0
@@ -55,6 +58,8 @@ class TarWalk:
         """Remember what ``archive`` reads last: the block at its end, read as the headers are."""
         assert archive.fileobj is not None  # an archive opened for reading has one
         self.compressed = not isinstance(archive.fileobj, io.BufferedReader)  # a gzip, bzip2 or xz stream
+        # gzip refuses anything but zeros after its streams; bzip2 and xz readers stop there silently
+        self.reads_to_end = not self.compressed or isinstance(archive.fileobj, gzip.GzipFile)
         self._stream = _LastRead(archive.fileobj)
         archive.fileobj = self._stream
 
@@ -102,7 +107,8 @@ def tar_layout(walk: TarWalk, size: int, accounted: list[bool]) -> Layout | None
     content = [span for span, whole in zip(walk.data, accounted, strict=True) if span is not None and whole]
     every_member = all(whole for span, whole in zip(walk.data, accounted, strict=True) if span is not None)
     if walk.compressed:
-        return Layout.whole(size) if every_member and walk.tail_is_zero else None
+        whole = every_member and walk.tail_is_zero and walk.reads_to_end
+        return Layout.whole(size) if whole else None
     framing = [*walk.framing, (walk.end, size)] if walk.tail_is_zero else walk.framing
     return Layout.of(size, content, framing)
 

@@ -219,7 +219,7 @@ def plan_npz(path: Path) -> _Content:
     """Each member's array; a member's bytes in the file are content when its header and array are all
     it holds (the zip's own framing around them, ``_ziplayout``)."""
     arrays: list[_Array] = []
-    whole: set[str] = set()  # members that hold their header and array and nothing more
+    whole: set[int] = set()  # members (by id) that hold their header and array and nothing more
     try:
         check_zip_members(path, "the archive")
         with zipfile.ZipFile(path) as archive:
@@ -230,7 +230,7 @@ def plan_npz(path: Path) -> _Content:
                     check_in_memory(nbytes, f"member '{info.filename}'", f"to convert {why}")
                 arrays.append(_npz_member(path, info.filename, shape, fortran_order, dtype))
                 if header_length + nbytes == info.file_size:
-                    whole.add(info.filename)
+                    whole.add(id(info))
             zipped = zip_layout(path, archive)
             members = archive.infolist()
     except _NPZ_OR_STREAM_ERRORS as exc:
@@ -240,7 +240,7 @@ def plan_npz(path: Path) -> _Content:
     content = [
         span
         for info, span in zip(members, zipped.data, strict=True)
-        if span is not None and (info.filename in whole or info.is_dir())
+        if span is not None and (id(info) in whole or info.is_dir())
     ]
     layout = Layout.of(zipped.size, content, zipped.framing)
     return _Content("numpy", arrays, {}, reader="numpy", layout=layout)

@@ -153,6 +153,8 @@ def read_pickle_bytes(data: bytes) -> object:
     try:
         unpickler = SafeUnpickler(stream, NoStorages().refuse)
         obj = load_checked(unpickler, stream, len(data))
+        if stream.tell() != len(data):
+            raise ValueError(f"{len(data) - stream.tell()} bytes follow the pickle")
         return Plainer(unpickler.global_names, TensorMaker(EMBEDDED_BUDGET)).plain(obj)
     except _ERRORS as exc:
         raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None
