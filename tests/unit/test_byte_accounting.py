@@ -156,6 +156,19 @@ def test_bytes_appended_to_a_file_every_reader_reads_are_never_container_bytes(
     assert result.value_differences[0]["a"].startswith(f"16 bytes at {len(body)}-{size} ")
 
 
+def test_a_run_specific_value_does_not_excuse_a_differing_payload_beside_it(tmp_path: Path) -> None:
+    # the file's bytes differ for two reasons: its clock reading (excused by the run's record) and a
+    # payload no reader read, which is not
+    def write(out: Path, run: int) -> None:
+        stamp = ["2026-11-23T12:00:30", "2026-11-23T12:01:30"][run]
+        body = torch_bytes({"w": torch.ones(4), "saved_at": stamp})
+        (out / "model.pt").write_bytes(body + f"SECOND PAYLOAD {run}".encode())
+
+    result = two_runs(tmp_path, write)
+    assert [e["name"] for e in result.run_specific] == ["saved_at"]
+    assert_not_reproduced(result, "model.pt")
+
+
 def test_a_tar_with_a_second_archive_appended_is_not_reproduced(tmp_path: Path) -> None:
     def tar_of(data: bytes) -> bytes:
         out = io.BytesIO()
