@@ -16,7 +16,7 @@ a verdict, as a file of unknown format does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,17 @@ def byte_finding(ca: Mapping[str, Any], cb: Mapping[str, Any]) -> ByteFinding | 
         "no reader read these bytes and they are not the format's framing (another payload written into "
         "the file, an archive before the one read, data between members or after the end): they differ",
     )
+
+
+def unread_and_read(
+    differences: Sequence[Mapping[str, Any]], value_differences: Sequence[Mapping[str, Any]]
+) -> tuple[bool, bool]:
+    """Whether what differs includes bytes nobody read and every tensor-level difference is such (an
+    unreadable file), and whether any value that was read differs: the cause of bytes nobody read is
+    not known (a stamp, or a result), and the explanation must not call it a nondeterminism."""
+    read = [v for v in value_differences if v.get("name") != UNREAD_BYTES]
+    unread = bool(differences) or len(read) < len(value_differences)
+    return unread and all(d.get("unreadable") for d in differences), bool(read)
 
 
 def _shown(unaccounted: Mapping[str, Any]) -> str:

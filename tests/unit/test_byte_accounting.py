@@ -121,6 +121,9 @@ def test_a_distcp_shard_of_torch_saves_differing_before_the_last_is_not_reproduc
     assert_not_reproduced(result, "__0_0.distcp")
     entry = result.value_differences[0]
     assert entry["a"].startswith(f"{len(torch_bytes(torch.ones(4))):,} bytes at 0-")
+    # what differs was read by no reader: a stamp or a result, it cannot be told which
+    assert result.explanation is not None
+    assert "not known whether the runs computed differently" in result.explanation["sentence"]
 
 
 def test_equal_shards_of_several_torch_saves_are_bit_identical(tmp_path: Path) -> None:
