@@ -335,6 +335,18 @@ def test_every_reader_accounts_for_every_byte_of_what_it_writes(tmp_path: Path) 
         assert again.unaccounted == record.unaccounted
 
 
+def test_hash_says_which_bytes_no_reader_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from reprobox import cli
+
+    (tmp_path / "model.pt").write_bytes(torch_bytes(FIRST))
+    (tmp_path / "shard.distcp").write_bytes(torch_bytes(LAST) + torch_bytes(FIRST))
+    assert cli.main(["hash", str(tmp_path / "model.pt"), str(tmp_path / "shard.distcp")]) == 0
+    text = capsys.readouterr().out
+    assert "  unread   none: every byte is content or the format's framing" in text
+    first = len(torch_bytes(LAST))
+    assert f"  unread   {first:,} bytes at 0-{first}: compared by their digest, never excused" in text
+
+
 def test_a_record_without_accounting_still_loads() -> None:
     from reprobox.guest.hashing import CheckpointDigest
 
