@@ -219,7 +219,8 @@ def _execution(record: RunRecord, fingerprint: Mapping[str, Any]) -> dict[str, A
 
 def _checkpoint_entry(entry: Mapping[str, Any], records: Sequence[RunRecord]) -> dict[str, Any]:
     """The first run's hashes, and every run's file sha256: equal weights may be saved in other bytes."""
-    keep = ("path", "format", "file_sha256", "content_sha256", "tensors", "metadata")
+    # "unaccounted": the bytes no reader read, so that a reproduction excuses only the formats' framing
+    keep = ("path", "format", "file_sha256", "content_sha256", "tensors", "metadata", "unaccounted")
     result = {key: entry[key] for key in keep if key in entry}
     runs = [(r.checkpoint(str(entry["path"])) or {}).get("file_sha256") for r in records]
     result["file_sha256_runs"] = sorted({str(h) for h in runs if h})

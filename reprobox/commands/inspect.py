@@ -22,6 +22,7 @@ from reprobox.records.manifest import read_record
 
 if TYPE_CHECKING:
     from reprobox.cli import Output
+    from reprobox.guest.hashing import CheckpointDigest
 
 T = TypeVar("T")
 
@@ -191,6 +192,7 @@ def hash_command(args: argparse.Namespace, out: Output) -> int:
             f"  content  {digest.content_sha256}  ({counts})\n  covers   {covers}\n"
             + (f"  values   {digest.metadata_sha256}\n" if apart else "")
             + f"  read by  {digest.reader}"
+            + (f"\n  unread   {_unread(digest)}" if digest.format != "file" else "")
             + (f"\n  note     {digest.note}" if digest.note else "")
         )
     out.result({"files": files}, "\n".join(lines))
@@ -216,6 +218,18 @@ def _covers(digest: dict[str, Any]) -> tuple[str, str]:
     )
     apart = "; not its values, digested apart" if values else ""
     return ("tensors" if tensors else "nothing"), held + apart
+
+
+def _unread(digest: CheckpointDigest) -> str:
+    """The bytes no reader accounted for, which container bytes never excuse."""
+    unread = digest.unaccounted
+    if unread is None:
+        return "not said: its reader does not say which bytes it read, so no byte difference is excused"
+    if unread.none:
+        return "none: every byte is content or the format's framing"
+    where = ", ".join(f"{start}-{end}" for start, end in unread.ranges[:3])
+    more = f" and {unread.count - 3} more ranges" if unread.count > 3 else ""
+    return f"{unread.bytes:,} bytes at {where}{more}: compared by their digest, never excused"
 
 
 def _count(n: int, noun: str) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reprobox import codetree, stackdiff, trails
-from reprobox.compare import _unreadable
+from reprobox.compare import _accounting, _unreadable
 from reprobox.compare._coverage import Coverage, coverage_of, no_tensor_sentence
 from reprobox.compare._model import (
     BIT_IDENTICAL,
@@ -136,8 +136,8 @@ def _unknown_cause(comparison: Comparison) -> None:
     """What differs is only checkpoints reprobox cannot read: on the same stack that is no proof of a
     real nondeterminism (it may be a stamp inside the file), and the explanation says so."""
     explanation = comparison.explanation
-    unread = bool(comparison.differences) and all(d.get("unreadable") for d in comparison.differences)
-    readable = comparison.value_differences or comparison.one_sided or comparison.renamed
+    unread, read = _accounting.unread_and_read(comparison.differences, comparison.value_differences)
+    readable = read or comparison.one_sided or comparison.renamed
     if explanation and explanation.get("same_stack") and unread and not readable:
         explanation["sentence"] = (
             "same stack; what differs cannot be read, so it is not known whether the runs computed "

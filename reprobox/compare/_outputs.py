@@ -2,7 +2,8 @@
 
 Every difference lands in the Comparison, real (``differences``, ``value_differences``, ``renamed``,
 ``notes``) or excused (``run_specific``, ``ignored``, ``format_only``); ``grade_of`` then reads them.
-Which tensors differ is decided in ``_tensors``, what the job file ignores in ``_ignore``.
+Which files pair up is decided in ``_pairing``, which tensors differ in ``_tensors``, whether differing
+bytes are only the formats' framing in ``_accounting``, what the job file ignores in ``_ignore``.
 """
 
 from __future__ import annotations
@@ -12,40 +13,30 @@ from typing import Any
 
 from reprobox import outputvalues
 from reprobox.compare import _unreadable
+from reprobox.compare._accounting import UNREAD_BYTES, byte_finding
 from reprobox.compare._ignore import ignore_rules, ignored_by
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, WHOLE_FILE, Comparison
+from reprobox.compare._pairing import FilePairing, Side
 from reprobox.compare._tensors import differing_tensor_names, tensor_differences
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import (
     CLOCK_MARK,
     CONCURRENT_LINES,
-    PAIRED_FOLDER,
     RunContext,
     StructuralPairs,
     for_file,
     judge_value,
     mask,
     mask_file_name,
-    pair_by_structure,
     reason_by_key,
 )
 
 
-@dataclass(frozen=True)
-class _Side:
-    """One run of a pair: its record and what names it rather than its results."""
-
-    record: RunRecord
-    context: RunContext
-
-    @classmethod
-    def of(cls, record: RunRecord) -> _Side:
-        return cls(record, RunContext.from_record(str(record.run_dir), record.data))
-
-
 def compare_pair(a: RunRecord, b: RunRecord, out: Comparison, tensor_details: bool) -> None:
-    pair = _Pair(_Side.of(a), _Side.of(b), ignore_rules(a), out, tensor_details, StructuralPairs())
-    for path_a, path_b in pair.paired_files():
+    pairing = FilePairing(Side.of(a), Side.of(b), ignore_rules(a), out)
+    pairs = pairing.pairs()
+    pair = _Pair(pairing.a, pairing.b, pairing.rules, out, tensor_details, pairing.structure)
+    for path_a, path_b in pairs:
         pair.compare_file(path_a, path_b)
 
 
@@ -53,103 +44,19 @@ def compare_pair(a: RunRecord, b: RunRecord, out: Comparison, tensor_details: bo
 class _Pair:
     """One run against the reference: every difference goes into ``out``, real or excused."""
 
-    a: _Side
-    b: _Side
+    a: Side
+    b: Side
     rules: list[tuple[str, str | None]]
     out: Comparison
     tensor_details: bool
     structure: StructuralPairs
-
-    def paired_files(self) -> list[tuple[str, str]]:
-        """Same path, or paths equal once run-specific parts are masked; the rest said plainly:
-        same content under another name (a uuid), or present in one run only."""
-        a, b, out = self.a, self.b, self.out
-        paths_a = {c["path"] for c in a.record.checkpoints}
-        paths_b = {c["path"] for c in b.record.checkpoints}
-        pairs = [(p, p) for p in sorted(paths_a & paths_b)]
-        rest_a, rest_b = sorted(paths_a - paths_b), sorted(paths_b - paths_a)
-        names_b = {path: mask_file_name(path, b.context) for path in rest_b}
-        masked_b: dict[str, list[str]] = {}
-        for path, (masked, _) in names_b.items():
-            masked_b.setdefault(masked, []).append(path)
-        for path in list(rest_a):
-            masked, reasons = mask_file_name(path, a.context)
-            matches = masked_b.get(masked, [])
-            if len(matches) == 1:
-                other = matches.pop()
-                pairs.append((path, other))
-                rest_a.remove(path)
-                rest_b.remove(other)
-                why = " and ".join(sorted(reasons | names_b[other][1]))
-                out.run_specific.append(
-                    {
-                        "checkpoint": path,
-                        "name": WHOLE_FILE,
-                        "a": path,
-                        "b": other,
-                        "reason": f"file name: {why}",
-                        "evidence": "the run's own record",
-                    }
-                )
-        pairs += self.paired_by_structure(rest_a, rest_b)
-        by_content_b: dict[str, list[str]] = {}
-        for path in rest_b:
-            by_content_b.setdefault(_content_of(b.record, path), []).append(path)
-        for path in list(rest_a):
-            matches = by_content_b.get(_content_of(a.record, path), [])
-            if matches:
-                other = matches.pop(0)
-                rest_a.remove(path)
-                rest_b.remove(other)
-                out.renamed.append({"a": path, "b": other, "same_content": True})
-                out.verdict = DIFFERENT
-        for path in rest_a + rest_b:
-            where = a.record.run_dir if path in rest_a else b.record.run_dir
-            rule = ignored_by(self.rules, path, None)
-            if rule is not None:
-                out.ignored.append(
-                    {"checkpoint": path, "name": WHOLE_FILE, "rule": rule, "why": f"only in {where}"}
-                )
-                continue
-            out.verdict = DIFFERENT
-            out.one_sided.append({"checkpoint": path, "run": str(where)})
-            out.notes.append(f"checkpoint {path} exists only in {where}")
-        return pairs
-
-    def paired_by_structure(self, rest_a: list[str], rest_b: list[str]) -> list[tuple[str, str]]:
-        """Files under folders whose names differ while what lies under them pairs file for file (their
-        names compared with the run's own facts masked); each paired file is listed, with its folder."""
-        masked_a = _unique_masks(rest_a, self.a.context)
-        masked_b = _unique_masks(rest_b, self.b.context)
-        self.structure = pair_by_structure(masked_a, masked_b)
-        pairs: list[tuple[str, str]] = []
-        for name_a, name_b in self.structure.files:
-            path_a, path_b = masked_a[name_a], masked_b[name_b]
-            rest_a.remove(path_a)
-            rest_b.remove(path_b)
-            pairs.append((path_a, path_b))
-            folder = max(  # the innermost paired folder it lies under
-                (f for f in self.structure.folders if name_a.startswith(f.a + "/")), key=lambda f: len(f.a)
-            )
-            self.out.run_specific.append(
-                {
-                    "checkpoint": path_a,
-                    "name": WHOLE_FILE,
-                    "a": path_a,
-                    "b": path_b,
-                    "reason": f"file name: {PAIRED_FOLDER}",
-                    "evidence": "the runs' output folders",
-                    "folder": {"a": _leading(path_a, folder.a), "b": _leading(path_b, folder.b)},
-                }
-            )
-        return pairs
 
     def contexts(self, path_a: str, path_b: str) -> tuple[RunContext, RunContext]:
         """Each run's context for one file: the clock readings in its path and the names of the paired
         folders it lies under (or the file it links to) are the run's own names inside it too."""
         return self.context_of(self.a, path_a, 0), self.context_of(self.b, path_b, 1)
 
-    def context_of(self, side: _Side, path: str, which: int) -> RunContext:
+    def context_of(self, side: Side, path: str, which: int) -> RunContext:
         names = {path, outputvalues.link_target(side.record.output_dir, path) or path}
         parts = [
             part
@@ -192,11 +99,28 @@ class _Pair:
                     f"checkpoint {path_a}: {len(names)} tensors differ; the first {len(shown)} are listed"
                 )
         self.compare_values(path_a, path_b, contexts)
+        if names != [WHOLE_FILE]:
+            self.compare_bytes(path_a, path_b, real_before)
         if len(out.unreadable) > unreadable_before:
             return  # not compared: its format is unknown (see _unreadable)
         out.compared_files += 1
         if self.real_count() == real_before and self.excused_count() == excused_before:
             out.format_only.append(path_a)
+
+    def compare_bytes(self, path_a: str, path_b: str, real_before: int) -> None:
+        """Bytes beside the content: container bytes only when both files' readers accounted for every
+        byte but the same unread ones (``_accounting``); unread bytes that differ are a real difference,
+        bytes no reader said it read leave no verdict."""
+        a, b = self.a.record, self.b.record
+        finding = byte_finding(a.checkpoint(path_a) or {}, b.checkpoint(path_b) or {})
+        if finding is None:
+            return
+        if finding.kind == "unread":
+            self.real_value(path_a, UNREAD_BYTES, finding.a, finding.b, finding.why)
+        elif self.real_count() == real_before:  # a file that differs already needs no more said
+            entry = _unreadable.describe(a, b, path_a, path_b)
+            entry["type"] = f"{(a.checkpoint(path_a) or {}).get('format')} file: {finding.why}"
+            self.out.unreadable.append(entry)
 
     def real_count(self) -> int:
         return self.out.differing_tensor_total + len(self.out.value_differences) + len(self.out.notes)
@@ -335,10 +259,6 @@ def _text(record: RunRecord, path: str) -> str | None:
     return None if found is None else outputvalues.read_text(found)
 
 
-def _content_of(record: RunRecord, path: str) -> str:
-    return str((record.checkpoint(path) or {}).get("content_sha256"))
-
-
 def _presence(key: str, metadata: dict[str, Any]) -> str:
     return "<present>" if key in metadata else "<absent>"
 
@@ -364,11 +284,6 @@ def _masked_texts(
     return ("\n".join(out_a), why_a), ("\n".join(out_b), why_b)
 
 
-def _leading(path: str, masked_folder: str) -> str:
-    """The folder of ``path`` that its masked name ``masked_folder`` stands for (as many parts)."""
-    return "/".join(path.split("/")[: masked_folder.count("/") + 1])
-
-
 def _stamped_lines_reordered(masked_a: str, masked_b: str) -> bool:
     """The same lines in another order, where every line out of place carries a reading of its run's
     clock: a log that concurrent threads or processes write, each line stamped as it was written."""
@@ -376,11 +291,3 @@ def _stamped_lines_reordered(masked_a: str, masked_b: str) -> bool:
     if len(lines_a) != len(lines_b) or sorted(lines_a) != sorted(lines_b):
         return False
     return all(CLOCK_MARK in x for x, y in zip(lines_a, lines_b, strict=True) if x != y)
-
-
-def _unique_masks(paths: list[str], context: RunContext) -> dict[str, str]:
-    """Masked name -> path, for the names no other path of the run masks to."""
-    found: dict[str, list[str]] = {}
-    for path in paths:
-        found.setdefault(mask_file_name(path, context)[0], []).append(path)
-    return {masked: group[0] for masked, group in found.items() if len(group) == 1}

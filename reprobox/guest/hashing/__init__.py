@@ -51,18 +51,24 @@ The contract (other modules and tools recompute it, so it must not drift):
   checkpoints whose content could not be read safely; ``note`` then says why). ``reader`` names what
   read the content. Nothing a pickle names is ever imported or run: torch files and pickles are read
   by the safe pickle reader (``_pickle``), without torch, and its stand-in objects flatten as mappings.
+- ``unaccounted`` says which bytes no reader accounted for, neither parsed as content nor known to be
+  the format's framing (``_layout``): ``{"bytes", "count", "ranges" (the first 16 [start, end]),
+  "sha256"}``, the sha256 over each such range's length (8 bytes, little-endian) then its bytes, in file
+  order; ``bytes`` 0 when the reader accounted for every byte; ``null`` when the reader cannot say (and
+  for format ``"file"``, whose bytes are its content). Not part of ``content_sha256``.
 
 Hashing runs on a thread pool: hashlib releases the GIL on large buffers, so tensors (and each file's
 own sha256, one more task) hash on all cores.
 
 This module holds the pool and the entry points; the contract's serialisations and the flattening are in
-``_canonical``; which reader a file goes to is the one table in ``_readers`` (each row: what it
-recognises, its plan for hashing, its load for comparison, its bounds); the readers are ``_formats``
-(torch and pickles, on ``_pickle``), ``_safetensors``, ``_numpy_files``, ``_hdf5``, ``_text``,
-``_logformats`` (TensorBoard with ``_graphdef``, MLflow, W&B), ``_sqlite`` (databases, row by row) and
-``_archives`` (zip and tar, and with ``_compressed`` single gzip, bzip2 and xz files, through the same
-table), byte sources in ``_arrays``, each within the limits of ``_bounds``; the output-file selection in
-``_select`` and ``load_tensors`` in ``_load``.
+``_canonical`` and the records in ``_digests``; which bytes each reader accounted for in ``_layout`` (zip
+framing in ``_ziplayout``, archives' in ``_archive_layout``); which reader a file goes to is the one
+table in ``_readers`` (each row: what it recognises, its plan for hashing, its load for comparison, its
+bounds); the readers are ``_formats`` (torch and pickles, on ``_pickle``), ``_safetensors``,
+``_numpy_files``, ``_hdf5``, ``_text``, ``_logformats`` (TensorBoard with ``_graphdef``, MLflow, W&B),
+``_sqlite`` (databases, row by row) and ``_archives`` (zip and tar, and with ``_compressed`` single gzip,
+bzip2 and xz files, through the same table), byte sources in ``_arrays``, each within the limits of
+``_bounds``; the output-file selection in ``_select`` and ``load_tensors`` in ``_load``.
 """
 
 from __future__ import annotations
@@ -84,13 +90,13 @@ from reprobox.guest.hashing._arrays import (
     _opaque,
 )
 from reprobox.guest.hashing._canonical import (
-    CheckpointDigest,
-    TensorDigest,
     content_sha256,
     flatten,
     metadata_sha256,
     torch_dtype_name,
 )
+from reprobox.guest.hashing._digests import CheckpointDigest, TensorDigest
+from reprobox.guest.hashing._layout import Unaccounted, unaccounted_of
 from reprobox.guest.hashing._load import (
     load_tensors,
 )
@@ -162,6 +168,7 @@ class _Pending:
     file_sha256: concurrent.futures.Future[str]
     content: _Content
     array_sha256: list[concurrent.futures.Future[str]]
+    unaccounted: concurrent.futures.Future[Unaccounted] | None  # None: the reader could not account
     strict: bool = False  # a content refused by a limit is an error (``reprobox hash``), not a note
 
     def result(self) -> CheckpointDigest:
@@ -173,6 +180,7 @@ class _Pending:
                 shas = [f.result() for f in self.array_sha256]
             except _ContentError as exc:
                 content, shas = _opaque(str(exc), exc.refusal), []
+            unaccounted = None if self.unaccounted is None else self.unaccounted.result()
         except OSError as exc:
             raise _read_problem(self.path, exc) from exc
         if self.strict and content.refusal is not None:
@@ -207,6 +215,7 @@ class _Pending:
             metadata_sha256=values_sha256,
             note=content.note,
             reader=content.reader,
+            unaccounted=unaccounted,
         )
 
 
@@ -227,7 +236,10 @@ def _submit(
         raise _read_problem(path, exc) from exc
     largest_first = sorted(content.arrays, key=lambda a: a.nbytes, reverse=True)
     futures = {id(a): pool.submit(_sha256_array, a) for a in largest_first}
-    return _Pending(path, relpath, whole_file, content, [futures[id(a)] for a in content.arrays], strict)
+    layout = content.layout if content.format != "file" else None  # a file read as bytes is its bytes
+    unaccounted = None if layout is None else pool.submit(unaccounted_of, path, layout)
+    arrays = [futures[id(a)] for a in content.arrays]
+    return _Pending(path, relpath, whole_file, content, arrays, unaccounted, strict)
 
 
 def _check_workers(workers: int | None) -> int:

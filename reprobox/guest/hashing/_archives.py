@@ -45,6 +45,7 @@ from typing import Any
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing import _compressed, _sniff
+from reprobox.guest.hashing._archive_layout import TarWalk, archive_layout
 from reprobox.guest.hashing._arrays import _Array, _Content, _opaque, _refused
 from reprobox.guest.hashing._bounds import (
     MAX_ARCHIVE_DEPTH,
@@ -102,11 +103,13 @@ def plan_archive(path: Path) -> _Content:
 
     kind = _kind(path)
     folder = _Folder()
+    walk = TarWalk()
     try:
-        members = _extract(path, folder.path, kind)
+        members = _extract(path, folder.path, kind, walk)
     except _ERRORS as exc:
         folder.remove()
         return _refused(CONTAINERS[kind].removesuffix(" file"), exc)
+    accounted: list[bool] = []  # each member's bytes, accounted for by what read it
     arrays: list[_Array] = []
     metadata: dict[str, str] = {}
     kept: list[object] = [folder]  # the folder goes when the plan does: the members' maps point into it
@@ -116,8 +119,11 @@ def plan_archive(path: Path) -> _Content:
         for name, where in members:
             if isinstance(where, str):
                 metadata.update(_metadata_digests([(name, {"member": where})]))
+                accounted.append(True)  # a link or special member: its header is all it is
                 continue
             content = _readers.plan(where)
+            read_whole = content.layout is not None and content.layout.whole_file
+            accounted.append(content.format == "file" or read_whole)  # as text, or by its reader
             kept.append(content.keepalive)
             if content.note is not None:
                 notes.append(f"member '{name}': {content.note}")
@@ -141,6 +147,7 @@ def plan_archive(path: Path) -> _Content:
         reader=f"{CONTAINERS[kind]} reader",
         refusal=refusal,
         values_only=not arrays,
+        layout=archive_layout(path, kind, walk, accounted),
     )
 
 
@@ -158,7 +165,7 @@ def load_archive(path: Path) -> Loaded:
     folder = _Folder()
     try:
         try:
-            members = _extract(path, folder.path, kind)
+            members = _extract(path, folder.path, kind, TarWalk())
         except OverLimit:
             raise
         except _ERRORS as exc:
@@ -259,14 +266,15 @@ class _Names:
         return (name if count == 1 else f"{name}#{count}"), name
 
 
-def _extract(path: Path, folder: Path, kind: str) -> list[Member]:
+def _extract(path: Path, folder: Path, kind: str, walk: TarWalk) -> list[Member]:
+    """The members, written to ``folder``; a tar's headers and end noted in ``walk``."""
     if _DEPTH.get() >= MAX_ARCHIVE_DEPTH:
         raise OverLimit(f"archives nest deeper than the limit of {MAX_ARCHIVE_DEPTH} levels")
     try:
         if kind == "compressed":  # gzip, bzip2 or xz: one member, the file without its suffix
             _compressed.decompress(path, target := _target(folder, 0, _compressed.inner_name(path)))
             return [(target.name, target)]
-        return _extract_zip(path, folder) if kind == "zip" else _extract_tar(path, folder)
+        return _extract_zip(path, folder) if kind == "zip" else _extract_tar(path, folder, walk)
     except OSError as exc:
         if exc.errno is None:  # a compressed stream that does not decompress (bz2 says so as OSError)
             raise ValueError(str(exc)) from None
@@ -308,15 +316,17 @@ def _extract_zip(path: Path, folder: Path) -> list[Member]:
     return members
 
 
-def _extract_tar(path: Path, folder: Path) -> list[Member]:
+def _extract_tar(path: Path, folder: Path, walk: TarWalk) -> list[Member]:
     members: list[Member] = []
     names = _Names()
     archive_bytes, total, count = path.stat().st_size, 0, 0
     with tarfile.open(path, "r:*") as archive:
+        walk.watch(archive)
         while (info := archive.next()) is not None:
             count += 1
             if count > MAX_ARCHIVE_MEMBERS:
                 raise OverLimit(f"the archive lists more than the limit of {MAX_ARCHIVE_MEMBERS} members")
+            walk.add(info, listed=not info.isdir())
             if info.isdir():
                 continue
             name, relative = names.unique(info.name)
@@ -333,6 +343,7 @@ def _extract_tar(path: Path, folder: Path) -> list[Member]:
             with source:
                 _copy(source, target, info.size, name)
             members.append((name, target))
+        walk.finish(archive, path, total)
     return members
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing._bounds import limit_reason, over_limit
 from reprobox.guest.hashing._canonical import expand_quantized, numpy_dtype_name, torch_dtype_name
+from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._loaded import loaded
 from reprobox.guest.hashing._torch_types import SavedTensor
 
@@ -58,6 +59,7 @@ class _Content:
     reader: str = "file bytes"  # what read the content, recorded in the manifest
     refusal: str | None = None  # the limit that refused the content (see ``_bounds``), if one did
     values_only: bool = False  # a file of values alone (JSON, logs): with no tensors, its content is them
+    layout: Layout | None = None  # the bytes the reader accounted for (``_layout``); None: it cannot say
 
 
 def _opaque(note: str | None, refusal: str | None = None) -> _Content:

@@ -21,7 +21,8 @@ from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import Buffers, _Array, _arrays_from, _Content, _opaque, _refused
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
 from reprobox.guest.hashing._filebytes import FileIdentity, check_unchanged
-from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, read_pickle
+from reprobox.guest.hashing._layout import Layout
+from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, PickleRead, read_pickle
 from reprobox.guest.hashing._pickle_arrays import TorchNeeded
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
 from reprobox.guest.hashing._pickle_torch import is_torchscript
@@ -85,7 +86,19 @@ def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
         note=_stand_in_note(path, values) if read.container == "torch" else None,
         keepalive=read,
         reader=READER_NAME,
+        layout=_layout(read, named_arrays),
     )
+
+
+def _layout(read: PickleRead, named_arrays: list[tuple[str, Any]]) -> Layout:
+    """The pickles and the container's framing, and the storage bytes of each tensor hashed from the
+    file; what no tensor covers (a storage's bytes beyond its views, another archive) is a gap."""
+    covered = [
+        (value.covers.offset, value.covers.offset + value.covers.nbytes)
+        for _name, value in named_arrays
+        if isinstance(value, SavedTensor) and value.covers is not None
+    ]
+    return Layout.of(read.identity.size, [*read.parsed, *covered], read.framing)
 
 
 def _unchanged_arrays(path: Path, identity: FileIdentity, pair: tuple[str, Any]) -> list[_Array]:

@@ -39,6 +39,8 @@ from reprobox.guest.hashing._bounds import (
 )
 from reprobox.guest.hashing._canonical import ROOT_NAME, numpy_dtype_name
 from reprobox.guest.hashing._filebytes import FileChanged, FileIdentity, FileSpan, pread_chunks
+from reprobox.guest.hashing._layout import Layout
+from reprobox.guest.hashing._ziplayout import zip_layout
 from reprobox.saferead import ZIP_DAMAGE, damaged_stream
 
 if TYPE_CHECKING:
@@ -150,7 +152,8 @@ def plan_npy(path: Path) -> _Content:
         return _in_order(b"".join(chunks), shape, fortran_order, dtype, budget)
 
     array = _Array(ROOT_NAME, numpy_dtype_name(dtype), shape, nbytes, buffers)
-    return _Content("numpy", [array], {}, reader="numpy")
+    layout = Layout.of(identity.size, [(offset, offset + nbytes)], [(0, offset)])  # after them: a gap
+    return _Content("numpy", [array], {}, reader="numpy", layout=layout)
 
 
 def _swapped(chunks: Iterator[bytes], swap: np.dtype[Any] | None) -> Iterator[bytes]:
@@ -193,15 +196,17 @@ def _npz_bomb(path: Path, infos: list[zipfile.ZipInfo]) -> str | None:
     return None
 
 
-def _npz_members(path: Path, archive: zipfile.ZipFile) -> Iterator[tuple[zipfile.ZipInfo, Header]]:
-    """Each member with its checked header; OverLimit when the directory promises a zip bomb."""
+def _npz_members(path: Path, archive: zipfile.ZipFile) -> Iterator[tuple[zipfile.ZipInfo, Header, int]]:
+    """Each member with its checked header and the header's length; OverLimit when the directory
+    promises a zip bomb."""
     infos = [info for info in archive.infolist() if not info.is_dir()]
     bomb = _npz_bomb(path, infos)
     if bomb is not None:
         raise OverLimit(bomb)
     for info in infos:
         with archive.open(info) as stream:
-            yield info, read_npy_header(stream, f"member '{info.filename}'", info.file_size)
+            header = read_npy_header(stream, f"member '{info.filename}'", info.file_size)
+            yield info, header, stream.tell()
 
 
 def _streamable(shape: tuple[int, ...], fortran_order: bool, dtype: np.dtype[Any]) -> bool:
@@ -211,21 +216,34 @@ def _streamable(shape: tuple[int, ...], fortran_order: bool, dtype: np.dtype[Any
 
 
 def plan_npz(path: Path) -> _Content:
+    """Each member's array; a member's bytes in the file are content when its header and array are all
+    it holds (the zip's own framing around them, ``_ziplayout``)."""
     arrays: list[_Array] = []
+    whole: set[int] = set()  # members (by id) that hold their header and array and nothing more
     try:
         check_zip_members(path, "the archive")
         with zipfile.ZipFile(path) as archive:
-            for info, (shape, fortran_order, dtype) in _npz_members(path, archive):
+            for info, (shape, fortran_order, dtype), header_length in _npz_members(path, archive):
+                nbytes = element_count(shape) * dtype.itemsize
                 if not _streamable(shape, fortran_order, dtype):
                     why = "from Fortran order" if fortran_order else f"from dtype {dtype.str}"
-                    nbytes = element_count(shape) * dtype.itemsize
                     check_in_memory(nbytes, f"member '{info.filename}'", f"to convert {why}")
                 arrays.append(_npz_member(path, info.filename, shape, fortran_order, dtype))
+                if header_length + nbytes == info.file_size:
+                    whole.add(id(info))
+            zipped = zip_layout(path, archive)
+            members = archive.infolist()
     except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc):
             raise
         return _refused("NumPy .npz", exc)
-    return _Content("numpy", arrays, {}, reader="numpy")
+    content = [
+        span
+        for info, span in zip(members, zipped.data, strict=True)
+        if span is not None and (id(info) in whole or info.is_dir())
+    ]
+    layout = Layout.of(zipped.size, content, zipped.framing)
+    return _Content("numpy", arrays, {}, reader="numpy", layout=layout)
 
 
 def _npz_member(
@@ -302,10 +320,10 @@ def _load_npz(path: Path) -> list[tuple[str, np.ndarray[Any, Any]]]:
     check_zip_members(path, "the archive")
     with zipfile.ZipFile(path) as archive:
         members = list(_npz_members(path, archive))
-        total = sum(element_count(shape) * dtype.itemsize for _, (shape, _, dtype) in members)
+        total = sum(element_count(shape) * dtype.itemsize for _, (shape, _, dtype), _ in members)
         check_in_memory(total, "the archive", "decompressed")
         named = []
-        for info, _header in members:
+        for info, _header, _length in members:
             with archive.open(info) as stream:
                 array = np.lib.format.read_array(stream, allow_pickle=False)
             named.append((info.filename.removesuffix(".npy"), array))

@@ -53,6 +53,7 @@ from pathlib import Path
 
 from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, expansion_budget, limit_reason, over_limit
 from reprobox.guest.hashing._filebytes import FileIdentity
+from reprobox.guest.hashing._layout import Span
 from reprobox.guest.hashing._pickle_arrays import TensorMaker
 from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_torch import (
@@ -89,6 +90,8 @@ class PickleRead:
     obj: object
     container: str  # "torch" (zip or legacy torch.save) or "pickle"
     identity: FileIdentity  # what the file was when it was read: its tensors are read only while it still is
+    parsed: tuple[Span, ...] = ()  # the bytes read as pickles (``_layout``)
+    framing: tuple[Span, ...] = ()  # the container's own (a zip's headers and directory, torch's version)
 
 
 def pickled_kind(path: Path) -> str | None:
@@ -127,13 +130,14 @@ def read_pickle(path: Path) -> PickleRead:
                 container = "torch"
             else:
                 unpickler = SafeUnpickler(stream, NoStorages().refuse)
-                unpickled = Unpickled(load_checked(unpickler, stream, identity.size), unpickler.global_names)
+                obj = load_checked(unpickler, stream, identity.size)
+                unpickled = Unpickled(obj, unpickler.global_names, parsed=((0, stream.tell()),))
                 container = "pickle"
             tensors = TensorMaker(expansion_budget(identity.size), unpickled.big_endian)
             plain = Plainer(unpickled.global_names, tensors).plain(unpickled.obj)
         except _ERRORS as exc:
             raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None
-    return PickleRead(plain, container, identity)
+    return PickleRead(plain, container, identity, unpickled.parsed, unpickled.framing)
 
 
 EMBEDDED_BUDGET = 1 << 30
@@ -149,6 +153,8 @@ def read_pickle_bytes(data: bytes) -> object:
     try:
         unpickler = SafeUnpickler(stream, NoStorages().refuse)
         obj = load_checked(unpickler, stream, len(data))
+        if stream.tell() != len(data):
+            raise ValueError(f"{len(data) - stream.tell()} bytes follow the pickle")
         return Plainer(unpickler.global_names, TensorMaker(EMBEDDED_BUDGET)).plain(obj)
     except _ERRORS as exc:
         raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None

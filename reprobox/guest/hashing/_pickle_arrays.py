@@ -105,7 +105,8 @@ class TensorMaker:
         stream = None
         if elements.span is not None and not (conj or neg or swap) and _row_major(spec.size, spec.stride):
             stream = elements.span
-        saved = SavedTensor(dtype, spec.size, elements.load, stream, conj=conj, neg=neg)
+        covers = elements.span if _dense(spec.size, spec.stride) else None
+        saved = SavedTensor(dtype, spec.size, elements.load, stream, conj=conj, neg=neg, covers=covers)
         if (saved.conj or saved.neg) and not dtype.numeric:
             return _resolved_by_torch(saved)
         return saved
@@ -175,6 +176,19 @@ class _Elements:
         return np.lib.stride_tricks.as_strided(
             raw.view(carrier), shape=self.size, strides=tuple(t * itemsize for t in self.stride)
         )
+
+
+def _dense(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Whether the elements are every element from the first to the last, each once: the strides,
+    smallest first, step over exactly the dimensions before them (a transpose is dense, a slice with a
+    step or a repeated stride is not)."""
+    expected = 1
+    dims = [(dim, step) for dim, step in zip(size, stride, strict=True) if dim != 1]
+    for dim, step in sorted(dims, key=lambda pair: pair[1]):
+        if step != expected:
+            return False
+        expected *= dim
+    return True
 
 
 def _row_major(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:

@@ -14,8 +14,10 @@ from typing import IO
 
 from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, OverLimit, check_zip_members, zip_member_count
 from reprobox.guest.hashing._filebytes import FileIdentity, FileSpan
+from reprobox.guest.hashing._layout import Span
 from reprobox.guest.hashing._pickle_objects import StorageRef, StorageType
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
+from reprobox.guest.hashing._ziplayout import zip_layout
 from reprobox.saferead import ZIP_DAMAGE, damaged_stream
 
 LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."  # pickle.dumps(0x1950A86A20F9469CFC6C, 2)
@@ -52,11 +54,31 @@ def is_torchscript(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class Unpickled:
-    """A torch file's pickle, unpickled: the tree, the globals used as values, the storages' byte order."""
+    """A torch file's pickle, unpickled: the tree, the globals used as values, the storages' byte order,
+    and the bytes of the file it parsed as pickles (``parsed``) and as the container's framing; the
+    storages' bytes are accounted for by the tensors over them (``SavedTensor.covers``)."""
 
     obj: object
     global_names: dict[int, str]
     big_endian: bool = False
+    parsed: tuple[Span, ...] = ()
+    framing: tuple[Span, ...] = ()
+
+
+TORCH_ZIP_FRAMING = frozenset(
+    {
+        "version",
+        ".data/version",
+        "byteorder",
+        ".format_version",
+        ".storage_alignment",
+        ".data/serialization_id",
+    }
+)
+"""The members torch.save writes beside data.pkl and the storages: a few bytes each that describe the
+format (its version, byte order, alignment, an id torch derives from the data), never a saved value."""
+
+_MAX_FRAMING_MEMBER_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -148,10 +170,26 @@ def _read_zip(file: OpenFile) -> Unpickled:
         byteorder = prefix + "byteorder"
         big = byteorder in archive.namelist() and archive.read(byteorder)[:8] == b"big"
         storages = _ZipStorages(archive, prefix, file)
+        zipped = zip_layout(path, archive)
+        members = archive.infolist()
     stream = io.BytesIO(data)
     unpickler = SafeUnpickler(stream, storages.persistent_load)
     obj = load_checked(unpickler, stream, len(data))
-    return Unpickled(obj, unpickler.global_names, big_endian=big)
+    framing = list(zipped.framing)
+    parsed: list[Span] = []
+    for member, span in zip(members, zipped.data, strict=True):
+        if span is None:
+            continue
+        if member is info and stream.tell() == len(data):  # the pickle, read to its last byte
+            parsed.append(span)
+        elif _framing_member(member, prefix):
+            framing.append(span)
+    return Unpickled(obj, unpickler.global_names, big, tuple(parsed), tuple(framing))
+
+
+def _framing_member(member: zipfile.ZipInfo, prefix: str) -> bool:
+    inner = member.filename.removeprefix(prefix) if member.filename.startswith(prefix) else None
+    return inner in TORCH_ZIP_FRAMING and member.compress_size <= _MAX_FRAMING_MEMBER_BYTES
 
 
 class _LegacyStorages:
@@ -161,6 +199,7 @@ class _LegacyStorages:
         self._file = file
         self._roots: dict[str, StorageRef] = {}
         self._spans: dict[str, FileSpan] = {}
+        self.counts: list[Span] = []  # each storage's element count: framing
 
     def persistent_load(self, pid: object) -> object:
         if isinstance(pid, tuple) and len(pid) == 4 and pid[0] in ("module", b"module"):
@@ -199,6 +238,7 @@ class _LegacyStorages:
             if numel < 0 or nbytes != root.nbytes or position + 8 + nbytes > self._file.identity.size:
                 raise OverLimit(f"storage '{key}' does not fit the file")
             self._spans[key] = self._file.span(position + 8, nbytes)
+            self.counts.append((position, position + 8))
             position += 8 + nbytes
 
     def storage_span(self, key: str, nbytes: int) -> FileSpan:
@@ -220,5 +260,7 @@ def read_legacy(file: OpenFile) -> Unpickled:
     unpickler = SafeUnpickler(stream, storages.persistent_load)
     obj = load_checked(unpickler, stream, end)
     keys = load_checked(SafeUnpickler(stream, NoStorages().refuse), stream, end)
-    storages.locate(keys, stream.tell())
-    return Unpickled(obj, unpickler.global_names)  # legacy storages are always little-endian
+    pickles_end = stream.tell()
+    storages.locate(keys, pickles_end)
+    # legacy storages are always little-endian
+    return Unpickled(obj, unpickler.global_names, False, ((0, pickles_end),), tuple(storages.counts))

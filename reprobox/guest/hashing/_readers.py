@@ -7,6 +7,9 @@ anywhere else: hashing records what the row's ``plan`` made of it, comparison re
 through the row's ``load``. A file no row recognises is compared by its bytes.
 
 The next format is one new reader module (a ``detect``, a ``plan`` and a ``load``) and one row here.
+Its plan also says which bytes it read (``_layout``): a ``Layout`` of content and framing, or, for a
+reader that parses the whole file or fails, ``parses_whole_file`` in its row. One that says neither
+cannot say which bytes it read, and a byte difference in its files is never excused as container bytes.
 Order matters where recognitions overlap: logging tools' files are known by name and place before any
 suffix is; a torch ``.pth.tar`` is a torch file before a ``.tar`` is an archive; a zip or tar that is no
 other format's container is an archive, read member by member through this same table (``_archives``);
@@ -15,6 +18,7 @@ a ``.tar.gz`` is a tar before a gzip stream is a compressed file, the one member
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +41,7 @@ from reprobox.guest.hashing import (
 )
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_EXPANSION_RATIO, OverLimit, cpu_budget, limit_reason, size_text
+from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._load import Loaded
 
 
@@ -51,6 +56,10 @@ class Reader:
     plan: Callable[[Path], _Content]  # for hashing: the tensors to hash and the digests of the values
     load: Callable[[Path], Loaded]  # for comparison: the same names, with their tensors and values
     bounds: str  # the limits it holds a file to (``_bounds``), in words
+    # its plan parses the file from its first byte to its last, or fails: every byte is accounted for
+    # (``_layout``). A reader that parses less states its ``Layout`` in its plan; one that does neither
+    # cannot say which bytes it read, and a difference in its files' bytes is never excused.
+    parses_whole_file: bool = False
 
 
 def _values_loader(read: Callable[[Path], list[tuple[str, object]]]) -> Callable[[Path], Loaded]:
@@ -89,6 +98,7 @@ def _text_row(kind: str, what: str) -> Reader:
         plan=_text.plan_text,
         load=_values_loader(_text.read_values),
         bounds=_TEXT_BOUNDS,
+        parses_whole_file=True,
     )
 
 
@@ -102,6 +112,7 @@ def _log_row(kind: str) -> Reader:
         plan=_logformats.plan_log,
         load=_values_loader(read),
         bounds="a size cap per tool; value count; checksums where the format has them",
+        parses_whole_file=True,  # every record's framing checked, every record read and named or left out
     )
 
 
@@ -218,6 +229,7 @@ READERS: tuple[Reader, ...] = (
         plan=_text.plan_bare_json,
         load=_values_loader(_text.read_bare_json),
         bounds=_TEXT_BOUNDS,
+        parses_whole_file=True,
     ),
 )
 
@@ -241,9 +253,12 @@ def plan(path: Path) -> _Content:
         return _opaque(None)
     try:
         with cpu_budget():
-            return reader.plan(path)
+            content = reader.plan(path)
     except OverLimit as exc:  # the budget, met wherever the reader was: the file is refused, as by any limit
         return _opaque(f"content not hashed: {exc}; the content hash is the file sha256", str(exc))
+    if reader.parses_whole_file and content.format != "file" and content.layout is None:
+        return dataclasses.replace(content, layout=Layout.whole(path.stat().st_size))
+    return content
 
 
 def load(path: Path) -> Loaded:

@@ -21,6 +21,7 @@ from reprobox.guest.hashing._bounds import (
 )
 from reprobox.guest.hashing._canonical import _join, _metadata_digests
 from reprobox.guest.hashing._filebytes import FileIdentity, pread_chunks
+from reprobox.guest.hashing._layout import Layout
 
 MAX_SAFETENSORS_HEADER = 100 << 20
 
@@ -78,6 +79,7 @@ def read_safetensors_header(path: Path) -> tuple[FileIdentity, list[SafetensorsE
 
 
 def _header_of(f: IO[bytes], size: int) -> tuple[list[SafetensorsEntry], object]:
+    """The entries and ``__metadata__``; the header (its length and JSON) ends where ``f`` is left."""
     prefix = f.read(8)
     if len(prefix) < 8:
         raise ValueError("shorter than the 8-byte header length")
@@ -150,6 +152,7 @@ def plan_safetensors(path: Path) -> _Content:
         with path.open("rb") as f:
             identity = FileIdentity.of(f.fileno())
             entries, metadata = _header_of(f, identity.size)
+            header_end = f.tell()
     except (ValueError, UnicodeDecodeError) as exc:
         return _refused("safetensors", exc)
     arrays = [
@@ -160,7 +163,11 @@ def plan_safetensors(path: Path) -> _Content:
         values = [(_join("__metadata__", k), v) for k, v in metadata.items()]
     elif metadata is not None:
         values = [("__metadata__", metadata)]
-    return _Content("safetensors", arrays, _metadata_digests(values), reader="safetensors header")
+    # the length and JSON header are framing (its values are parsed too); each entry's bytes are content
+    layout = Layout.of(identity.size, ((e.start, e.end) for e in entries), [(0, header_end)])
+    return _Content(
+        "safetensors", arrays, _metadata_digests(values), reader="safetensors header", layout=layout
+    )
 
 
 def _file_range(path: Path, identity: FileIdentity, entry: SafetensorsEntry) -> Buffers:

@@ -275,8 +275,9 @@ def _embedded(value: object, depth: int) -> object:
     if type(value) is dict:
         encoded = value.get(SERIALIZED_KEY)
         if isinstance(encoded, str) and encoded.startswith(_PICKLE_BASE64_HEAD):
-            try:
-                value[SERIALIZED_KEY] = _arrays_as_values(read_pickle_bytes(base64.b64decode(encoded)), 0)
+            try:  # strict base64, a pickle read to its last byte: no other spelling gives the same value
+                pickled = base64.b64decode(encoded, validate=True)
+                value[SERIALIZED_KEY] = _arrays_as_values(read_pickle_bytes(pickled), 0)
             except ValueError as exc:  # binascii.Error is one
                 if isinstance(exc, OverLimit):
                     raise

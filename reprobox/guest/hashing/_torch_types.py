@@ -175,7 +175,8 @@ class SavedTensor:
     ``None`` for a tensor saved without data, on the meta device. ``stream``, when set, is the same bytes
     as one row-major run of the file, hashed as they are read. ``conj`` and ``neg`` are torch's lazy
     conjugate and negative bits: the values they stand for are ``-conj(values)``, resolved as they are
-    hashed.
+    hashed. ``covers`` is set when its elements are every byte of the span they lie in, each once (a
+    dense block, its dimensions in any order): hashing them accounts for those bytes (``_layout``).
     """
 
     dtype: TorchDType
@@ -184,6 +185,7 @@ class SavedTensor:
     stream: FileSpan | None = None
     conj: bool = False
     neg: bool = False
+    covers: FileSpan | None = None  # the file's bytes that are its elements, each once: what it accounts for
 
     @property
     def values(self) -> np.ndarray[Any, Any] | None:
