@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import determinism, processes, runfacts, settings, variation, watch, workcopy
+from reprobox.guest import (
+    determinism,
+    processes,
+    readings_merge,
+    runfacts,
+    settings,
+    variation,
+    watch,
+    workcopy,
+)
 from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
@@ -85,6 +94,7 @@ def main(argv: list[str]) -> int:
             ended_at=ended_at,
             pids=list((ended.run_facts or {}).get("pids") or []),
             folders=[run_dir, output_dir, cwd, work.work if work else None],
+            recorded=readings_merge.merged(run_dir / settings.GUEST_STATE),
         )
         record = dataclasses.replace(
             ended,

@@ -1,0 +1,153 @@
+"""Durations and rates known by the run's own record of its clocks, not by their names.
+
+The guest records the readings the job's Python took of its clocks, each with its call site, in order
+(``reprobox.guest.readings``). A duration is a reading minus the latest earlier reading of some site
+(``time.time() - start``, where ``start`` is the latest reading taken where ``start`` is set): those
+differences are the candidates. A number is
+
+- a duration when it equals a candidate (in s, ms, us or ns) to the digits it shows;
+- a rate when it is a whole count over a candidate (steps per second), or the count the value's own name
+  gives (``charts/SPS.step_1024``) over one, truncated or rounded as a script writes it;
+- a mean duration when it is a candidate over a whole count.
+
+With many readings almost any small number is some difference of two, so a match counts only where it is
+unlikely by chance: the expected number of candidates a number this precise would meet at random (their
+density around it times its precision) must stay under ``MAX_CHANCE``. A number written with all its
+digits meets at most one candidate exactly; a rounded one needs a sparse neighbourhood.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MAX_CHANCE = 0.02
+"""The largest expected number of chance matches for a value to count as explained."""
+NEIGHBOURHOOD = 100.0  # the density around a value is counted within this many times its precision
+UNITS = (1.0, 1e3, 1e6, 1e9)  # seconds, ms, us, ns
+MAX_CANDIDATES = 1 << 21
+_FULL_DIGITS = 15  # a value shown with this many significant digits is the computed float itself
+_ULPS = 8.0
+_STEP = re.compile(r"(?:^|[._/])step_?(\d+)$")
+
+DURATION_OF_CLOCK = "a duration of the run's own clock"
+RATE_OF_CLOCK = "a rate over the run's own clock"
+MEAN_OF_CLOCK = "a mean duration of the run's own clock"
+
+
+@dataclass(frozen=True)
+class ClockRecord:
+    """The candidate durations of one run (seconds, sorted) and whether its record is complete."""
+
+    differences: np.ndarray
+    complete: bool
+
+    @classmethod
+    def from_readings(cls, readings: Mapping[str, Any]) -> ClockRecord | None:
+        """From the run facts' ``readings`` (None when the guest recorded no clock reading)."""
+        found: list[np.ndarray] = []
+        clocks = readings.get("clocks") or []
+        complete = not readings.get("dropped")
+        total = 0
+        for entry in clocks if isinstance(clocks, list) else []:
+            if not isinstance(entry, Mapping):
+                continue
+            scale = 1e-9 if str(entry.get("clock", "")).endswith("_ns") else 1.0
+            differences = candidate_differences(entry.get("sites") or [], entry.get("values") or [])
+            total += len(differences)
+            if total > MAX_CANDIDATES:
+                complete = False
+                break
+            found.append(np.asarray(differences, dtype=np.float64) * scale)
+        if not found:
+            return None
+        merged = np.unique(np.concatenate(found))
+        return cls(merged[merged > 0], complete)
+
+
+def candidate_differences(sites: Sequence[object], values: Sequence[object]) -> list[float | int]:
+    """Each reading minus the latest earlier reading of every site (its own site's included)."""
+    latest: dict[object, float | int] = {}
+    found: list[float | int] = []
+    for site, value in zip(sites, values, strict=False):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        found.extend(value - earlier for earlier in latest.values())
+        latest[site] = value
+    return found
+
+
+def precision(value: float) -> float:
+    """Half a unit of the last digit the value shows (a whole number: 0.5); a few ulps when it shows
+    every digit of a float."""
+    if isinstance(value, int):
+        return 0.5
+    text = repr(float(value))
+    mantissa, _, exponent = text.partition("e")
+    digits = mantissa.replace("-", "").replace(".", "").lstrip("0")
+    decimals = len(mantissa.partition(".")[2]) - (int(exponent) if exponent else 0)
+    if len(digits) >= _FULL_DIGITS:
+        single = np.float32(value)
+        if float(single) == value:  # a float32 (TensorBoard's scalars): its own precision
+            return float(np.spacing(single))
+        return _ULPS * math.ulp(value)
+    return max(0.5 * 10.0**-decimals, _ULPS * math.ulp(value))
+
+
+def explains(record: ClockRecord, value: object, name: str = "") -> str | None:
+    """Which kind of figure of the run's clock the number is (``DURATION_OF_CLOCK``...), or None."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    if value <= 0 or record.differences.size == 0:
+        return None
+    tolerance = precision(value)
+    if any(_meets(record.differences, value / unit, tolerance / unit) for unit in UNITS):
+        return DURATION_OF_CLOCK
+    if _rate(record.differences, float(value), tolerance, _count_in(name)):
+        return RATE_OF_CLOCK
+    if _whole_over(record.differences / value, record.differences * tolerance / value**2, minimum=2):
+        return MEAN_OF_CLOCK
+    return None
+
+
+def _meets(differences: np.ndarray, value: float, tolerance: float) -> bool:
+    """A candidate within the tolerance, and few enough around it that meeting one is no chance."""
+    tolerance += _ULPS * math.ulp(value)
+    low = int(np.searchsorted(differences, value - tolerance, side="left"))
+    high = int(np.searchsorted(differences, value + tolerance, side="right"))
+    if high <= low:
+        return False
+    width = NEIGHBOURHOOD * tolerance
+    near_low, near_high = np.searchsorted(differences, [value - width, value + width])
+    return bool((near_high - near_low) * tolerance / width <= MAX_CHANCE)
+
+
+def _rate(differences: np.ndarray, value: float, tolerance: float, count: int | None) -> bool:
+    if count is not None and count > 0:
+        rates = np.sort(count / differences)
+        if value.is_integer():  # int(n / d) or round(n / d): the rate lies within [v - 0.5, v + 1)
+            return _meets(rates, value + 0.25, 0.75)
+        return _meets(rates, value, tolerance)
+    return _whole_over(value * differences, differences * tolerance, minimum=1)
+
+
+def _whole_over(counts: np.ndarray, tolerances: np.ndarray, *, minimum: int) -> bool:
+    """Some candidate makes a whole count (within its tolerance), and whole counts are rare enough at
+    that precision that meeting one is no chance."""
+    tolerances = tolerances + _ULPS * np.spacing(np.maximum(counts, 1.0))
+    usable = counts >= minimum - 0.5
+    whole = np.abs(counts - np.round(counts)) <= tolerances
+    if not np.any(whole & usable):
+        return False
+    return float(np.minimum(1.0, 2 * tolerances[usable]).sum()) <= MAX_CHANCE
+
+
+def _count_in(name: str) -> int | None:
+    """The count a value's name gives (the step it was logged at: ``charts/SPS.step_1024``)."""
+    found = _STEP.search(name)
+    return int(found.group(1)) if found else None
