@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from reprobox.runspecific._context import RunContext
 from reprobox.runspecific._drawn import MIN_DECIMAL_ADDRESS, RANDOM_ID
-from reprobox.runspecific._durations import explains
+from reprobox.runspecific._durations import UNTESTABLE, explains
 from reprobox.runspecific._mask import (
     ADDRESS_BY_LOOK,
     MEMORY_ADDRESS,
@@ -58,6 +58,7 @@ __all__ = [
     "CONCURRENT_LINES",
     "DURATION",
     "DURATION_BY_NAME",
+    "DURATION_COARSE",
     "HOSTNAME",
     "MEMORY_ADDRESS",
     "NAME_PART",
@@ -85,6 +86,7 @@ __all__ = [
 DURATION_BY_NAME = (
     "a duration or throughput figure (by its name: the run kept no complete record of its clock to test it)"
 )
+DURATION_COARSE = f"a duration or throughput figure (by its name: {UNTESTABLE})"
 PAIRED_FOLDER = "a run-specific folder name (what lies under it pairs file for file)"
 CONCURRENT_LINES = "log lines of concurrent writers in another order, each stamped by the run's clock"
 CLOCK_MARK = "<time>"
@@ -140,8 +142,8 @@ def judge_value(
 def _by_record(name: str, a: float, b: float, run_a: RunContext, run_b: RunContext) -> Excuse | None:
     """Two numbers each a figure of its own run's clock, a draw of its entropy or an address it mapped."""
     if run_a.clock is not None and run_b.clock is not None:
-        kind_a = explains(run_a.clock, a, name)
-        if kind_a is not None and explains(run_b.clock, b, name) is not None:
+        kind_a, kind_b = explains(run_a.clock, a, name), explains(run_b.clock, b, name)
+        if kind_a not in (None, UNTESTABLE) and kind_b not in (None, UNTESTABLE):
             return Excuse(kind_a, BY_RECORD)
     if type(a) is not int or type(b) is not int:
         return None
@@ -161,8 +163,10 @@ def _by_name(
     their clocks is missing or incomplete, a host or pid in records older than such facts."""
     by_key = reason_by_key(name, names)
     if by_key == DURATION:
-        complete = _clock_complete(run_a) and _clock_complete(run_b)
-        return None if complete else Excuse(DURATION_BY_NAME, BY_NAME)
+        if not (_clock_complete(run_a) and _clock_complete(run_b)):
+            return Excuse(DURATION_BY_NAME, BY_NAME)
+        coarse = UNTESTABLE in (explains(run_a.clock, a, name), explains(run_b.clock, b, name))  # type: ignore[arg-type]
+        return Excuse(DURATION_COARSE, BY_NAME) if coarse else None
     unrecorded = {
         HOSTNAME: not (run_a.all_hostnames() or run_b.all_hostnames()),
         PROCESS_ID: not (run_a.pids or run_b.pids),

@@ -13,7 +13,9 @@ differences are the candidates. A number is
 With many readings almost any small number is some difference of two, so a match counts only where it is
 unlikely by chance: the expected number of candidates a number this precise would meet at random (their
 density around it times its precision) must stay under ``MAX_CHANCE``. A number written with all its
-digits meets at most one candidate exactly; a rounded one needs a sparse neighbourhood.
+digits meets at most one candidate exactly; a rounded one needs a sparse neighbourhood. One too coarse
+for that (``int(seconds)``, a rate rounded to units) is ``UNTESTABLE``: the record cannot tell, and only
+its name may excuse it, saying so; a value the record can test and does not explain is never excused.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ _STEP = re.compile(r"(?:^|[._/])step_?(\d+)$")
 DURATION_OF_CLOCK = "a duration of the run's own clock"
 RATE_OF_CLOCK = "a rate over the run's own clock"
 MEAN_OF_CLOCK = "a mean duration of the run's own clock"
+UNTESTABLE = "too coarse for the record of the run's clock to test"
 
 
 @dataclass(frozen=True)
@@ -100,23 +103,34 @@ def precision(value: float) -> float:
 
 
 def explains(record: ClockRecord, value: object, name: str = "") -> str | None:
-    """Which kind of figure of the run's clock the number is (``DURATION_OF_CLOCK``...), or None."""
+    """Which kind of figure of the run's clock the number is (``DURATION_OF_CLOCK``...); ``UNTESTABLE``
+    when it is consistent with the record but too coarse for a match to be more than chance; None when
+    the record holds no reading it could have come from."""
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         return None
     if value <= 0 or record.differences.size == 0:
         return None
     tolerance = precision(value)
-    if any(_meets(record.differences, value / unit, tolerance / unit) for unit in UNITS):
-        return DURATION_OF_CLOCK
-    if _rate(record.differences, float(value), tolerance, _count_in(name)):
+    whole = float(value).is_integer()
+    found: list[bool | None] = []
+    for unit in UNITS:
+        center, spread = (value + 0.25, 0.75) if whole else (value, tolerance)  # int() truncates
+        found.append(_meets(record.differences, center / unit, spread / unit))
+        if found[-1]:
+            return DURATION_OF_CLOCK
+    rate = _rate(record.differences, float(value), tolerance, _count_in(name))
+    if rate:
         return RATE_OF_CLOCK
-    if _whole_over(record.differences / value, record.differences * tolerance / value**2, minimum=2):
+    mean = _whole_over(record.differences / value, record.differences * tolerance / value**2, minimum=2)
+    if mean:
         return MEAN_OF_CLOCK
-    return None
+    found += [rate, mean]
+    return UNTESTABLE if None in found else None
 
 
-def _meets(differences: np.ndarray, value: float, tolerance: float) -> bool:
-    """A candidate within the tolerance, and few enough around it that meeting one is no chance."""
+def _meets(differences: np.ndarray, value: float, tolerance: float) -> bool | None:
+    """True: a candidate within the tolerance, and few enough around it that meeting one is no chance;
+    None: candidates within it, but so many around that meeting one is; False: none."""
     tolerance += _ULPS * math.ulp(value)
     low = int(np.searchsorted(differences, value - tolerance, side="left"))
     high = int(np.searchsorted(differences, value + tolerance, side="right"))
@@ -124,10 +138,10 @@ def _meets(differences: np.ndarray, value: float, tolerance: float) -> bool:
         return False
     width = NEIGHBOURHOOD * tolerance
     near_low, near_high = np.searchsorted(differences, [value - width, value + width])
-    return bool((near_high - near_low) * tolerance / width <= MAX_CHANCE)
+    return True if (near_high - near_low) * tolerance / width <= MAX_CHANCE else None
 
 
-def _rate(differences: np.ndarray, value: float, tolerance: float, count: int | None) -> bool:
+def _rate(differences: np.ndarray, value: float, tolerance: float, count: int | None) -> bool | None:
     if count is not None and count > 0:
         rates = np.sort(count / differences)
         if value.is_integer():  # int(n / d) or round(n / d): the rate lies within [v - 0.5, v + 1)
@@ -136,15 +150,15 @@ def _rate(differences: np.ndarray, value: float, tolerance: float, count: int | 
     return _whole_over(value * differences, differences * tolerance, minimum=1)
 
 
-def _whole_over(counts: np.ndarray, tolerances: np.ndarray, *, minimum: int) -> bool:
+def _whole_over(counts: np.ndarray, tolerances: np.ndarray, *, minimum: int) -> bool | None:
     """Some candidate makes a whole count (within its tolerance), and whole counts are rare enough at
-    that precision that meeting one is no chance."""
+    that precision that meeting one is no chance (None where they are not)."""
     tolerances = tolerances + _ULPS * np.spacing(np.maximum(counts, 1.0))
     usable = counts >= minimum - 0.5
     whole = np.abs(counts - np.round(counts)) <= tolerances
     if not np.any(whole & usable):
         return False
-    return float(np.minimum(1.0, 2 * tolerances[usable]).sum()) <= MAX_CHANCE
+    return True if float(np.minimum(1.0, 2 * tolerances[usable]).sum()) <= MAX_CHANCE else None
 
 
 def _count_in(name: str) -> int | None:

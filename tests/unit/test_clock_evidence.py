@@ -131,7 +131,7 @@ def test_stamps_of_the_runs_own_clock_pids_and_addresses_reproduce(tmp_path: Pat
     # a name stamped to the second is equal when the two runs start in the same second (they run side by
     # side): then there is nothing to excuse; when it differs, it is excused as a reading of the clock
     assert reasons.get("wandb_run_name", "a wall-clock timestamp") == "a wall-clock timestamp"
-    assert reasons["schedule"] == "a memory address"
+    assert reasons["schedule"] == "a memory address inside the run's memory map"
     assert reasons["line 1"] == "a process id and a wall-clock timestamp"
     facts = read_record(data["runs"][0]).run_facts
     assert facts["clock"]["utc_offsets"] == [19800]  # the job's TZ, Asia/Kolkata
