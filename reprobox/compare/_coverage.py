@@ -112,7 +112,7 @@ def equal_text(coverage: Coverage | None, across: str) -> str:
     if coverage is None:  # an older record does not say what its files held
         return f"every compared output is equal{across}"
     if coverage.tensors:
-        return f"every tensor and value is equal{across} ({coverage.text()})"
+        return f"every tensor and value is equal{across}"
     what = "every value" if coverage.values else "every compared file"
     return f"{what} is equal{across} ({coverage.text()})"
 

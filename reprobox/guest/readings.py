@@ -65,9 +65,10 @@ class ClockLog:
                 self.skipped += 1
                 return
         else:
-            if self.pending is not None:
+            if self.pending is not None:  # the loop's last reading: kept after all
                 self._keep(self.last_site, self.pending)
                 self.pending = None
+                self.skipped -= 1
             self.last_site, self.run = site, 1
         self._keep(site, value)
 

@@ -29,7 +29,13 @@ from dataclasses import dataclass
 
 from reprobox.runspecific._context import RunContext
 from reprobox.runspecific._drawn import MIN_DECIMAL_ADDRESS, RANDOM_ID
-from reprobox.runspecific._durations import UNTESTABLE, explains
+from reprobox.runspecific._durations import (
+    DURATION_OF_CLOCK,
+    MEAN_OF_CLOCK,
+    RATE_OF_CLOCK,
+    UNTESTABLE,
+    explains,
+)
 from reprobox.runspecific._mask import (
     ADDRESS_BY_LOOK,
     MEMORY_ADDRESS,
@@ -46,6 +52,7 @@ from reprobox.runspecific._names import (
     HOSTNAME,
     PROCESS_ID,
     TIMESTAMP,
+    names_computed,
     reason_by_key,
     tag_of,
 )
@@ -59,12 +66,15 @@ __all__ = [
     "DURATION",
     "DURATION_BY_NAME",
     "DURATION_COARSE",
+    "DURATION_OF_CLOCK",
     "HOSTNAME",
+    "MEAN_OF_CLOCK",
     "MEMORY_ADDRESS",
     "NAME_PART",
     "PAIRED_FOLDER",
     "PROCESS_ID",
     "RANDOM_ID",
+    "RATE_OF_CLOCK",
     "RUN_DIRECTORY",
     "TIMESTAMP",
     "Excuse",
@@ -140,8 +150,9 @@ def judge_value(
 
 
 def _by_record(name: str, a: float, b: float, run_a: RunContext, run_b: RunContext) -> Excuse | None:
-    """Two numbers each a figure of its own run's clock, a draw of its entropy or an address it mapped."""
-    if run_a.clock is not None and run_b.clock is not None:
+    """Two numbers each a figure of its own run's clock (never one its name says the training computed),
+    a draw of its entropy or an address it mapped."""
+    if run_a.clock is not None and run_b.clock is not None and not names_computed(name):
         kind_a, kind_b = explains(run_a.clock, a, name), explains(run_b.clock, b, name)
         if kind_a not in (None, UNTESTABLE) and kind_b not in (None, UNTESTABLE):
             return Excuse(kind_a, BY_RECORD)
