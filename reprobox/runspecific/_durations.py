@@ -11,8 +11,8 @@ differences are the candidates. A number is
 - a mean duration when it is a candidate over a whole count.
 
 With many readings almost any small number is some difference of two, so a match counts only where it is
-unlikely by chance: the expected number of candidates a number this precise would meet at random (their
-density around it times its precision) must stay under ``MAX_CHANCE``. A number written with all its
+unlikely by chance: the share of its neighbourhood that candidates cover within its precision (the chance
+that a number this precise would meet one at random) must stay under ``MAX_CHANCE``. A number written with all its
 digits meets at most one candidate exactly; a rounded one needs a sparse neighbourhood. One too coarse
 for that (``int(seconds)``, a rate rounded to units) is ``UNTESTABLE``: the record cannot tell, and only
 its name may excuse it, saying so; a value the record can test and does not explain is never excused.
@@ -28,14 +28,17 @@ from typing import Any
 
 import numpy as np
 
-MAX_CHANCE = 0.02
-"""The largest expected number of chance matches for a value to count as explained."""
+MAX_CHANCE = 0.05
+"""The largest chance that a number this precise meets a candidate at random, for it to count as
+explained; both runs' values must be explained, so a real difference passes for one about 0.25% of the
+time at most."""
 NEIGHBOURHOOD = 100.0  # the density around a value is counted within this many times its precision
 UNITS = (1.0, 1e3, 1e6, 1e9)  # seconds, ms, us, ns
-MAX_CANDIDATES = 1 << 21
+MAX_CANDIDATES = 1 << 19  # differences kept per run: each value is tested against all of them
 _FULL_DIGITS = 15  # a value shown with this many significant digits is the computed float itself
 _ULPS = 8.0
 _STEP = re.compile(r"(?:^|[._/])step_?(\d+)$")
+_DECIMAL = re.compile(r"(?<![\d.])\d+\.(\d+)(?![\d.])")
 
 DURATION_OF_CLOCK = "a duration of the run's own clock"
 RATE_OF_CLOCK = "a rate over the run's own clock"
@@ -61,20 +64,24 @@ class ClockRecord:
             if not isinstance(entry, Mapping):
                 continue
             scale = 1e-9 if str(entry.get("clock", "")).endswith("_ns") else 1.0
-            differences = candidate_differences(entry.get("sites") or [], entry.get("values") or [])
+            room = MAX_CANDIDATES - total
+            differences = candidate_differences(entry.get("sites") or [], entry.get("values") or [], room + 1)
             total += len(differences)
-            if total > MAX_CANDIDATES:
+            found.append(np.asarray(differences[:room], dtype=np.float64) * scale)
+            if len(differences) > room:  # past the bound: what is left is judged by no record alone
                 complete = False
                 break
-            found.append(np.asarray(differences, dtype=np.float64) * scale)
         if not found:
             return None
         merged = np.unique(np.concatenate(found))
         return cls(merged[merged > 0], complete)
 
 
-def candidate_differences(sites: Sequence[object], values: Sequence[object]) -> list[float | int]:
-    """Each reading minus the latest earlier reading of every site (its own site's included)."""
+def candidate_differences(
+    sites: Sequence[object], values: Sequence[object], limit: int = MAX_CANDIDATES
+) -> list[float | int]:
+    """Each reading minus the latest earlier reading of every site (its own site's included), at most
+    ``limit`` of them."""
     latest: dict[object, float | int] = {}
     found: list[float | int] = []
     for site, value in zip(sites, values, strict=False):
@@ -82,6 +89,8 @@ def candidate_differences(sites: Sequence[object], values: Sequence[object]) -> 
             continue
         found.extend(value - earlier for earlier in latest.values())
         latest[site] = value
+        if len(found) >= limit:
+            return found[:limit]
     return found
 
 
@@ -128,6 +137,22 @@ def explains(record: ClockRecord, value: object, name: str = "") -> str | None:
     return UNTESTABLE if None in found else None
 
 
+def mask_durations(text: str, record: ClockRecord, mark: str = "<duration>") -> tuple[str, int]:
+    """The text with each decimal number that is a duration of the run's clock (to the digits it shows,
+    where that is no chance) replaced, and how many: ``epoch 3 took 0.0569s``."""
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        value, tolerance = float(match.group()), 0.5 * 10.0 ** -len(match.group(1))
+        if value > 0 and any(_meets(record.differences, value / u, tolerance / u) for u in UNITS):
+            count += 1
+            return mark
+        return match.group()
+
+    return _DECIMAL.sub(replace, text) if record.differences.size else text, count
+
+
 def _meets(differences: np.ndarray, value: float, tolerance: float) -> bool | None:
     """True: a candidate within the tolerance, and few enough around it that meeting one is no chance;
     None: candidates within it, but so many around that meeting one is; False: none."""
@@ -138,7 +163,11 @@ def _meets(differences: np.ndarray, value: float, tolerance: float) -> bool | No
         return False
     width = NEIGHBOURHOOD * tolerance
     near_low, near_high = np.searchsorted(differences, [value - width, value + width])
-    return True if (near_high - near_low) * tolerance / width <= MAX_CHANCE else None
+    near = differences[near_low:near_high]
+    # the share of the neighbourhood a random number this precise would land in: candidates a few
+    # microseconds apart (a reading and its neighbour's) cover the same stretch, counted once
+    covered = 2 * tolerance + float(np.minimum(np.diff(near), 2 * tolerance).sum())
+    return True if covered / (2 * width) <= MAX_CHANCE else None
 
 
 def _rate(differences: np.ndarray, value: float, tolerance: float, count: int | None) -> bool | None:
@@ -153,12 +182,15 @@ def _rate(differences: np.ndarray, value: float, tolerance: float, count: int | 
 def _whole_over(counts: np.ndarray, tolerances: np.ndarray, *, minimum: int) -> bool | None:
     """Some candidate makes a whole count (within its tolerance), and whole counts are rare enough at
     that precision that meeting one is no chance (None where they are not)."""
-    tolerances = tolerances + _ULPS * np.spacing(np.maximum(counts, 1.0))
+    tolerances += np.abs(counts) * (_ULPS * 2.3e-16)  # a few ulps of the count (in place: no copies)
     usable = counts >= minimum - 0.5
-    whole = np.abs(counts - np.round(counts)) <= tolerances
-    if not np.any(whole & usable):
+    off = np.rint(counts)
+    np.subtract(counts, off, out=off)
+    np.abs(off, out=off)
+    if not np.any((off <= tolerances) & usable):
         return False
-    return True if float(np.minimum(1.0, 2 * tolerances[usable]).sum()) <= MAX_CHANCE else None
+    chance = np.minimum(1.0, 2 * tolerances[usable])
+    return True if float(chance.sum()) <= MAX_CHANCE else None
 
 
 def _count_in(name: str) -> int | None:

@@ -10,6 +10,7 @@ from functools import lru_cache
 from reprobox.runspecific._clock import mask_clock
 from reprobox.runspecific._context import RunContext
 from reprobox.runspecific._drawn import RANDOM_ID, mask_addresses, mask_drawn
+from reprobox.runspecific._durations import DURATION_OF_CLOCK, mask_durations
 from reprobox.runspecific._names import HOSTNAME, PROCESS_ID, TIMESTAMP
 
 RUN_DIRECTORY = "a path under the run's own directory"
@@ -24,8 +25,8 @@ _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{4,16}\b")
 
 
 def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
-    """The text with the run's own paths, id, hosts, pids, clock readings, memory addresses, the ids it
-    drew and its run-specific names replaced, and why."""
+    """The text with the run's own paths, id, hosts, pids, clock readings and durations, memory
+    addresses, the ids it drew and its run-specific names replaced, and why."""
     reasons: set[str] = set()
     if run.memory is None:  # an older record: an address in a repr is known by its look alone
         text, count = _ADDRESS.subn("at <address>", text)  # first: its hex digits hold no other fact
@@ -40,6 +41,9 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     if run.window is not None:
         text, readings = mask_clock(text, run.window)
         reasons |= {TIMESTAMP} if readings else set()
+    if run.clock is not None and "." in text:  # after the clock: a Unix time is no duration
+        text, count = mask_durations(text, run.clock)
+        reasons |= {DURATION_OF_CLOCK} if count else set()
     if run.memory is not None and _DIGIT.search(text):  # after the clock: a Unix time is no address
         text, count = mask_addresses(text, run.memory, "<address>", decimal=True)
         reasons |= {MEMORY_ADDRESS} if count else set()

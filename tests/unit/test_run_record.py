@@ -274,6 +274,7 @@ def test_what_the_run_measured_and_drew_is_excused_by_its_record(tmp_path: Path,
     assert {reasons[f"{epoch}.dur"] for epoch in range(6)} == {(DURATION_OF_CLOCK, record)}
     assert reasons["warmup"] == reasons["took"] == (DURATION_OF_CLOCK, record)  # seconds, ms
     assert reasons["speed"] == (RATE_OF_CLOCK, record)
+    assert reasons["line 1"] == (DURATION_OF_CLOCK, record)  # train.log: "epoch 1 took 0.0123s ..."
     assert reasons["layers.0.shared_object_id"] == (MEMORY_ADDRESS, record)
     for name in ("study_name", "session", "nonce", "trace"):
         assert reasons[name] == (RANDOM_ID, record), name

@@ -1,7 +1,8 @@
 """A script that saves what its own run measured and drew, each named nothing a list of words knows: a
 skorch-like history.json whose epochs hold their duration as ``dur`` (started in one callback, measured in
 another), a phase's length in perf_counter seconds, a rate in steps per second, a time in rounded ms, a
-Keras-like config holding a Python ``id()`` in decimal, an Optuna-like study named by ``uuid4`` and tokens
+log whose lines show the epochs' durations to five decimals, a Keras-like config holding a Python
+``id()`` in decimal, an Optuna-like study named by ``uuid4`` and tokens
 from ``secrets``; its model is a NumPy array. ``CONTROL`` makes one value really differ: a loss named like
 a duration (``loss-named-duration``), or an id computed from a generator seeded from os.urandom
 (``seeded-id``)."""
@@ -49,7 +50,7 @@ ms_start = time.perf_counter_ns()
 steps = 0
 for _epoch in range(6):
     history.on_epoch_begin()
-    for _ in range(3000):
+    for _ in range(3000 * (_epoch + 1)):  # epochs of other lengths, as a log's durations are
         weights = weights * 0.9999 + 1e-5
         steps += 1
     history.on_epoch_end(float((weights**2).mean()))
@@ -72,6 +73,9 @@ if control == "seeded-id":  # an id a seeded generator computed: it was never dr
     seeded = random.Random(int.from_bytes(os.urandom(8), "little"))
     config["run_uuid"] = str(uuid.UUID(int=seeded.getrandbits(128), version=4))
 (out / "history.json").write_text(json.dumps(history.rows))
+with (out / "train.log").open("w") as log:  # the same durations, as a log line shows them
+    for row in history.rows:
+        log.write(f"epoch {row['epoch']} took {row['dur']:.5f}s train_loss {row['train_loss']:.6f}\n")
 (out / "metrics.json").write_text(json.dumps(metrics))
 (out / "config.json").write_text(json.dumps(config))
 np.save(out / "model.npy", weights)
