@@ -12,8 +12,8 @@ differences are the candidates. A number is
 
 With many readings almost any small number is some difference of two, so a match counts only where it is
 unlikely by chance: the share of its neighbourhood that candidates cover within its precision (the chance
-that a number this precise would meet one at random) must stay under ``MAX_CHANCE``. A number written with all its
-digits meets at most one candidate exactly; a rounded one needs a sparse neighbourhood. One too coarse
+that a number this precise would meet one at random) must stay under ``MAX_CHANCE``. A number written with
+all its digits meets at most one candidate exactly; a rounded one needs a sparse neighbourhood. One too coarse
 for that (``int(seconds)``, a rate rounded to units) is ``UNTESTABLE``: the record cannot tell, and only
 its name may excuse it, saying so; a value the record can test and does not explain is never excused.
 """
