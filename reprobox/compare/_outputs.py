@@ -28,6 +28,7 @@ from reprobox.runspecific import (
     mask_file_name,
     pair_by_structure,
     reason_by_key,
+    unexplained_duration,
 )
 
 
@@ -258,7 +259,7 @@ class _Pair:
                 continue
             excuse = judge_value(key, va, vb, *contexts, names=values_a)
             if excuse is None:
-                self.real_value(path_a, key, va, vb, None)
+                self.real_value(path_a, key, va, vb, unexplained_duration(key, values_a))
                 continue
             self.out.run_specific.append(
                 {

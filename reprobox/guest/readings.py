@@ -12,10 +12,12 @@ latest earlier reading of some site. Bounds, so that the hot path stays cheap an
   is kept and the record says it is incomplete (``dropped``), so no value is judged by it alone.
 
 ``os.urandom`` (and so ``uuid.uuid4``, ``secrets``, ``random.SystemRandom``) is wrapped the same way: the
-first ``MAX_DRAWS`` draws up to ``MAX_DRAW_BYTES`` each. At exit the address ranges of the process's
-memory map (``/proc/self/maps``, at most ``MAX_RANGES``) are added, and the whole written to
-``<run dir>/.reprobox/readings-<pid>.json`` for the entrypoint to merge into the run's facts. A process
-that ends without running ``atexit`` (``os._exit``, a forked worker) records nothing.
+first ``MAX_DRAWS`` draws and the latest ``MAX_DRAWS`` (ids are named at a job's start or end), up to
+``MAX_DRAW_BYTES`` each; an id drawn between them is not recognised and stays a difference. At exit
+the address ranges of the process's memory map (``/proc/self/maps``, at most ``MAX_RANGES``) are added,
+and the whole written to ``<run dir>/.reprobox/readings-<pid>.json`` for the entrypoint to merge into the
+run's facts. A process that ends without running ``atexit`` (``os._exit``, a forked worker) records
+nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import atexit
 import os
 import sys
 import time
+from collections import deque
 
 from reprobox.guest import settings
 
@@ -100,6 +103,7 @@ class Recorder:
         self.site_index: dict[Any, int] = {}
         self.clocks: dict[str, ClockLog] = {}
         self.draws: list[str] = []
+        self.latest_draws: deque[str] = deque(maxlen=MAX_DRAWS)
         self.draws_dropped = 0
 
     def wrap_clock(self, name: str, clock: Callable[[], Any]) -> Callable[[], Any]:
@@ -109,7 +113,11 @@ class Recorder:
 
         def reading() -> Any:
             value = clock()
-            caller = frame(1)
+            try:
+                caller = frame(1)
+            except ValueError:  # called with no Python frame above (from C, at a thread's top)
+                add(None, value)
+                return value
             add((caller.f_code, caller.f_lineno), value)
             return value
 
@@ -118,14 +126,16 @@ class Recorder:
         return reading
 
     def wrap_urandom(self, urandom: Callable[[int], bytes]) -> Callable[[int], bytes]:
-        draws = self.draws
+        draws, latest = self.draws, self.latest_draws
 
         def drawn(size: int) -> bytes:
             value = urandom(size)
             if len(draws) < MAX_DRAWS:
                 draws.append(value[:MAX_DRAW_BYTES].hex())
-            else:
-                self.draws_dropped += 1
+            else:  # past the bound: the latest are kept (ids named at the end), the rest counted
+                if len(latest) == MAX_DRAWS:
+                    self.draws_dropped += 1
+                latest.append(value[:MAX_DRAW_BYTES].hex())
             return value
 
         drawn.__name__ = drawn.__qualname__ = "urandom"
@@ -134,13 +144,13 @@ class Recorder:
 
     def to_json(self) -> dict[str, Any]:
         sites = [""] * len(self.site_index)
-        for (code, line), index in self.site_index.items():
-            sites[index] = f"{code.co_filename}:{line}"
+        for site, index in self.site_index.items():
+            sites[index] = f"{site[0].co_filename}:{site[1]}" if site is not None else "<no Python frame>"
         return {
             "pid": os.getpid(),
             "sites": sites,
             "clocks": {name: log.finish() for name, log in self.clocks.items() if log.values or log.pending},
-            "draws": self.draws,
+            "draws": [*self.draws, *self.latest_draws],
             "draws_dropped": self.draws_dropped,
             "memory": memory_ranges(),
         }

@@ -17,7 +17,7 @@ from reprobox.guest import readings
 MAX_PROCESSES = 64
 MAX_FILE_BYTES = 4 * saferead.MIB
 MAX_READINGS = 32768
-MAX_DRAWS = 4096
+MAX_DRAWS = 8192
 MAX_RANGES = 16384
 _HEX = re.compile(r"[0-9a-f]{2,128}")
 

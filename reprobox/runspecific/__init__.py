@@ -91,6 +91,7 @@ __all__ = [
     "masked_name",
     "pair_by_structure",
     "reason_by_key",
+    "unexplained_duration",
 ]
 
 DURATION_BY_NAME = (
@@ -188,6 +189,17 @@ def _by_name(
 def _clock_complete(run: RunContext) -> bool:
     """Whether the run's record of its clocks can judge a duration alone: present and nothing dropped."""
     return run.clock is not None and run.clock.complete
+
+
+def unexplained_duration(name: str, names: Collection[str] = ()) -> str | None:
+    """What a differing value named like a duration is told when the run's record explains it not: a
+    clock read in C is not recorded, and only the job file can say a value is one."""
+    if reason_by_key(name, names) != DURATION:
+        return None
+    return (
+        "named like a duration, but no reading the run's Python took of its clocks explains it; if a clock "
+        "read in C measured it, list it under compare: ignore"
+    )
 
 
 def _pid_pair(a: object, b: object, run_a: RunContext, run_b: RunContext) -> bool:

@@ -11,6 +11,8 @@ duration, an id computed from a generator seeded from os.urandom), which stay ex
 
 from __future__ import annotations
 
+import _thread
+import itertools
 import json
 import math
 import os
@@ -18,6 +20,7 @@ import random
 import secrets
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -88,6 +91,30 @@ def test_readings_past_their_bound_are_counted_as_dropped(monkeypatch: pytest.Mo
         clock()  # two sites, alternating: nothing is a loop at one site
     record = recorder.clocks["time"].finish()
     assert len(record["values"]) == 4 and record["dropped"] == 2
+
+
+def test_the_first_and_latest_draws_are_kept_past_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(readings, "MAX_DRAWS", 3)
+    recorder = readings.Recorder()
+    recorder.latest_draws = readings.deque(maxlen=3)
+    counter = itertools.count()
+    draw = recorder.wrap_urandom(lambda size: bytes([next(counter)]) * size)
+    drawn = [draw(4).hex() for _ in range(10)]
+    kept = recorder.to_json()["draws"]
+    assert kept == drawn[:3] + drawn[-3:] and recorder.draws_dropped == 4
+
+
+def test_a_clock_read_with_no_python_frame_above_is_kept() -> None:
+    recorder = readings.Recorder()
+    clock = recorder.wrap_clock("monotonic", time.monotonic)
+    done = threading.Event()
+    _thread.start_new_thread(lambda: (clock(), done.set()), ())
+    assert done.wait(5)
+    _thread.start_new_thread(clock, ())  # the thread's own function: no Python frame above the reading
+    time.sleep(0.2)
+    data = recorder.to_json()
+    assert len(data["clocks"]["monotonic"]["values"]) == 2
+    assert "<no Python frame>" in data["sites"]
 
 
 def test_a_clock_call_costs_little_more_than_the_clock() -> None:
@@ -283,6 +310,7 @@ def test_what_the_run_measured_and_drew_is_excused_by_its_record(tmp_path: Path,
     code, data = verify(capsys, JOBS / "run-record" / "loss-named-duration.yaml", tmp_path / "control")
     assert (code, data["grade"]) == (1, "not reproducible")
     assert [e["name"] for e in data["value_differences"]] == [f"{epoch}.epoch_time" for epoch in range(6)]
+    assert "named like a duration" in data["value_differences"][0]["note"]  # and how to say it is one
     assert "0.epoch_time" in data["sentence"]
 
     code, data = verify(capsys, JOBS / "run-record" / "seeded-id.yaml", tmp_path / "seeded")
