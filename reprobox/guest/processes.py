@@ -23,6 +23,7 @@ PR_SET_CHILD_SUBREAPER = 36
 MAX_PIDS = 4096
 FIRST_LOOK_S = 0.02
 LONGEST_LOOK_S = 1.0
+LONG_LIVED_S = 1.0
 
 
 def become_subreaper() -> bool:
@@ -73,7 +74,7 @@ def run_command(
         exit_code=returncode if returncode >= 0 else None,
         signal=-returncode if returncode < 0 else None,
         stray_processes_stopped=stopped or None,
-        run_facts={"pids": pids.finish()},
+        run_facts={"pids": pids.finish(), "programs": pids.long_lived()},
     )
     return (returncode if returncode >= 0 else 128 - returncode), ended
 
@@ -84,6 +85,8 @@ class PidWatch:
 
     def __init__(self, first: int) -> None:
         self.seen: set[int] = {first}
+        self.lifetimes: dict[int, list[float]] = {}  # pid -> [first, last] time seen
+        self.programs: dict[int, str] = {}  # pid -> its executable's name, when first seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="reprobox-pids", daemon=True)
         self._thread.start()
@@ -95,13 +98,29 @@ class PidWatch:
             pause = min(pause * 1.5, LONGEST_LOOK_S)
 
     def look(self) -> None:
-        if len(self.seen) < MAX_PIDS:
-            self.seen.update(list(descendants(os.getpid()))[: MAX_PIDS - len(self.seen)])
+        if len(self.seen) >= MAX_PIDS:
+            return
+        now = time.monotonic()
+        for pid in list(descendants(os.getpid()))[: MAX_PIDS - len(self.seen)]:
+            self.seen.add(pid)
+            self.lifetimes.setdefault(pid, [now, now])[1] = now
+            if pid not in self.programs:
+                with contextlib.suppress(OSError):
+                    self.programs[pid] = Path(f"/proc/{pid}/exe").readlink().name
 
     def finish(self) -> list[int]:
         self._stop.set()
         self._thread.join(timeout=5)
         return sorted(self.seen)
+
+    def long_lived(self) -> dict[str, str]:
+        """The programs of the processes seen alive across ``LONG_LIVED_S`` or more (not a launcher's
+        helpers at start-up), by pid: the run's record says which of them kept no record of its clocks."""
+        return {
+            str(pid): self.programs[pid]
+            for pid, (first, last) in sorted(self.lifetimes.items())
+            if last - first >= LONG_LIVED_S and pid in self.programs
+        }
 
 
 def descendants(root: int) -> set[int]:

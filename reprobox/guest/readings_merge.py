@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +20,28 @@ MAX_FILE_BYTES = 4 * saferead.MIB
 MAX_READINGS = 32768
 MAX_DRAWS = 8192
 MAX_RANGES = 16384
+PYTHONS = (
+    "python",
+    "pypy",
+)  # a Python process without a record ended without atexit: its clocks were wrapped
+SHELLS = frozenset(
+    {"bash", "sh", "dash", "zsh", "ksh", "fish", "env", "timeout", "nohup", "nice", "stdbuf", "tini"}
+)
 _HEX = re.compile(r"[0-9a-f]{2,128}")
 
 
-def merged(folder: Path) -> dict[str, Any]:
+def merged(folder: Path, programs: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``{clocks: [{pid, clock, site_names, sites, values, skipped, dropped}], draws, memory, dropped}``:
     the readings of each process and clock in order, each site an index into ``site_names``
-    (``file:line``); ``dropped`` counts what no bound kept."""
+    (``file:line``); ``dropped`` counts what no bound kept; ``unrecorded_programs`` name the job's
+    long-lived processes (``programs``: pid -> executable) that are neither Python nor a shell and kept
+    no record: a service in Go, a C++ binary, whose clocks no record holds."""
     files = sorted(folder.glob(f"{readings.FILE_PREFIX}*.json")) if folder.is_dir() else []
     clocks: list[dict[str, Any]] = []
     draws: list[str] = []
     memory: list[list[int]] = []
     dropped = max(0, len(files) - MAX_PROCESSES)
+    written: set[int] = set()
     kept = 0
     for path in files[:MAX_PROCESSES]:
         data: Any = None
@@ -39,6 +50,7 @@ def merged(folder: Path) -> dict[str, Any]:
         if not isinstance(data, dict):
             dropped += 1
             continue
+        written.add(_int(data.get("pid")))
         for entry in _clocks(data):
             room = max(0, MAX_READINGS - kept)
             entry["dropped"] += max(0, len(entry["values"]) - room)
@@ -50,7 +62,28 @@ def merged(folder: Path) -> dict[str, Any]:
         dropped += _int(data.get("draws_dropped")) + max(0, len(draws) + len(found) - MAX_DRAWS)
         draws += found[: max(0, MAX_DRAWS - len(draws))]
         memory += [r for r in data.get("memory") or [] if _range(r)][: max(0, MAX_RANGES - len(memory))]
-    return {"clocks": clocks, "draws": sorted(set(draws)), "memory": _merge(memory), "dropped": dropped}
+    recorded = {entry["pid"] for entry in clocks} | written
+    return {
+        "clocks": clocks,
+        "draws": sorted(set(draws)),
+        "memory": _merge(memory),
+        "dropped": dropped,
+        "unrecorded_programs": unrecorded(programs or {}, recorded),
+    }
+
+
+def unrecorded(programs: Mapping[str, str], recorded: set[int]) -> list[str]:
+    """The programs of the job that may have read clocks no record holds."""
+    return sorted(
+        {
+            name
+            for pid, name in programs.items()
+            if pid.isdigit()
+            and int(pid) not in recorded
+            and not name.startswith(PYTHONS)
+            and name not in SHELLS
+        }
+    )
 
 
 def _clocks(data: dict[str, Any]) -> list[dict[str, Any]]:

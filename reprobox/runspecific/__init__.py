@@ -95,7 +95,8 @@ __all__ = [
 ]
 
 DURATION_BY_NAME = (
-    "a duration or throughput figure (by its name: the run kept no complete record of its clock to test it)"
+    "a duration or throughput figure (by its name: the run's record of its clocks is incomplete: "
+    "a program of the job that is not Python, or a bound, left readings out)"
 )
 DURATION_COARSE = f"a duration or throughput figure (by its name: {UNTESTABLE})"
 PAIRED_FOLDER = "a run-specific folder name (what lies under it pairs file for file)"

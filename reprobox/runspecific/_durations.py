@@ -48,7 +48,9 @@ UNTESTABLE = "too coarse for the record of the run's clock to test"
 
 @dataclass(frozen=True)
 class ClockRecord:
-    """The candidate durations of one run (seconds, sorted) and whether its record is complete."""
+    """The candidate durations of one run (seconds, sorted) and whether its record is complete: nothing
+    dropped by a bound, and no long-lived program of the job that kept no record (a service in Go, a C++
+    binary)."""
 
     differences: np.ndarray
     complete: bool
@@ -58,7 +60,7 @@ class ClockRecord:
         """From the run facts' ``readings`` (None when the guest recorded no clock reading)."""
         found: list[np.ndarray] = []
         clocks = readings.get("clocks") or []
-        complete = not readings.get("dropped")
+        complete = not readings.get("dropped") and not readings.get("unrecorded_programs")
         total = 0
         for entry in clocks if isinstance(clocks, list) else []:
             if not isinstance(entry, Mapping):

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from reprobox import cli
-from reprobox.guest import readings, readings_merge
+from reprobox.guest import processes, readings, readings_merge
 from reprobox.runspecific import (
     DURATION_BY_NAME,
     DURATION_COARSE,
@@ -169,6 +169,24 @@ def test_the_merge_refuses_what_is_not_a_reading(tmp_path: Path) -> None:
     assert [c["values"] for c in facts["clocks"]] == [[1.0]]
     assert facts["draws"] == ["00ff"] and facts["memory"] == [[4096, 8192]]
     assert facts["dropped"] == 1  # the file that is no JSON
+
+
+def test_a_long_lived_program_that_is_neither_python_nor_a_shell_leaves_the_record_incomplete() -> None:
+    programs = {"11": "wandb-core", "12": "bash", "13": "python3.11", "14": "trainer", "x": "evil"}
+    assert readings_merge.unrecorded(programs, recorded={14}) == ["wandb-core"]
+    facts = {**clock_facts([1.0, 2.0]), "unrecorded_programs": ["wandb-core"]}
+    run = context(facts)
+    assert run.clock is not None and not run.clock.complete
+    excuse = judge_value("step_3._runtime", 0.4721188, 0.4251246, run, run)  # W&B's, timed in Go
+    assert excuse is not None and excuse.reason == DURATION_BY_NAME
+
+
+def test_the_watch_names_the_programs_that_lived_long() -> None:
+    script = "import subprocess, time; p = subprocess.Popen(['sleep', '1.6']); p.wait()"
+    code, record = processes.run_command([sys.executable, "-c", script], dict(os.environ))
+    assert code == 0
+    programs = (record.run_facts or {})["programs"]
+    assert "sleep" in programs.values() and any(name.startswith("python") for name in programs.values())
 
 
 # --- durations and rates ----------------------------------------------------------------------------
