@@ -122,6 +122,7 @@ class Recorder:
             return value
 
         reading.__name__ = reading.__qualname__ = name
+        reading.__module__ = "time"  # pickled by reference, it is found where the job looks for it
         reading.__doc__ = clock.__doc__
         return reading
 
@@ -139,6 +140,7 @@ class Recorder:
             return value
 
         drawn.__name__ = drawn.__qualname__ = "urandom"
+        drawn.__module__ = "os"
         drawn.__doc__ = urandom.__doc__
         return drawn
 

@@ -138,11 +138,14 @@ def test_a_clock_call_costs_little_more_than_the_clock() -> None:
 def test_a_job_process_records_its_clocks_draws_and_memory(tmp_path: Path) -> None:
     script = (
         f"import time, uuid, json; from reprobox.guest import readings; readings.install({str(tmp_path)!r});"
-        "t = time.time(); u = uuid.uuid4(); d = time.time() - t; print(json.dumps([d, str(u)]))"
+        "import os, pickle; ok = pickle.loads(pickle.dumps(time.time)) is time.time"
+        " and pickle.loads(pickle.dumps(os.urandom)) is os.urandom;"
+        "t = time.time(); u = uuid.uuid4(); d = time.time() - t; print(json.dumps([d, str(u), ok]))"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    duration, drawn = json.loads(out.stdout)
+    duration, drawn, pickled = json.loads(out.stdout)
+    assert pickled  # the wrapped clock and urandom pickle by reference, as the originals do
     facts = readings_merge.merged(tmp_path / ".reprobox")
     run = context(facts)
     assert run.clock is not None and explains(run.clock, duration) == DURATION_OF_CLOCK
