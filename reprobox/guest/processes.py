@@ -23,7 +23,6 @@ PR_SET_CHILD_SUBREAPER = 36
 MAX_PIDS = 4096
 FIRST_LOOK_S = 0.02
 LONGEST_LOOK_S = 1.0
-LONG_LIVED_S = 1.0
 
 
 def become_subreaper() -> bool:
@@ -74,7 +73,7 @@ def run_command(
         exit_code=returncode if returncode >= 0 else None,
         signal=-returncode if returncode < 0 else None,
         stray_processes_stopped=stopped or None,
-        run_facts={"pids": pids.finish(), "programs": pids.long_lived()},
+        run_facts={"pids": pids.finish(), "programs": pids.programs_seen()},
     )
     return (returncode if returncode >= 0 else 128 - returncode), ended
 
@@ -86,7 +85,7 @@ class PidWatch:
     def __init__(self, first: int) -> None:
         self.seen: set[int] = {first}
         self.lifetimes: dict[int, list[float]] = {}  # pid -> [first, last] time seen
-        self.programs: dict[int, str] = {}  # pid -> its executable's name, when first seen
+        self.programs: dict[int, tuple[str, str]] = {}  # pid -> its executable's name and its parent's
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="reprobox-pids", daemon=True)
         self._thread.start()
@@ -105,22 +104,36 @@ class PidWatch:
             self.seen.add(pid)
             self.lifetimes.setdefault(pid, [now, now])[1] = now
             if pid not in self.programs:
-                with contextlib.suppress(OSError):
-                    self.programs[pid] = Path(f"/proc/{pid}/exe").readlink().name
+                self.programs[pid] = (_program(pid), _program(_parent(pid)))
 
     def finish(self) -> list[int]:
         self._stop.set()
         self._thread.join(timeout=5)
         return sorted(self.seen)
 
-    def long_lived(self) -> dict[str, str]:
-        """The programs of the processes seen alive across ``LONG_LIVED_S`` or more (not a launcher's
-        helpers at start-up), by pid: the run's record says which of them kept no record of its clocks."""
+    def programs_seen(self) -> dict[str, dict[str, object]]:
+        """Each process's program and its parent's (``python3.11`` started ``wandb-core``), and for how
+        long it was seen alive: the run's record says which of them kept no record of its clocks."""
         return {
-            str(pid): self.programs[pid]
+            str(pid): {"program": program, "parent": parent, "seen_s": round(last - first, 3)}
             for pid, (first, last) in sorted(self.lifetimes.items())
-            if last - first >= LONG_LIVED_S and pid in self.programs
+            for program, parent in [self.programs.get(pid, ("", ""))]
+            if program
         }
+
+
+def _program(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/exe").readlink().name
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def descendants(root: int) -> set[int]:

@@ -30,12 +30,12 @@ SHELLS = frozenset(
 _HEX = re.compile(r"[0-9a-f]{2,128}")
 
 
-def merged(folder: Path, programs: Mapping[str, str] | None = None) -> dict[str, Any]:
+def merged(folder: Path, programs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{clocks: [{pid, clock, site_names, sites, values, skipped, dropped}], draws, memory, dropped}``:
     the readings of each process and clock in order, each site an index into ``site_names``
-    (``file:line``); ``dropped`` counts what no bound kept; ``unrecorded_programs`` name the job's
-    long-lived processes (``programs``: pid -> executable) that are neither Python nor a shell and kept
-    no record: a service in Go, a C++ binary, whose clocks no record holds."""
+    (``file:line``); ``dropped`` counts what no bound kept; ``programs`` are the job's long-lived
+    processes (pid -> executable) and ``unrecorded_programs`` those of them, shells aside, that left no
+    record, whose clocks no record holds."""
     files = sorted(folder.glob(f"{readings.FILE_PREFIX}*.json")) if folder.is_dir() else []
     clocks: list[dict[str, Any]] = []
     draws: list[str] = []
@@ -68,22 +68,23 @@ def merged(folder: Path, programs: Mapping[str, str] | None = None) -> dict[str,
         "draws": sorted(set(draws)),
         "memory": _merge(memory),
         "dropped": dropped,
+        "programs": dict(programs or {}),
         "unrecorded_programs": unrecorded(programs or {}, recorded),
     }
 
 
-def unrecorded(programs: Mapping[str, str], recorded: set[int]) -> list[str]:
-    """The programs of the job that may have read clocks no record holds."""
-    return sorted(
-        {
-            name
-            for pid, name in programs.items()
-            if pid.isdigit()
-            and int(pid) not in recorded
-            and not name.startswith(PYTHONS)
-            and name not in SHELLS
-        }
-    )
+def unrecorded(programs: Mapping[str, Any], recorded: set[int]) -> list[str]:
+    """The programs of the job that may have read clocks no record holds: each process a Python process
+    of the job started that left no record (a service in Go, a C++ binary, a Python process killed by a
+    signal or ended by ``os._exit``). A shell's helpers (pyenv's shims) take no part."""
+    found = set()
+    for pid, seen in programs.items():
+        if not (pid.isdigit() and isinstance(seen, Mapping)) or int(pid) in recorded:
+            continue
+        program, parent = seen.get("program"), seen.get("parent")
+        if isinstance(program, str) and program and str(parent).startswith(PYTHONS):
+            found.add(program)
+    return sorted(found)
 
 
 def _clocks(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -174,9 +174,19 @@ def test_the_merge_refuses_what_is_not_a_reading(tmp_path: Path) -> None:
     assert facts["dropped"] == 1  # the file that is no JSON
 
 
-def test_a_long_lived_program_that_is_neither_python_nor_a_shell_leaves_the_record_incomplete() -> None:
-    programs = {"11": "wandb-core", "12": "bash", "13": "python3.11", "14": "trainer", "x": "evil"}
-    assert readings_merge.unrecorded(programs, recorded={14}) == ["wandb-core"]
+def test_a_long_lived_program_that_kept_no_record_leaves_the_record_incomplete() -> None:
+    def seen(program: str, parent: str = "python3.11", alive: float = 2.0) -> dict[str, Any]:
+        return {"program": program, "parent": parent, "seen_s": alive}
+
+    programs = {
+        "11": seen("wandb-core"),
+        "12": seen("readlink", parent="bash"),  # pyenv's shim at start-up
+        "13": seen("git", alive=0.0),  # a moment: its clocks are unknown all the same
+        "14": seen("python3.11", parent="python3.11"),  # a worker ended by os._exit
+        "15": seen("python3.11"),  # recorded
+        "x": seen("evil"),
+    }
+    assert readings_merge.unrecorded(programs, recorded={15}) == ["git", "python3.11", "wandb-core"]
     facts = {**clock_facts([1.0, 2.0]), "unrecorded_programs": ["wandb-core"]}
     run = context(facts)
     assert run.clock is not None and not run.clock.complete
@@ -184,12 +194,13 @@ def test_a_long_lived_program_that_is_neither_python_nor_a_shell_leaves_the_reco
     assert excuse is not None and excuse.reason == DURATION_BY_NAME
 
 
-def test_the_watch_names_the_programs_that_lived_long() -> None:
-    script = "import subprocess, time; p = subprocess.Popen(['sleep', '1.6']); p.wait()"
+def test_the_watch_names_each_process_program_and_parent() -> None:
+    script = "import subprocess; subprocess.run(['sleep', '1.6'], check=True)"
     code, record = processes.run_command([sys.executable, "-c", script], dict(os.environ))
     assert code == 0
     programs = (record.run_facts or {})["programs"]
-    assert "sleep" in programs.values() and any(name.startswith("python") for name in programs.values())
+    (sleep,) = [p for p in programs.values() if p["program"] == "sleep"]
+    assert sleep["parent"].startswith("python") and sleep["seen_s"] > 0
 
 
 # --- durations and rates ----------------------------------------------------------------------------
