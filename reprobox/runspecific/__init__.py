@@ -3,7 +3,8 @@
 A verdict must never call runs "not reproducible" over something that names the run rather than what it
 computed, and must never excuse a value because it merely looks like such a thing. The evidence is what
 the guest recorded of each run (``RunContext``): its wall-clock window and the UTC offsets in force, its
-host names, the pids of the job's processes, its run id and folders.
+host names, the pids of the job's processes, its run id and folders, and what its Python read of its
+clocks, drew from the OS's entropy and mapped in memory.
 
 - by value: two strings that become equal once each is masked with its own run's facts: its folders and
   run id, its host names and pids, any reading of its clock inside its window (``_clock``: digits in any
@@ -15,8 +16,9 @@ host names, the pids of the job's processes, its run id and folders.
   and where that is no chance (``_durations``), whatever they are named.
 - by name, as a fallback only: scalars whose tag names a duration or a rate (``train_runtime``,
   ``charts/SPS``, a monitor's ``t``: ``_names``) where the run kept no complete record of its clocks to
-  test them (an older record, a job whose Python read no clock), and the verdict says so. Tensors and
-  computed metrics are never excused by name.
+  test them (an older record, a bound reached, a program its Python started that kept none) or they are
+  too coarse for the record to test, and the verdict says so. Tensors and computed metrics are never
+  excused by name.
 
 Output files are paired by their names masked the same way, then by structure (``pair_by_structure``):
 folders whose names differ while what lies under them pairs file for file.
