@@ -270,6 +270,14 @@ def test_names_are_the_fallback_where_no_complete_record_can_test_a_value() -> N
     assert judge_value("train_loss", 0.2511, 0.5, bare, bare) is None  # a computed number, never
 
 
+def test_a_log_lines_durations_are_masked_by_the_record_and_its_losses_are_not() -> None:
+    base = 1_764_000_000.0
+    run = context(clock_facts([base, base + 1.23456789, base + 3.5]))
+    line = "epoch 1 took 1.23457s loss 0.693147"
+    assert mask(line, run) == ("epoch 1 took <duration>s loss 0.693147", {DURATION_OF_CLOCK})
+    assert mask("epoch 1 took 1.23461s loss 0.693147", run)[1] == set()  # no reading's difference
+
+
 # --- random ids and addresses -----------------------------------------------------------------------
 
 
