@@ -26,7 +26,7 @@ from typing import Any
 
 from reprobox import codetree, stackdiff, trails
 from reprobox.compare import _accounting, _unreadable
-from reprobox.compare._coverage import Coverage, coverage_of, no_tensor_sentence
+from reprobox.compare._coverage import Coverage, coverage_of, equal_text, no_tensor_sentence
 from reprobox.compare._model import (
     BIT_IDENTICAL,
     CLAIMS,
@@ -122,10 +122,9 @@ def _beyond_what_was_compared(comparison: Comparison, coverage: Coverage | None)
     if coverage is not None and coverage.no_tensor_compared and coverage.files:
         return no_tensor_sentence(coverage, comparison.unreadable)
     if comparison.unreadable:
-        equal = "every tensor and value is equal"
-        if coverage is not None and not coverage.tensor_files:
-            what = "every value" if coverage.values else "every compared file"
-            equal = f"{what} is equal ({coverage.text()})" if coverage.files else "no other file was compared"
+        equal = equal_text(coverage, "")
+        if coverage is not None and not coverage.files:
+            equal = "no other file was compared"
         return _unreadable.sentence(comparison.unreadable, equal)
     if not comparison.compared_files:
         return _nothing_compared(comparison)
@@ -327,25 +326,29 @@ def grade_of(comparison: Comparison) -> tuple[str, str]:
             )
         if comparison.format_only:
             parts.append(f"the container bytes of {_count(len(comparison.format_only), 'file')}")
-        equal = f"every tensor and value is equal across {n} runs"
-        if coverage is not None and values_only:
-            what = "every value" if coverage.values else "every compared file"
-            equal = f"{what} is equal across {n} runs ({coverage.text()})"
+        equal = equal_text(coverage, f" across {n} runs")
         return REPRODUCED, f"reproduced: {equal}, except {', '.join(parts)}"
     return NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison)
 
 
 def _first_difference(comparison: Comparison) -> str:
-    if comparison.value_differences:
-        d = comparison.value_differences[0]
-        more = len(comparison.value_differences) - 1
-        tail = f" (and {more} more values)" if more else ""
-        return f"{d['name']} {d['a']!r} vs {d['b']!r} in {d['checkpoint']}{tail}"
+    """The difference that leads the sentence: tensors before values (a checkpoint's path or name, a
+    logged duration), since they are the model."""
     tensors = [d for d in comparison.differences if d.get("name") != WHOLE_FILE]
+    values = comparison.value_differences
     if tensors:
         first = tensors[0]
         count = comparison.differing_tensor_total
-        return f"{count} tensors differ (first: {first['name']} in {first['checkpoint']})"
+        text = f"{count} tensors differ (first: {first['name']} in {first['checkpoint']})"
+        if values:
+            first = values[0]
+            text += f"; {_count(len(values), 'value')} too (first: {first['name']} in {first['checkpoint']})"
+        return text
+    if values:
+        d = values[0]
+        more = len(values) - 1
+        tail = f" (and {more} more values)" if more else ""
+        return f"{d['name']} {d['a']!r} vs {d['b']!r} in {d['checkpoint']}{tail}"
     if comparison.renamed:
         names = "; ".join(f"{r['a']} vs {r['b']}" for r in comparison.renamed[:3])
         return f"the output file names differ ({names}); their contents are equal"

@@ -106,6 +106,17 @@ def coverage_of(
     return found
 
 
+def equal_text(coverage: Coverage | None, across: str) -> str:
+    """What was found equal, as compared: tensors only where tensors were compared, else the count of
+    what was (``every value is equal (25 values in 2 files; no tensors)``)."""
+    if coverage is None:  # an older record does not say what its files held
+        return f"every compared output is equal{across}"
+    if coverage.tensors:
+        return f"every tensor and value is equal{across}"
+    what = "every value" if coverage.values else "every compared file"
+    return f"{what} is equal{across} ({coverage.text()})"
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 

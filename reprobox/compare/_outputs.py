@@ -29,6 +29,7 @@ from reprobox.runspecific import (
     mask,
     mask_file_name,
     reason_by_key,
+    unexplained_duration,
 )
 
 
@@ -182,7 +183,7 @@ class _Pair:
                 continue
             excuse = judge_value(key, va, vb, *contexts, names=values_a)
             if excuse is None:
-                self.real_value(path_a, key, va, vb, None)
+                self.real_value(path_a, key, va, vb, unexplained_duration(key, values_a))
                 continue
             self.out.run_specific.append(
                 {

@@ -21,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import determinism, processes, runfacts, settings, variation, watch, workcopy
+from reprobox.guest import (
+    determinism,
+    processes,
+    readings_merge,
+    runfacts,
+    settings,
+    variation,
+    watch,
+    workcopy,
+)
 from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.trail import STOP_FILE, STOP_FILE_LIMIT, StoppedEarly
 from reprobox.timestamps import utc_now
@@ -78,13 +87,16 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(output_dir / settings.RESUME_INPUT, ignore_errors=True)  # an input, not an output
         ended_at = utc_now()  # the job's window: hashing reads what it wrote, it stamps nothing more
         checkpoints, hash_error = _hash_outputs(output_dir)
+        watched = ended.run_facts or {}
+        pids = list(watched.get("pids") or [])
         facts = runfacts.record(
             env,
             child_env,
             started_at=started_at,
             ended_at=ended_at,
-            pids=list((ended.run_facts or {}).get("pids") or []),
+            pids=pids,
             folders=[run_dir, output_dir, cwd, work.work if work else None],
+            recorded=readings_merge.merged(run_dir / settings.GUEST_STATE, watched.get("programs")),
         )
         record = dataclasses.replace(
             ended,

@@ -101,6 +101,11 @@ def install() -> None:
     from reprobox.guest import entropy
 
     entropy.contain_random(random)
+    run_dir = os.environ.get(settings.RUN_DIR)
+    if run_dir:  # the clock readings and entropy draws that excuse run-specific values
+        from reprobox.guest import readings
+
+        readings.install(run_dir)
     if os.environ.get(settings.FILE_ORDER):  # verify --vary file-order only: no import otherwise
         from reprobox.guest import file_order
 

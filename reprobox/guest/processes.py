@@ -73,7 +73,7 @@ def run_command(
         exit_code=returncode if returncode >= 0 else None,
         signal=-returncode if returncode < 0 else None,
         stray_processes_stopped=stopped or None,
-        run_facts={"pids": pids.finish()},
+        run_facts={"pids": pids.finish(), "programs": pids.programs_seen()},
     )
     return (returncode if returncode >= 0 else 128 - returncode), ended
 
@@ -84,6 +84,8 @@ class PidWatch:
 
     def __init__(self, first: int) -> None:
         self.seen: set[int] = {first}
+        self.lifetimes: dict[int, list[float]] = {}  # pid -> [first, last] time seen
+        self.programs: dict[int, tuple[str, str]] = {}  # pid -> its executable's name and its parent's
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="reprobox-pids", daemon=True)
         self._thread.start()
@@ -95,13 +97,43 @@ class PidWatch:
             pause = min(pause * 1.5, LONGEST_LOOK_S)
 
     def look(self) -> None:
-        if len(self.seen) < MAX_PIDS:
-            self.seen.update(list(descendants(os.getpid()))[: MAX_PIDS - len(self.seen)])
+        if len(self.seen) >= MAX_PIDS:
+            return
+        now = time.monotonic()
+        for pid in list(descendants(os.getpid()))[: MAX_PIDS - len(self.seen)]:
+            self.seen.add(pid)
+            self.lifetimes.setdefault(pid, [now, now])[1] = now
+            if pid not in self.programs:
+                self.programs[pid] = (_program(pid), _program(_parent(pid)))
 
     def finish(self) -> list[int]:
         self._stop.set()
         self._thread.join(timeout=5)
         return sorted(self.seen)
+
+    def programs_seen(self) -> dict[str, dict[str, object]]:
+        """Each process's program and its parent's (``python3.11`` started ``wandb-core``), and for how
+        long it was seen alive: the run's record says which of them kept no record of its clocks."""
+        return {
+            str(pid): {"program": program, "parent": parent, "seen_s": round(last - first, 3)}
+            for pid, (first, last) in sorted(self.lifetimes.items())
+            for program, parent in [self.programs.get(pid, ("", ""))]
+            if program
+        }
+
+
+def _program(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/exe").readlink().name
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def descendants(root: int) -> set[int]:

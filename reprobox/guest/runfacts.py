@@ -1,6 +1,7 @@
 """The facts that make a run itself, recorded by the guest for the verdict's evidence: the job's
 wall-clock window as its own clock read it, the local UTC offsets in force (a job stamps
-``datetime.now()`` in local time), the host names, the pids of its processes, its run id and folders.
+``datetime.now()`` in local time), the host names, the pids of its processes, its run id and folders, and
+what its Python read of its clocks, drew from the OS's entropy and mapped in memory (``readings``).
 
 A value the job saved is excused as run-specific only when these facts explain it (``runspecific``):
 a stamp inside the window, a pid of this run, this host's name.
@@ -30,8 +31,10 @@ def record(
     ended_at: str,
     pids: list[int],
     folders: list[Path | None],
+    recorded: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The run's facts; the window in the job's clock (shifted where `--vary clock` shifts it)."""
+    """The run's facts; the window in the job's clock (shifted where `--vary clock` shifts it);
+    ``recorded``: what the job's processes read of their clocks, drew and mapped (``readings_merge``)."""
     shift = _clock_shift(env)
     start, end = (parse_utc(started_at) or time.time()) + shift, (parse_utc(ended_at) or time.time()) + shift
     named = [child_env.get(name) for name in FOLDER_VARIABLES]
@@ -46,6 +49,7 @@ def record(
         "pids": pids,
         "run_id": env.get(settings.RUN_ID),
         "folders": sorted({str(f) for f in (*folders, *named) if f and str(f).startswith("/")}),
+        **({"readings": dict(recorded)} if recorded is not None else {}),
     }
 
 

@@ -3,14 +3,22 @@
 A verdict must never call runs "not reproducible" over something that names the run rather than what it
 computed, and must never excuse a value because it merely looks like such a thing. The evidence is what
 the guest recorded of each run (``RunContext``): its wall-clock window and the UTC offsets in force, its
-host names, the pids of the job's processes, its run id and folders.
+host names, the pids of the job's processes, its run id and folders, and what its Python read of its
+clocks, drew from the OS's entropy and mapped in memory.
 
 - by value: two strings that become equal once each is masked with its own run's facts: its folders and
   run id, its host names and pids, any reading of its clock inside its window (``_clock``: digits in any
-  layout, tested against the window), memory addresses in reprs (``<... at 0x7f3a...>``), and the names of
-  its run-specific folders (``_pairing``). Numbers that are Unix time inside each run's window likewise.
-- by name: scalars whose tag names a duration or a rate (``train_runtime``, ``charts/SPS``, ``time/fps``,
-  a monitor's ``t``: ``_names``). Tensors and computed metrics are never excused by name.
+  layout, tested against the window), addresses inside its processes' memory map (``<... at 0x7f3a...>``,
+  a decimal ``id()``) and ids written from what it drew from the OS's entropy (``_drawn``), and the names
+  of its run-specific folders (``_pairing``). Numbers that are Unix time inside each run's window likewise.
+- by the record of its clocks: numbers that are a difference of two readings its Python took (a
+  duration), a whole count over one (a rate) or one over a whole count (a mean), to the digits they show
+  and where that is no chance (``_durations``), whatever they are named.
+- by name, as a fallback only: scalars whose tag names a duration or a rate (``train_runtime``,
+  ``charts/SPS``, a monitor's ``t``: ``_names``) where the run kept no complete record of its clocks to
+  test them (an older record, a bound reached, a program its Python started that kept none) or they are
+  too coarse for the record to test, and the verdict says so. Tensors and computed metrics are never
+  excused by name.
 
 Output files are paired by their names masked the same way, then by structure (``pair_by_structure``):
 folders whose names differ while what lies under them pairs file for file.
@@ -18,33 +26,57 @@ folders whose names differ while what lies under them pairs file for file.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
-from functools import lru_cache
-from typing import Any
+from dataclasses import dataclass
 
-from reprobox import timestamps
-from reprobox.runspecific._clock import Window, is_reading, mask_clock, window_of
+from reprobox.runspecific._context import RunContext
+from reprobox.runspecific._drawn import MIN_DECIMAL_ADDRESS, RANDOM_ID
+from reprobox.runspecific._durations import (
+    DURATION_OF_CLOCK,
+    MEAN_OF_CLOCK,
+    RATE_OF_CLOCK,
+    UNTESTABLE,
+    explains,
+)
+from reprobox.runspecific._mask import (
+    ADDRESS_BY_LOOK,
+    MEMORY_ADDRESS,
+    MIN_PID,
+    NAME_PART,
+    RUN_DIRECTORY,
+    for_file,
+    mask,
+    mask_file_name,
+    masked_name,
+)
 from reprobox.runspecific._names import (
     DURATION,
     HOSTNAME,
     PROCESS_ID,
     TIMESTAMP,
+    names_computed,
     reason_by_key,
     tag_of,
 )
 from reprobox.runspecific._pairing import FolderPair, StructuralPairs, pair_by_structure
+from reprobox.runspecific._window import Window, is_reading
 
 __all__ = [
+    "ADDRESS_BY_LOOK",
     "CLOCK_MARK",
     "CONCURRENT_LINES",
     "DURATION",
+    "DURATION_BY_NAME",
+    "DURATION_COARSE",
+    "DURATION_OF_CLOCK",
     "HOSTNAME",
+    "MEAN_OF_CLOCK",
     "MEMORY_ADDRESS",
     "NAME_PART",
     "PAIRED_FOLDER",
     "PROCESS_ID",
+    "RANDOM_ID",
+    "RATE_OF_CLOCK",
     "RUN_DIRECTORY",
     "TIMESTAMP",
     "Excuse",
@@ -61,146 +93,19 @@ __all__ = [
     "masked_name",
     "pair_by_structure",
     "reason_by_key",
+    "unexplained_duration",
 ]
 
-RUN_DIRECTORY = "a path under the run's own directory"
-NAME_PART = "a run id or time in the file's own path"
-MEMORY_ADDRESS = "a memory address"
+DURATION_BY_NAME = (
+    "a duration or throughput figure (by its name: the run's record of its clocks is incomplete: "
+    "a program of the job that is not Python, or a bound, left readings out)"
+)
+DURATION_COARSE = f"a duration or throughput figure (by its name: {UNTESTABLE})"
 PAIRED_FOLDER = "a run-specific folder name (what lies under it pairs file for file)"
 CONCURRENT_LINES = "log lines of concurrent writers in another order, each stamped by the run's clock"
 CLOCK_MARK = "<time>"
 BY_NAME = "its name"
 BY_RECORD = "the run's own record"
-_MIN_HOSTNAME = 3  # shorter names would mask ordinary words
-MIN_PID = 100
-"""Smaller pids (a container's first processes) read like ordinary numbers (an epoch, a count): they are
-masked only where they name a process (``pid=7``, ``MainThread:7``, a TensorBoard name's ``<host>.7``)."""
-_PID_CONTEXT = r"(?:(?<![A-Za-z])pid\W{0,2}|Thread[-:]|Process[-:]|<host>\.)"
-_ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{4,16}\b")
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What names one run rather than its results, as its records say."""
-
-    paths: tuple[str, ...]  # absolute paths the run owned (run dir, outputs, code snapshot, stable paths)
-    run_id: str
-    hostname: str | None
-    name_parts: tuple[str, ...] = ()  # run-specific names in one output's path (see ``for_file``)
-    window: Window | None = None  # when the run ran, as its job's clock read it
-    pids: frozenset[int] = frozenset()  # the job's processes
-    hostnames: tuple[str, ...] = ()  # besides ``hostname``
-
-    @classmethod
-    def from_record(cls, run_dir: str, data: Mapping[str, Any]) -> RunContext:
-        """Collect the facts from a manifest's fields (any may be missing in older records)."""
-        recorded = data.get("run_facts")
-        facts: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
-        found: set[str] = {run_dir, f"{run_dir}/outputs"}
-        code = data.get("code") or {}
-        if isinstance(code.get("snapshot"), str):
-            found.add(code["snapshot"])
-        found.update(_strings((data.get("runtime") or {}).get("paths") or {}))
-        environment = data.get("environment") or {}
-        for key in ("REPROBOX_OUTPUT_DIR", "REPROBOX_RUN_DIR", "TMPDIR"):
-            if isinstance(environment.get(key), str):
-                found.add(environment[key])
-        found.update(_strings(facts.get("folders") or []))
-        hardware = (data.get("fingerprint") or {}).get("hardware") or {}
-        hostname = hardware.get("hostname") if isinstance(hardware.get("hostname"), str) else None
-        hosts = tuple(sorted({h for h in _strings(facts.get("hostnames") or []) if h != hostname}))
-        paths = tuple(sorted((p.rstrip("/") for p in found if p.startswith("/") and len(p) > 1), key=len))
-        pids = frozenset(p for p in facts.get("pids") or [] if type(p) is int and p > 0)
-        return cls(
-            paths=paths[::-1],
-            run_id=str(data.get("run_id") or ""),
-            hostname=hostname,
-            window=_window(data, facts),
-            pids=pids,
-            hostnames=hosts,
-        )
-
-    def all_hostnames(self) -> list[str]:
-        names = {self.hostname, *self.hostnames} - {None}
-        return sorted((n for n in names if n and len(n) >= _MIN_HOSTNAME), key=len, reverse=True)
-
-
-def _window(data: Mapping[str, Any], facts: Mapping[str, Any]) -> Window | None:
-    """The run's clock window: the guest's record of the job's clock, else the manifest's start and end."""
-    found = facts.get("clock")
-    clock: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    start = timestamps.parse_utc(clock.get("start")) or timestamps.parse_utc(data.get("started_at"))
-    end = timestamps.parse_utc(clock.get("end")) or timestamps.parse_utc(data.get("ended_at"))
-    offsets = tuple(
-        o for o in clock.get("utc_offsets") or [] if isinstance(o, int) and not isinstance(o, bool)
-    )
-    return window_of(start, end, offsets or (0,))
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
-    """The text with the run's own paths, id, hosts, pids, clock readings, memory addresses and
-    run-specific names replaced, and why."""
-    reasons: set[str] = set()
-    text, count = _ADDRESS.subn("at <address>", text)  # first: its hex digits hold no other fact
-    if count:
-        reasons.add(MEMORY_ADDRESS)
-    for path in run.paths:  # longest first: the outputs folder before the run folder that holds it
-        if path in text:
-            text, reasons = text.replace(path, "<run>"), reasons | {RUN_DIRECTORY}
-    if run.run_id and run.run_id in text:
-        text, reasons = text.replace(run.run_id, "<run-id>"), reasons | {RUN_DIRECTORY}
-    for part in run.name_parts:  # a folder's own name before the clock: it is why the file was paired
-        if part in text:
-            text, reasons = text.replace(part, "<name>"), reasons | {NAME_PART}
-    hosts = _host_pattern(tuple(run.all_hostnames()))
-    if hosts is not None:
-        text, count = hosts.subn("<host>", text)
-        if count:
-            reasons.add(HOSTNAME)
-    if run.window is not None:
-        text, readings = mask_clock(text, run.window)
-        if readings:
-            reasons.add(TIMESTAMP)
-    if run.pids and _DIGIT.search(text):
-        text, count = _pid_pattern(run.pids).subn(_pid_mark, text)
-        if count:
-            reasons.add(PROCESS_ID)
-    return text, reasons
-
-
-_DIGIT = re.compile(r"\d")
-
-
-@lru_cache(maxsize=256)
-def _host_pattern(hosts: tuple[str, ...]) -> re.Pattern[str] | None:
-    if not hosts:
-        return None
-    return re.compile("(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, hosts)) + ")(?![A-Za-z0-9])")
-
-
-@lru_cache(maxsize=256)
-def _pid_pattern(pids: frozenset[int]) -> re.Pattern[str]:
-    """A pid of the run as a number of its own (``MainThread:2264``, ``.2264.0``), never inside another
-    number or a decimal fraction; a small one only where it names a process."""
-    large = "|".join(str(p) for p in sorted(pids, reverse=True) if p >= MIN_PID)
-    small = "|".join(str(p) for p in sorted(pids, reverse=True) if p < MIN_PID)
-    choices = [rf"(?<!\d)(?<!\d\.)(?:{large})(?!\d)"] if large else []
-    choices += [rf"(?P<context>{_PID_CONTEXT})(?:{small})(?!\d)"] if small else []
-    return re.compile("|".join(choices))
-
-
-def _pid_mark(match: re.Match[str]) -> str:
-    return (match.group("context") or "") + "<pid>" if "context" in match.re.groupindex else "<pid>"
 
 
 def last_key(name: str) -> str:
@@ -229,14 +134,13 @@ def judge_value(
     name: str, a: object, b: object, run_a: RunContext, run_b: RunContext, *, names: Collection[str] = ()
 ) -> Excuse | None:
     """Why two differing values are run-specific, or None for a real difference."""
-    if _scalar(a) and _scalar(b):
-        by_key = reason_by_key(name, names)
-        unrecorded = {  # older records hold no such facts: their names are all there is to go by
-            HOSTNAME: not (run_a.all_hostnames() or run_b.all_hostnames()),
-            PROCESS_ID: not (run_a.pids or run_b.pids),
-        }
-        if by_key == DURATION or (by_key is not None and unrecorded.get(by_key)):
-            return Excuse(by_key, BY_NAME)
+    if _number(a) and _number(b):
+        by_record = _by_record(name, a, b, run_a, run_b)  # type: ignore[arg-type]
+        if by_record is not None:
+            return by_record
+    by_name = _by_name(name, a, b, run_a, run_b, names=names) if _scalar(a) and _scalar(b) else None
+    if by_name is not None:
+        return by_name
     if _number(a) and _number(b) and _reads_clock(a, run_a) and _reads_clock(b, run_b):
         return Excuse(TIMESTAMP, BY_RECORD)
     named_pid = reason_by_key(name, names) == PROCESS_ID
@@ -247,6 +151,58 @@ def judge_value(
     if masked_a == masked_b and (reasons_a or reasons_b):
         return Excuse(" and ".join(sorted(reasons_a | reasons_b)), BY_RECORD)
     return None
+
+
+def _by_record(name: str, a: float, b: float, run_a: RunContext, run_b: RunContext) -> Excuse | None:
+    """Two numbers each a figure of its own run's clock (never one its name says the training computed),
+    a draw of its entropy or an address it mapped."""
+    if run_a.clock is not None and run_b.clock is not None and not names_computed(name):
+        kind_a, kind_b = explains(run_a.clock, a, name), explains(run_b.clock, b, name)
+        if kind_a not in (None, UNTESTABLE) and kind_b not in (None, UNTESTABLE):
+            return Excuse(kind_a, BY_RECORD)
+    if type(a) is not int or type(b) is not int:
+        return None
+    drawn_a, drawn_b = run_a.drawn, run_b.drawn
+    if drawn_a is not None and drawn_b is not None and drawn_a.holds_number(a) and drawn_b.holds_number(b):
+        return Excuse(RANDOM_ID, BY_RECORD)
+    memory_a, memory_b = run_a.memory, run_b.memory
+    if memory_a is not None and memory_b is not None and min(a, b) >= MIN_DECIMAL_ADDRESS:
+        return Excuse(MEMORY_ADDRESS, BY_RECORD) if memory_a.holds(a) and memory_b.holds(b) else None
+    return None
+
+
+def _by_name(
+    name: str, a: object, b: object, run_a: RunContext, run_b: RunContext, *, names: Collection[str]
+) -> Excuse | None:
+    """The name, where the runs recorded no fact to judge the values by: a duration where the record of
+    their clocks is missing or incomplete, a host or pid in records older than such facts."""
+    by_key = reason_by_key(name, names)
+    if by_key == DURATION:
+        if not (_clock_complete(run_a) and _clock_complete(run_b)):
+            return Excuse(DURATION_BY_NAME, BY_NAME)
+        coarse = UNTESTABLE in (explains(run_a.clock, a, name), explains(run_b.clock, b, name))  # type: ignore[arg-type]
+        return Excuse(DURATION_COARSE, BY_NAME) if coarse else None
+    unrecorded = {
+        HOSTNAME: not (run_a.all_hostnames() or run_b.all_hostnames()),
+        PROCESS_ID: not (run_a.pids or run_b.pids),
+    }
+    return Excuse(by_key, BY_NAME) if by_key is not None and unrecorded.get(by_key) else None
+
+
+def _clock_complete(run: RunContext) -> bool:
+    """Whether the run's record of its clocks can judge a duration alone: present and nothing dropped."""
+    return run.clock is not None and run.clock.complete
+
+
+def unexplained_duration(name: str, names: Collection[str] = ()) -> str | None:
+    """What a differing value named like a duration is told when the run's record explains it not: a
+    clock read in C is not recorded, and only the job file can say a value is one."""
+    if reason_by_key(name, names) != DURATION:
+        return None
+    return (
+        "named like a duration, but no reading the run's Python took of its clocks explains it; if a clock "
+        "read in C measured it, list it under compare: ignore"
+    )
 
 
 def _pid_pair(a: object, b: object, run_a: RunContext, run_b: RunContext) -> bool:
@@ -283,35 +239,3 @@ def _masked_value(value: object, run: RunContext) -> tuple[object, set[str]]:
             reasons |= r
         return {k: m for k, (m, _) in pairs.items()}, reasons
     return value, set()
-
-
-def masked_name(name: str, run: RunContext) -> str:
-    """A tensor, value or file name with the run's own paths, id, hosts, pids and clock masked."""
-    return mask(name, run)[0]
-
-
-def mask_file_name(path: str, run: RunContext) -> tuple[str, set[str]]:
-    """An output's path with what names the run masked (its paths, hosts, pids, clock readings), and why.
-    Files are paired by it; their contents are still compared, so a pairing never excuses a difference
-    inside. A small pid of the run (a container's job is pid 7 or 8) is masked as a whole component of
-    the file's own name too (``events.out.tfevents.<time>.host.8.0``): only the run's recorded pids, and
-    only where no exact name paired the file first."""
-    masked, reasons = mask(path, run)
-    small = sorted((p for p in run.pids if p < MIN_PID), reverse=True)
-    if small:
-        folder, _, name = masked.rpartition("/")
-        pattern = rf"(?<=[._-])(?:{'|'.join(map(str, small))})(?=[._-]|$)"
-        name, count = re.subn(pattern, "<pid>", name)
-        if count:
-            masked, reasons = (f"{folder}/{name}" if folder else name), reasons | {PROCESS_ID}
-    return masked, reasons
-
-
-def for_file(run: RunContext, path: str, parts: tuple[str, ...] = ()) -> RunContext:
-    """The run's context for the values of one output file: the run-specific parts of its path (the
-    clock readings in it, the names of the run-specific folders it lies under) are the run's own names
-    inside it too."""
-    found = set(parts)
-    if run.window is not None:
-        found.update(r for r in mask_clock(path, run.window)[1] if len(r) >= 6)
-    return replace(run, name_parts=tuple(sorted(found, key=len, reverse=True)))

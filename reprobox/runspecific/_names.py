@@ -61,6 +61,11 @@ def words_of(tag: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(tag)]
 
 
+def names_computed(name: str) -> bool:
+    """Whether the value's own name says the training computed it (a loss, a return, an accuracy)."""
+    return bool(_COMPUTED.intersection(words_of(tag_of(name))))
+
+
 def reason_by_key(name: str, names: Container[str] = ()) -> str | None:
     """Why a scalar under this name is run-specific by its name, or None.
 

@@ -8,7 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from reprobox.runspecific._clock import MARGIN_S, Window, is_reading, mask_clock, window_of
+from reprobox.runspecific._clock import mask_clock
+from reprobox.runspecific._window import MARGIN_S, Window, is_reading, window_of
 
 # The run: 2026-11-28 00:37:20 to 00:37:50 UTC, in a zone one hour ahead (01:37 local).
 START = calendar.timegm((2026, 11, 28, 0, 37, 20, 0, 0, 0))

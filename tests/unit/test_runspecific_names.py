@@ -9,9 +9,10 @@ import json
 import pytest
 
 from reprobox.runspecific import (
+    ADDRESS_BY_LOOK,
     DURATION,
+    DURATION_BY_NAME,
     HOSTNAME,
-    MEMORY_ADDRESS,
     PROCESS_ID,
     TIMESTAMP,
     RunContext,
@@ -110,7 +111,7 @@ def test_sb3_episode_records_have_a_monitor_time() -> None:
 
 def test_a_rate_is_excused_by_its_name_with_the_name_as_evidence() -> None:
     excuse = judge_value("charts/SPS.step_1024", 21.0, 24.0, RUN_A, RUN_B)
-    assert excuse is not None and (excuse.reason, excuse.evidence) == (DURATION, "its name")
+    assert excuse is not None and (excuse.reason, excuse.evidence) == (DURATION_BY_NAME, "its name")
     assert judge_value("losses/entropy.step_256", 0.69, 0.70, RUN_A, RUN_B) is None
 
 
@@ -156,7 +157,7 @@ def test_memory_addresses_in_reprs_are_run_specific() -> None:
     a = "<stable_baselines3.common.policies.ActorCriticPolicy object at 0x7f3a1c2b9d90>"
     b = "<stable_baselines3.common.policies.ActorCriticPolicy object at 0x7f11aa03e2b0>"
     excuse = judge_value("policy_class", a, b, RUN_A, RUN_B)
-    assert excuse is not None and excuse.reason == MEMORY_ADDRESS
+    assert excuse is not None and excuse.reason == ADDRESS_BY_LOOK  # no memory map recorded
     assert judge_value("policy_class", a, b.replace("ActorCritic", "Other"), RUN_A, RUN_B) is None
     assert judge_value("mask", "0x7f3a1c2b", "0x7f11aa03", RUN_A, RUN_B) is None  # a bare number
 

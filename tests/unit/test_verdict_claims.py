@@ -389,3 +389,36 @@ def test_records_that_do_not_say_how_files_were_read_claim_nothing_about_what_th
     result = compare.compare_runs(runs)
     assert result.sentence == "bit-identical: every output file is byte for byte the same across 2 runs"
     assert "compared" not in result.to_json()
+
+
+def test_a_sentence_claims_tensors_only_where_tensors_were_compared(tmp_path: Path) -> None:
+    """Every tensor of the model left out by name (the file itself compared): the values were compared,
+    no tensor was, and the sentence counts what was rather than speaking of tensors."""
+    job = {"compare": {"ignore": [{"file": "model.npz", "key": "*"}]}}
+
+    def write(out: Path, run: int) -> None:
+        weights(out)
+        (out / "metrics.json").write_text(json.dumps({"train_runtime": [3.1, 3.4][run], "epochs": 3}))
+
+    result = two_runs(tmp_path, write, job)
+    assert result.to_json()["compared"]["tensors"] == 0
+    assert "every tensor" not in result.sentence, result.sentence
+    assert result.sentence.startswith(
+        "reproduced: every value is equal across 2 runs (0 tensors and 2 values"
+    )
+
+
+def test_differing_tensors_lead_the_sentence_before_paths_and_names(tmp_path: Path) -> None:
+    """Lightning's Trainer(max_time=...): the weights really differ, and so does best_model_path."""
+
+    def write(out: Path, run: int) -> None:
+        np.savez(out / "model.npz", w=np.arange(6, dtype=np.float32) * (1 + run))
+        best = f"/ckpt/epoch={15 + run}-step={491 + 30 * run}.ckpt"
+        (out / "state.json").write_text(json.dumps({"best_model_path": best}))
+
+    result = two_runs(tmp_path, write)
+    assert result.grade == compare.NOT_REPRODUCIBLE
+    assert result.sentence.startswith("not reproducible: 1 tensors differ (first: w in model.npz)"), (
+        result.sentence
+    )
+    assert "1 value too (first: best_model_path in state.json)" in result.sentence

@@ -1,0 +1,201 @@
+"""Durations and rates known by the run's own record of its clocks, not by their names.
+
+The guest records the readings the job's Python took of its clocks, each with its call site, in order
+(``reprobox.guest.readings``). A duration is a reading minus the latest earlier reading of some site
+(``time.time() - start``, where ``start`` is the latest reading taken where ``start`` is set): those
+differences are the candidates. A number is
+
+- a duration when it equals a candidate (in s, ms, us or ns) to the digits it shows;
+- a rate when it is a whole count over a candidate (steps per second), or the count the value's own name
+  gives (``charts/SPS.step_1024``) over one, truncated or rounded as a script writes it;
+- a mean duration when it is a candidate over a whole count.
+
+With many readings almost any small number is some difference of two, so a match counts only where it is
+unlikely by chance: the share of its neighbourhood that candidates cover within its precision (the chance
+that a number this precise would meet one at random) must stay under ``MAX_CHANCE``. A number written with
+all its digits meets at most one candidate exactly; a rounded one needs a sparse neighbourhood. One too coarse
+for that (``int(seconds)``, a rate rounded to units) is ``UNTESTABLE``: the record cannot tell, and only
+its name may excuse it, saying so; a value the record can test and does not explain is never excused.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MAX_CHANCE = 0.05
+"""The largest chance that a number this precise meets a candidate at random, for it to count as
+explained; both runs' values must be explained, so a real difference passes for one about 0.25% of the
+time at most."""
+NEIGHBOURHOOD = 100.0  # the density around a value is counted within this many times its precision
+UNITS = (1.0, 1e3, 1e6, 1e9)  # seconds, ms, us, ns
+MAX_CANDIDATES = 1 << 19  # differences kept per run: each value is tested against all of them
+_FULL_DIGITS = 15  # a value shown with this many significant digits is the computed float itself
+_ULPS = 8.0
+_STEP = re.compile(r"(?:^|[._/])step_?(\d+)$")
+_DECIMAL = re.compile(r"(?<![\d.])\d+\.(\d+)(?![\d.])")
+
+DURATION_OF_CLOCK = "a duration of the run's own clock"
+RATE_OF_CLOCK = "a rate over the run's own clock"
+MEAN_OF_CLOCK = "a mean duration of the run's own clock"
+UNTESTABLE = "too coarse for the record of the run's clock to test"
+
+
+@dataclass(frozen=True)
+class ClockRecord:
+    """The candidate durations of one run (seconds, sorted) and whether its record is complete: nothing
+    dropped by a bound, and no long-lived program of the job that kept no record (a service in Go, a C++
+    binary)."""
+
+    differences: np.ndarray
+    complete: bool
+
+    @classmethod
+    def from_readings(cls, readings: Mapping[str, Any]) -> ClockRecord | None:
+        """From the run facts' ``readings`` (None when the guest recorded no clock reading)."""
+        found: list[np.ndarray] = []
+        clocks = readings.get("clocks") or []
+        complete = not readings.get("dropped") and not readings.get("unrecorded_programs")
+        total = 0
+        for entry in clocks if isinstance(clocks, list) else []:
+            if not isinstance(entry, Mapping):
+                continue
+            scale = 1e-9 if str(entry.get("clock", "")).endswith("_ns") else 1.0
+            room = MAX_CANDIDATES - total
+            differences = candidate_differences(entry.get("sites") or [], entry.get("values") or [], room + 1)
+            total += len(differences)
+            found.append(np.asarray(differences[:room], dtype=np.float64) * scale)
+            if len(differences) > room:  # past the bound: what is left is judged by no record alone
+                complete = False
+                break
+        if not found:
+            return None
+        merged = np.unique(np.concatenate(found))
+        return cls(merged[merged > 0], complete)
+
+
+def candidate_differences(
+    sites: Sequence[object], values: Sequence[object], limit: int = MAX_CANDIDATES
+) -> list[float | int]:
+    """Each reading minus the latest earlier reading of every site (its own site's included), at most
+    ``limit`` of them."""
+    latest: dict[object, float | int] = {}
+    found: list[float | int] = []
+    for site, value in zip(sites, values, strict=False):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        found.extend(value - earlier for earlier in latest.values())
+        latest[site] = value
+        if len(found) >= limit:
+            return found[:limit]
+    return found
+
+
+def precision(value: float) -> float:
+    """Half a unit of the last digit the value shows (a whole number: 0.5); a few ulps when it shows
+    every digit of a float."""
+    if isinstance(value, int):
+        return 0.5
+    text = repr(float(value))
+    mantissa, _, exponent = text.partition("e")
+    digits = mantissa.replace("-", "").replace(".", "").lstrip("0")
+    decimals = len(mantissa.partition(".")[2]) - (int(exponent) if exponent else 0)
+    if len(digits) >= _FULL_DIGITS:
+        single = np.float32(value)
+        if float(single) == value:  # a float32 (TensorBoard's scalars): its own precision
+            return float(np.spacing(single))
+        return _ULPS * math.ulp(value)
+    return max(0.5 * 10.0**-decimals, _ULPS * math.ulp(value))
+
+
+def explains(record: ClockRecord, value: object, name: str = "") -> str | None:
+    """Which kind of figure of the run's clock the number is (``DURATION_OF_CLOCK``...); ``UNTESTABLE``
+    when it is consistent with the record but too coarse for a match to be more than chance; None when
+    the record holds no reading it could have come from."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    if value <= 0 or record.differences.size == 0:
+        return None
+    tolerance = precision(value)
+    whole = float(value).is_integer()
+    found: list[bool | None] = []
+    for unit in UNITS:
+        center, spread = (value + 0.25, 0.75) if whole else (value, tolerance)  # int() truncates
+        found.append(_meets(record.differences, center / unit, spread / unit))
+        if found[-1]:
+            return DURATION_OF_CLOCK
+    rate = _rate(record.differences, float(value), tolerance, _count_in(name))
+    if rate:
+        return RATE_OF_CLOCK
+    mean = _whole_over(record.differences / value, record.differences * tolerance / value**2, minimum=2)
+    if mean:
+        return MEAN_OF_CLOCK
+    found += [rate, mean]
+    return UNTESTABLE if None in found else None
+
+
+def mask_durations(text: str, record: ClockRecord, mark: str = "<duration>") -> tuple[str, int]:
+    """The text with each decimal number that is a duration of the run's clock (to the digits it shows,
+    where that is no chance) replaced, and how many: ``epoch 3 took 0.0569s``."""
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        value, tolerance = float(match.group()), 0.5 * 10.0 ** -len(match.group(1))
+        if value > 0 and any(_meets(record.differences, value / u, tolerance / u) for u in UNITS):
+            count += 1
+            return mark
+        return match.group()
+
+    return _DECIMAL.sub(replace, text) if record.differences.size else text, count
+
+
+def _meets(differences: np.ndarray, value: float, tolerance: float) -> bool | None:
+    """True: a candidate within the tolerance, and few enough around it that meeting one is no chance;
+    None: candidates within it, but so many around that meeting one is; False: none."""
+    tolerance += _ULPS * math.ulp(value)
+    low = int(np.searchsorted(differences, value - tolerance, side="left"))
+    high = int(np.searchsorted(differences, value + tolerance, side="right"))
+    if high <= low:
+        return False
+    width = NEIGHBOURHOOD * tolerance
+    near_low, near_high = np.searchsorted(differences, [value - width, value + width])
+    near = differences[near_low:near_high]
+    # the share of the neighbourhood a random number this precise would land in: candidates a few
+    # microseconds apart (a reading and its neighbour's) cover the same stretch, counted once
+    covered = 2 * tolerance + float(np.minimum(np.diff(near), 2 * tolerance).sum())
+    return True if covered / (2 * width) <= MAX_CHANCE else None
+
+
+def _rate(differences: np.ndarray, value: float, tolerance: float, count: int | None) -> bool | None:
+    if count is not None and count > 0:
+        rates = np.sort(count / differences)
+        if value.is_integer():  # int(n / d) or round(n / d): the rate lies within [v - 0.5, v + 1)
+            return _meets(rates, value + 0.25, 0.75)
+        return _meets(rates, value, tolerance)
+    return _whole_over(value * differences, differences * tolerance, minimum=1)
+
+
+def _whole_over(counts: np.ndarray, tolerances: np.ndarray, *, minimum: int) -> bool | None:
+    """Some candidate makes a whole count (within its tolerance), and whole counts are rare enough at
+    that precision that meeting one is no chance (None where they are not)."""
+    tolerances += np.abs(counts) * (_ULPS * 2.3e-16)  # a few ulps of the count (in place: no copies)
+    usable = counts >= minimum - 0.5
+    off = np.rint(counts)
+    np.subtract(counts, off, out=off)
+    np.abs(off, out=off)
+    if not np.any((off <= tolerances) & usable):
+        return False
+    chance = np.minimum(1.0, 2 * tolerances[usable])
+    return True if float(chance.sum()) <= MAX_CHANCE else None
+
+
+def _count_in(name: str) -> int | None:
+    """The count a value's name gives (the step it was logged at: ``charts/SPS.step_1024``)."""
+    found = _STEP.search(name)
+    return int(found.group(1)) if found else None
