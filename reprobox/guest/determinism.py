@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from reprobox.guest import settings
+from reprobox.guest.post_import import when_imported
 from reprobox.records.files import write_json_atomic
 
 
@@ -122,8 +123,6 @@ def _use_deterministic_algorithms(torch: ModuleType, mode: bool, warn_only: bool
         torch.use_deterministic_algorithms(mode, warn_only=warn_only)
         return
     set_flag(mode, warn_only=warn_only)
-    from reprobox.guest.hook import when_imported
-
     when_imported(INDUCTOR_CONFIG, lambda config: setattr(config, "deterministic", mode))
 
 

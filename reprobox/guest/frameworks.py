@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from reprobox.guest import hook, settings
+from reprobox.guest import settings
+from reprobox.guest.post_import import when_imported
 
 TRANSFORMERS_TRAINER = "transformers.trainer"
 LIGHTNING_TRAINERS = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
@@ -55,10 +56,10 @@ def install(env: Mapping[str, str]) -> None:
     if plan is None:
         return
     if framework == "transformers":
-        hook.when_imported(TRANSFORMERS_TRAINER, _in_main_process_only(patch_transformers, plan))
+        when_imported(TRANSFORMERS_TRAINER, _in_main_process_only(patch_transformers, plan))
     elif framework == "lightning":
         for name in LIGHTNING_TRAINERS:
-            hook.when_imported(name, _in_main_process_only(patch_lightning, plan))
+            when_imported(name, _in_main_process_only(patch_lightning, plan))
     else:
         sys.stderr.write(
             f"reprobox: ignoring {settings.RESUME_FRAMEWORK}={framework!r}: not a known framework\n"

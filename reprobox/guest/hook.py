@@ -9,85 +9,13 @@ Generators each library creates without a seed are given one derived from the jo
 from __future__ import annotations
 
 import os
-import sys
 
 from reprobox.guest import settings
+from reprobox.guest.post_import import when_imported
 
-TYPE_CHECKING = False  # typing and importlib.abc cost more than the rest of the hook together
+TYPE_CHECKING = False  # typing costs more than the rest of the hook together
 if TYPE_CHECKING:
-    import importlib.machinery
-    from collections.abc import Callable, Sequence
     from types import ModuleType
-
-if TYPE_CHECKING:
-    PostImport = Callable[[ModuleType], None]
-
-
-class _PostImportFinder:
-    """Runs a callback right after a watched module has finished executing (a meta path finder)."""
-
-    def __init__(self, callbacks: dict[str, PostImport]) -> None:
-        self.callbacks = callbacks
-        self.busy: set[str] = set()
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        callback = self.callbacks.get(fullname)
-        if callback is None or fullname in self.busy:
-            return None
-        self.busy.add(fullname)
-        try:
-            spec = _find_with_others(self, fullname, path, target)
-        finally:
-            self.busy.discard(fullname)
-        loader = spec.loader if spec is not None else None
-        if spec is None or loader is None or isinstance(loader, type) or not hasattr(loader, "__dict__"):
-            return spec  # a built-in or frozen module: nothing we watch is one
-        del self.callbacks[fullname]  # fire once per process
-        original_exec = loader.exec_module
-
-        def exec_then_callback(module: ModuleType) -> None:
-            try:
-                original_exec(module)
-            finally:
-                # Leave the loader as it was so tools that inspect loaders see the real one.
-                loader.__dict__.pop("exec_module", None)
-            callback(module)
-
-        loader.exec_module = exec_then_callback  # type: ignore[method-assign]
-        return spec
-
-
-def _find_with_others(
-    finder: _PostImportFinder,
-    fullname: str,
-    path: Sequence[str] | None,
-    target: ModuleType | None,
-) -> importlib.machinery.ModuleSpec | None:
-    for other in sys.meta_path:
-        if other is finder or not hasattr(other, "find_spec"):
-            continue
-        spec = other.find_spec(fullname, path, target)
-        if spec is not None:
-            return spec
-    return None
-
-
-def when_imported(name: str, callback: PostImport) -> None:
-    """Call `callback(module)` once `name` is imported (at once if it already is)."""
-    module = sys.modules.get(name)
-    if module is not None:
-        callback(module)
-        return
-    for finder in sys.meta_path:
-        if isinstance(finder, _PostImportFinder):
-            finder.callbacks[name] = callback
-            return
-    sys.meta_path.insert(0, _PostImportFinder({name: callback}))
 
 
 def install() -> None:
