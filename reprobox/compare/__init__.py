@@ -27,6 +27,7 @@ from typing import Any
 from reprobox import codetree, stackdiff, trails
 from reprobox.compare import _accounting, _unreadable
 from reprobox.compare._coverage import Coverage, coverage_of, equal_text, no_tensor_sentence
+from reprobox.compare._marks import WHOLE_FILE
 from reprobox.compare._model import (
     BIT_IDENTICAL,
     CLAIMS,
@@ -37,7 +38,6 @@ from reprobox.compare._model import (
     NO_VERDICT,
     NOT_REPRODUCIBLE,
     REPRODUCED,
-    WHOLE_FILE,
     Comparison,
 )
 from reprobox.compare._outputs import (

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reprobox.compare._ignore import ignore_rules, ignored_by
-from reprobox.compare._table import IGNORED, MISSING, UNREADABLE
+from reprobox.compare._marks import IGNORED, MISSING, UNREADABLE
 from reprobox.compare._unreadable import described, may_hold_tensors
 from reprobox.records.manifest import RunRecord
 

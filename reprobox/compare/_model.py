@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reprobox.compare._summary import ignored_groups, run_specific_groups
+
 if TYPE_CHECKING:
     from reprobox.compare._coverage import Coverage
 
@@ -17,7 +19,6 @@ NOT_REPRODUCIBLE = "not reproducible"
 NO_VERDICT = "no verdict"
 TENSOR_DETAIL_LIMIT = 20
 EXPLAINED_FIELDS_LIMIT = 30
-WHOLE_FILE = "<file>"
 CLAIMS = "claims"  # where a claimed number's difference is listed (it may come from no checkpoint)
 
 
@@ -66,8 +67,6 @@ class Comparison:
         }
         if self.coverage is not None:
             data["compared"] = self.coverage.to_json()
-        from reprobox.compare._summary import ignored_groups, run_specific_groups  # it imports this module
-
         if self.run_specific:  # the per-value lists stay above: scripts read either
             data["run_specific_summary"] = run_specific_groups(self.run_specific)
         if self.ignored:

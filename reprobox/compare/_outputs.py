@@ -15,7 +15,8 @@ from reprobox import outputvalues
 from reprobox.compare import _unreadable
 from reprobox.compare._accounting import UNREAD_BYTES, byte_finding
 from reprobox.compare._ignore import ignore_rules, ignored_by
-from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, WHOLE_FILE, Comparison
+from reprobox.compare._marks import WHOLE_FILE
+from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, Comparison
 from reprobox.compare._pairing import FilePairing, Side
 from reprobox.compare._tensors import differing_tensor_names, tensor_differences
 from reprobox.records.manifest import RunRecord

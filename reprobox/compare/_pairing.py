@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reprobox.compare._ignore import ignored_by
-from reprobox.compare._model import DIFFERENT, WHOLE_FILE, Comparison
+from reprobox.compare._marks import WHOLE_FILE
+from reprobox.compare._model import DIFFERENT, Comparison
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import (
     PAIRED_FOLDER,

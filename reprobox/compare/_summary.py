@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from reprobox.compare._model import WHOLE_FILE
+from reprobox.compare._marks import WHOLE_FILE
 
 BY_NAME = " (judged by its name)"
 SHOWN_NAMES = 3

@@ -12,20 +12,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from reprobox.compare._ignore import ignore_rules, ignored_by
-from reprobox.compare._model import WHOLE_FILE
+from reprobox.compare._marks import (
+    AGREEING,
+    DIFFERS,
+    EQUAL,
+    IGNORED,
+    MISSING,
+    RUN_SPECIFIC,
+    SAME,
+    UNREADABLE,
+    WHOLE_FILE,
+)
 from reprobox.records.manifest import RunRecord
 
 if TYPE_CHECKING:
     from reprobox.compare._model import Comparison
-
-SAME = "same"  # the file's bytes are equal in every run
-EQUAL = "equal"  # its tensors and values are equal; only the container's bytes differ
-RUN_SPECIFIC = "run-specific"  # equal but for values that name the run (listed)
-IGNORED = "ignored"  # the job file leaves it out of the verdict
-UNREADABLE = "unreadable"  # it differs in a format reprobox cannot read
-DIFFERS = "differs"  # a tensor or a value in it differs
-MISSING = "missing"  # some runs did not write it
-AGREEING = frozenset({SAME, EQUAL, RUN_SPECIFIC})
 
 
 def paired_names(comparison: Comparison | None) -> dict[str, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reprobox import outputvalues
-from reprobox.compare._model import WHOLE_FILE
+from reprobox.compare._marks import WHOLE_FILE
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import RunContext, masked_name
 
