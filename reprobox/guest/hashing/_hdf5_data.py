@@ -169,6 +169,7 @@ def _fixed_array_chunks(source: Source, dataset: Dataset, grid: list[int]) -> li
     head.skip(1)
     filtered, entry_size, page_bits = head.u8(), head.u8(), head.u8()
     count, block = head.length(), head.address()
+    source.frame(dataset.layout.address, head.position + 4)  # and its checksum
     places = np.ndindex(*grid) if all(grid) else iter(())
     if (
         count != element_count(tuple(grid))
@@ -184,6 +185,7 @@ def _fixed_array_chunks(source: Source, dataset: Dataset, grid: list[int]) -> li
     span = prefix + count * entry_size + 4 * max(pages, 1)
     cursor = source.cursor(block, span, f"the chunk index of {what}")
     cursor.expect(b"FADB")
+    source.frame(block, span)
     cursor.skip(2 + widths.offset)
     bitmap = cursor.take(prefix - cursor.position)
     chunks = []

@@ -157,6 +157,7 @@ def _dataset(source: Source, messages: list[Message], path: str, what: str, cont
     dataset = Dataset(path, shape, kind, layout(layout_data, widths, what), steps, fill)
     dataset = checked(source, dataset, MAX_CHUNKS - contents.chunks)
     contents.chunks += len(dataset.chunks)
+    _note_data(source, dataset, messages)
     if kind.kind == "vlen-string":
         contents.count_elements(shape, what)
         raw = read_array(source, dataset).tobytes()
@@ -165,8 +166,23 @@ def _dataset(source: Source, messages: list[Message], path: str, what: str, cont
     contents.datasets.append(dataset)
 
 
+def _note_data(source: Source, dataset: Dataset, messages: list[Message]) -> None:
+    """Note the dataset's raw data as content: contiguous, each chunk as stored, or compact (inside its
+    layout message)."""
+    stored = dataset.layout
+    if stored.kind == "compact":
+        source.hold(*next((m.at, len(m.data)) for m in messages if m.kind == LAYOUT))
+    elif stored.kind == "contiguous" and stored.address is not None:
+        source.hold(stored.address, dataset.nbytes)
+    for chunk in dataset.chunks:
+        source.hold(chunk.address, chunk.size)
+
+
 def _attributes(source: Source, messages: list[Message], path: str, contents: Contents) -> None:
     where = f"'/{path}'"
+    for message in messages:
+        if message.kind == ATTRIBUTE:  # its name, type, shape and value, all parsed
+            source.hold(message.at, len(message.data))
     found = [attribute(m.data, source.widths, where) for m in messages if m.kind == ATTRIBUTE]
     info = _only(messages, ATTRIBUTE_INFO, where)
     if info is not None:
