@@ -263,7 +263,7 @@ def btree_v1_children(
             raise OverLimit(f"a B-tree node of {what} lies past the end of the file")
         cursor.skip(8 + 2 * source.widths.offset)
         k = source.widths.chunk_k if node_type == 1 else source.widths.group_internal_k
-        source.frame(node, span + (2 * k - entries) * (key_size + source.widths.offset))  # as allocated
+        source.frame(node, span + max(0, 2 * k - entries) * (key_size + source.widths.offset))  # as allocated
         children = []
         for _ in range(entries):
             key = cursor.take(key_size)
