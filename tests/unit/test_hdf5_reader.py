@@ -281,3 +281,19 @@ def test_a_model_keras_saves_is_read_weight_by_weight(
         tensors, _ = load_tensors(tmp_path / name)
         for inner, array in expected.items():
             assert np.array_equal(tensors[prefix + inner].numpy(), array), inner
+
+
+def test_a_chunk_index_in_pages_is_read_page_by_page(tmp_path: Path) -> None:
+    # past 1,024 chunks the fixed array lists them in pages after its block, a page only once written
+    path = tmp_path / "paged.h5"
+    sparse = np.full(4000, 3, dtype=np.float32)
+    sparse[3000] = 7
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("dense", data=np.arange(2049, dtype=np.float32), chunks=(2,), compression="gzip")
+        f.create_dataset("sparse", shape=(4000,), dtype="f4", chunks=(1,), fillvalue=3)
+        f["sparse"][3000] = 7
+    tensors, _ = load_tensors(path)
+    assert torch.equal(tensors["dense"], torch.arange(2049, dtype=torch.float32))
+    assert torch.equal(tensors["sparse"], torch.from_numpy(sparse))
+    record = hash_checkpoint(path, relative_to=tmp_path)
+    assert record.unaccounted is not None and record.unaccounted.bytes < 2048, record.unaccounted

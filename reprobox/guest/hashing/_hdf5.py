@@ -2,13 +2,13 @@
 the standard library and NumPy alone: datasets as tensors, attributes and links as values.
 
 The file's structures are read by this package's own reader (``_hdf5_bytes``, ``_hdf5_format``,
-``_hdf5_dense``, ``_hdf5_types``, ``_hdf5_data``, ``_hdf5_tree``), never by h5py or libhdf5, within the
-readers' limits: every address inside the file, every structure at most 64 MiB, every count bounded, each
-object read once, chunks decompressed to no more than their size, the file's tensors together within
-``expansion_budget`` of its size. A feature it does not read (another filter, a virtual dataset, an
-external link, a compound type) refuses the file in one sentence naming the object, and the file is
-compared by its bytes. Contiguous datasets are hashed from the file by ``pread`` in bounded chunks;
-chunked ones are assembled in memory when they are hashed or compared.
+``_hdf5_dense``, ``_hdf5_types``, ``_hdf5_data``, ``_hdf5_fixed_array``, ``_hdf5_tree``), never by
+h5py or libhdf5, within the readers' limits: every address inside the file, every structure at most
+64 MiB, every count bounded, each object read once, chunks decompressed to no more than their size, the
+file's tensors together within ``expansion_budget`` of its size. A feature it does not read (another
+filter, a virtual dataset, an external link, a compound type) refuses the file in one sentence naming
+the object, and the file is compared by its bytes. Contiguous datasets are hashed from the file by
+``pread`` in bounded chunks; chunked ones are assembled in memory when they are hashed or compared.
 
 Its ``Layout`` (``_layout``): each structure parsed is framing (object headers with their times, heaps,
 B-tree nodes and chunk indexes as allocated, a heap's free-space manager), each dataset's raw data and
