@@ -223,6 +223,10 @@ def _dense(source: Source, info: bytes, record_type: int, what: str) -> list[byt
         raise ValueError(f"the index of {what} has version {version} (0 is read)")
     cursor.skip((8 if record_type == _LINK_NAME_RECORDS else 2) if flags & 0x1 else 0)
     heap_address, names_address = cursor.address(), cursor.address()
+    order_address = cursor.address() if flags & 0x2 else None
+    if order_address is not None:  # the creation order index (B-tree type 6 or 9): the same objects,
+        for _ in btree_v2_records(source, order_address, record_type + 1, what):  # its nodes noted
+            check_cpu_budget(f"the creation order index of {what} read")
     if heap_address is None or names_address is None:
         return []
     heap = fractal_heap(source, heap_address, what)
