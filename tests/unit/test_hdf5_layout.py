@@ -5,13 +5,17 @@ is unaccounted, equal in two runs that write alike and never excused when it dif
 
 from __future__ import annotations
 
+import io
 import struct
+import time
+import zipfile
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
+from reprobox import compare
 from reprobox.guest.hashing import hash_checkpoint
 from tests.unit.test_byte_accounting import assert_not_reproduced
 from tests.unit.test_verdicts import two_runs
@@ -19,7 +23,7 @@ from tests.unit.test_verdicts import two_runs
 EOF_AT = 8 + 4 + 8 + 8  # the end-of-file address of a version 2 or 3 superblock of 8-byte widths
 
 
-def keras_shaped(path: Path, *, latest: bool, track_order: bool = False) -> bytes:
+def keras_shaped(path: Path, *, latest: bool, track_order: bool = False, times: bool = False) -> bytes:
     """Weights as Keras lays them out: groups of layers, numbered variables, string attributes (links
     and attributes indexed by creation order too, with ``track_order``)."""
     libver = "latest" if latest else "earliest"
@@ -28,7 +32,7 @@ def keras_shaped(path: Path, *, latest: bool, track_order: bool = False) -> byte
         for number in range(12):
             group = f.create_group(f"layers/dense_{number}/vars")
             group.attrs["name"] = f"dense_{number}"
-            group.create_dataset("0", data=np.full((8, 4), number, np.float32))
+            group.create_dataset("0", data=np.full((8, 4), number, np.float32), track_times=times)
             chunked = {"chunks": (4,), "compression": "gzip"}
             group.create_dataset("1", data=np.arange(16, dtype=np.float64) * number, **chunked)
         for number in range(12):
@@ -89,3 +93,38 @@ def test_nothing_after_the_superblocks_end_of_file_address_is_accounted_for(tmp_
     record = hash_checkpoint(tmp_path / "model.h5", relative_to=tmp_path)
     assert record.unaccounted is not None
     assert record.unaccounted.ranges[-1] == (len(body) - 100, len(body))
+
+
+def keras_file(weights: bytes, second: int) -> bytes:
+    """A ``.keras`` file as Keras writes it: a zip of stored members, the HDF5 weights among them."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in (("config.json", b'{"name": "dense"}'), ("model.weights.h5", weights)):
+            archive.writestr(zipfile.ZipInfo(name, (2026, 11, 28, 3, 0, second)), data)
+    return out.getvalue()
+
+
+def test_hdf5_weights_stored_in_a_keras_zip_are_accounted_for_in_place(tmp_path: Path) -> None:
+    first = keras_shaped(tmp_path / "first.h5", latest=True, times=True)
+    time.sleep(1.1)  # object headers record their times in whole seconds
+    second = keras_shaped(tmp_path / "second.h5", latest=True, times=True)
+    assert first != second
+
+    def write(out: Path, run: int) -> None:
+        (out / "model.keras").write_bytes(keras_file([first, second][run], 2 * run))
+
+    result = two_runs(tmp_path / "equal", write)
+    assert result.grade == compare.REPRODUCED, result.sentence
+    assert result.format_only == ["model.keras"]
+
+    record = hash_checkpoint(tmp_path / "first.h5", relative_to=tmp_path)
+    assert record.unaccounted is not None
+    start, end = max(record.unaccounted.ranges, key=lambda span: span[1] - span[0])
+    assert end - start >= 16
+
+    def hidden(out: Path, run: int) -> None:
+        weights = bytearray(first)
+        weights[start : start + 16] = f"HIDDEN PAYLOAD {run}".encode()
+        (out / "model.keras").write_bytes(keras_file(bytes(weights), 0))
+
+    assert_not_reproduced(two_runs(tmp_path / "hidden", hidden), "model.keras")

@@ -48,6 +48,7 @@ from reprobox.guest.hashing._bounds import (
     limit_reason,
 )
 from reprobox.guest.hashing._canonical import _metadata_digests
+from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._load import LazyTensors, Loaded, Loader
 from reprobox.saferead import ZIP_DAMAGE
 
@@ -94,7 +95,7 @@ def plan_archive(path: Path) -> _Content:
     except _ERRORS as exc:
         folder.remove()
         return _refused(CONTAINERS[kind].removesuffix(" file"), exc)
-    accounted: list[bool] = []  # each member's bytes, accounted for by what read it
+    accounted: list[Layout | None] = []  # each member's bytes, as what read it accounted for them
     arrays: list[_Array] = []
     metadata: dict[str, str] = {}
     kept: list[object] = [folder]  # the folder goes when the plan does: the members' maps point into it
@@ -104,11 +105,11 @@ def plan_archive(path: Path) -> _Content:
         for name, where in members:
             if isinstance(where, str):
                 metadata.update(_metadata_digests([(name, {"member": where})]))
-                accounted.append(True)  # a link or special member: its header is all it is
+                accounted.append(Layout.whole(0))  # a link or special member: its header is all it is
                 continue
             content = _readers.plan(where)
-            read_whole = content.layout is not None and content.layout.whole_file
-            accounted.append(content.format == "file" or read_whole)  # as text, or by its reader
+            as_text = Layout.whole(where.stat().st_size) if content.format == "file" else None
+            accounted.append(as_text or content.layout)  # as text (or refused: see below), or by its reader
             kept.append(content.keepalive)
             if content.note is not None:
                 notes.append(f"member '{name}': {content.note}")
