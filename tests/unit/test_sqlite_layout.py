@@ -107,3 +107,21 @@ def test_an_index_that_disagrees_with_its_table_leaves_the_bytes_unaccounted(tmp
     result = two_runs(tmp_path, write)
     assert result.grade == compare.NO_VERDICT, result.sentence
     assert "study.db" not in result.format_only
+
+
+def test_the_pages_counted_are_those_sqlite_counts(tmp_path: Path) -> None:
+    body = study(tmp_path / "body.db")
+    page = (b"PAYLOAD " * PAGE)[:PAGE]
+    # the header's page count holds while its version-valid-for number equals the change counter: a
+    # page after it is no page of the database
+    (tmp_path / "counted.db").write_bytes(body + page)
+    record = hash_checkpoint(tmp_path / "counted.db", relative_to=tmp_path)
+    assert record.unaccounted is not None and record.unaccounted.ranges == ((len(body), len(body) + PAGE),)
+    # otherwise SQLite counts the file's pages, a part of one as one: what is appended is a page never
+    # used, and the file is refused
+    for tail in (page, page[:100]):
+        stale = bytearray(body + tail)
+        struct.pack_into(">I", stale, 92, struct.unpack_from(">I", body, 24)[0] + 1)
+        (tmp_path / "stale.db").write_bytes(stale)
+        note = hash_checkpoint(tmp_path / "stale.db", relative_to=tmp_path).note
+        assert note is not None and "never used" in note, note
