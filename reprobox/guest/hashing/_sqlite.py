@@ -30,11 +30,11 @@ budget) proves every page SQLite counts (``PRAGMA page_count``: the header's dat
 version-valid-for number equals the change counter, else the file's size in pages, a part of one
 counted as one) is a b-tree, overflow, freelist or pointer-map page (the lock-byte page, at 1 GiB, lies
 past ``MAX_SQLITE_BYTES``), and every byte of each is header, cell pointers, cells, freeblocks or its
-unallocated gap: the cells
-hold the values read, the rest is the format's framing and free space, which by the format holds no
-value (a deleted row's leftovers are slack, like a zip's padding). Those pages are accounted for; bytes
-after them (a payload appended) are not. If integrity_check finds anything, or runs out of time, the
-file has no layout (no byte difference excused) and its note says why.
+unallocated gap: the cells hold the values read, the rest is the format's framing and free space,
+which by the format holds no value (a deleted row's leftovers are slack, like a zip's padding). Those
+pages are accounted for; bytes after them (a payload appended) are not. If integrity_check finds
+anything, or runs out of time, the file has no layout (no byte difference excused) and its note says
+why.
 """
 
 from __future__ import annotations
