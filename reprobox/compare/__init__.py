@@ -43,6 +43,7 @@ from reprobox.compare._model import (
 from reprobox.compare._outputs import (
     compare_pair,
 )
+from reprobox.compare._sentence import grade_of
 from reprobox.compare._table import checkpoint_table
 from reprobox.compare._tensors import (
     differing_tensor_names,
@@ -300,62 +301,3 @@ def _trail_divergence(a: RunRecord, b: RunRecord) -> dict[str, Any] | None:
     if ta is None or tb is None:
         return None
     return trails.first_divergence(ta, tb)
-
-
-def grade_of(comparison: Comparison) -> tuple[str, str]:
-    """The grade and the one sentence that leads the verdict."""
-    n = len(comparison.runs)
-    if comparison.verdict == FAILED:
-        return NO_VERDICT, "no verdict: " + (comparison.notes[0] if comparison.notes else "a run failed")
-    if comparison.verdict == IDENTICAL:
-        coverage = comparison.coverage
-        values_only = coverage is not None and not coverage.holds_tensors  # a tokenizer, a metrics file
-        excused = comparison.run_specific or comparison.ignored or comparison.format_only
-        if not excused:
-            what = f" ({coverage.text()})" if coverage is not None and values_only else ""
-            return (
-                BIT_IDENTICAL,
-                f"bit-identical: every output file is byte for byte the same across {n} runs{what}",
-            )
-        parts = []
-        if comparison.run_specific:
-            parts.append(f"{_count(len(comparison.run_specific), 'run-specific value')} (listed)")
-        if comparison.ignored:
-            parts.append(
-                f"{_count(len(comparison.ignored), 'value or file', 'values or files')} the job file ignores"
-            )
-        if comparison.format_only:
-            parts.append(f"the container bytes of {_count(len(comparison.format_only), 'file')}")
-        equal = equal_text(coverage, f" across {n} runs")
-        return REPRODUCED, f"reproduced: {equal}, except {', '.join(parts)}"
-    return NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison)
-
-
-def _first_difference(comparison: Comparison) -> str:
-    """The difference that leads the sentence: tensors before values (a checkpoint's path or name, a
-    logged duration), since they are the model."""
-    tensors = [d for d in comparison.differences if d.get("name") != WHOLE_FILE]
-    values = comparison.value_differences
-    if tensors:
-        first = tensors[0]
-        count = comparison.differing_tensor_total
-        text = f"{count} tensors differ (first: {first['name']} in {first['checkpoint']})"
-        if values:
-            first = values[0]
-            text += f"; {_count(len(values), 'value')} too (first: {first['name']} in {first['checkpoint']})"
-        return text
-    if values:
-        d = values[0]
-        more = len(values) - 1
-        tail = f" (and {more} more values)" if more else ""
-        return f"{d['name']} {d['a']!r} vs {d['b']!r} in {d['checkpoint']}{tail}"
-    if comparison.renamed:
-        names = "; ".join(f"{r['a']} vs {r['b']}" for r in comparison.renamed[:3])
-        return f"the output file names differ ({names}); their contents are equal"
-    if comparison.differences:
-        return f"{comparison.differences[0]['checkpoint']} differs byte for byte"
-    return comparison.notes[0] if comparison.notes else "the runs differ"
-
-
-def _count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -356,9 +356,9 @@ def test_a_tars_links_are_values_and_its_member_count_is_bounded(
         "config.json/lr": 0.1,
         "latest.json": {"member": "symbolic link to /etc/passwd"},
     }
-    from reprobox.guest.hashing import _archives
+    from reprobox.guest.hashing import _archive_members
 
-    monkeypatch.setattr(_archives, "MAX_ARCHIVE_MEMBERS", 1)
+    monkeypatch.setattr(_archive_members, "MAX_ARCHIVE_MEMBERS", 1)
     digest = hash_checkpoint(moved, relative_to=tmp_path)
     assert (
         digest.format == "file"

@@ -9,6 +9,7 @@ import io
 import json
 import lzma
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +222,42 @@ def test_a_keras_file_is_read_member_by_member_once_its_weights_are_read(
     assert {k for k in a.metadata if a.metadata[k] != b.metadata[k]} == {"metadata.json/date_saved"}
     assert {k for k in a.metadata if a.metadata[k] != c.metadata[k]} == {"config.json/config.layers.0.units"}
     assert load_values(first)["metadata.json/date_saved"] == "2026-11-28@03:00:00"
+
+
+# --- which bytes are accounted for ------------------------------------------------------------------
+
+
+def test_a_gzip_of_a_file_read_whole_is_accounted_for_whole(tmp_path: Path) -> None:
+    array = io.BytesIO()
+    np.save(array, np.arange(6, dtype=np.float32))
+    (tmp_path / "model.npy.gz").write_bytes(gzipped(array.getvalue(), mtime=7, name="model.npy"))
+    record = hash_checkpoint(tmp_path / "model.npy.gz", relative_to=tmp_path)
+    assert record.unaccounted is not None and record.unaccounted.bytes == 0, record.unaccounted
+
+
+def test_bytes_after_a_gzip_stream_are_never_container_bytes(tmp_path: Path) -> None:
+    text = json.dumps(METRICS).encode()
+    files = [gzipped(text, mtime=run, name="metrics.json") + f"PAYLOAD {run}".encode() for run in (0, 1)]
+    a = make_run(tmp_path, "20261128T030000Z-aaaaaa", {"metrics.json.gz": files[0]})
+    b = make_run(tmp_path, "20261128T030100Z-bbbbbb", {"metrics.json.gz": files[1]})
+    record = a.checkpoint("metrics.json.gz")
+    assert record is not None and record["format"] == "file" and "does not decompress" in record["note"]
+    result = compare.compare_runs([a, b])
+    assert result.grade != compare.REPRODUCED, result.sentence
+    assert "metrics.json.gz" not in result.format_only
+
+
+@pytest.mark.parametrize(("suffix", "compress"), [(".bz2", bz2.compress), (".xz", lzma.compress)])
+def test_bytes_after_a_bzip2_or_xz_stream_are_never_container_bytes(
+    tmp_path: Path, suffix: str, compress: Callable[[bytes], bytes]
+) -> None:
+    # their readers stop at the stream's end without a word: what follows is no one's, so no layout
+    body = compress(json.dumps(METRICS).encode())
+    name = f"metrics.json{suffix}"
+    a = make_run(tmp_path, "20261128T030000Z-aaaaaa", {name: body + b"PAYLOAD 0"})
+    b = make_run(tmp_path, "20261128T030100Z-bbbbbb", {name: body + b"PAYLOAD 1"})
+    record = a.checkpoint(name)
+    assert record is not None and record["format"] == "compressed" and record["unaccounted"] is None
+    result = compare.compare_runs([a, b])
+    assert result.grade == compare.NO_VERDICT, result.sentence
+    assert name not in result.format_only and "does not say which bytes it read" in result.sentence

@@ -1,5 +1,8 @@
 """Which bytes of a zip or tar archive its reader accounted for (``_layout``): the format's framing, and
-each member's bytes when the reader that read the member accounted for all of its own.
+each member's bytes when the reader that read the member accounted for all of its own; of a member
+stored as is (a zip's stored member, an uncompressed tar's), the content and framing its reader
+accounted for, at their place in the archive (a Keras ``.keras`` zip's HDF5 weights, whose unused slack
+stays unaccounted in the archive as in the file).
 
 A zip's framing is found by ``_ziplayout``. A tar's is each member's header blocks (long names and pax
 headers included), the padding of its data to the next 512-byte block, and the zero blocks that end the
@@ -94,9 +97,10 @@ class _LastRead:
         return getattr(self.stream, name)
 
 
-def archive_layout(path: Path, kind: str, walk: TarWalk, accounted: list[bool]) -> Layout | None:
+def archive_layout(path: Path, kind: str, walk: TarWalk, accounted: list[Layout | None]) -> Layout | None:
     """The layout of a ``kind`` ("zip", "tar" or "compressed") archive whose listed members' bytes were
-    ``accounted`` for whole (or not) by what read them; a tar's headers and end as ``walk`` noted them."""
+    ``accounted`` for as each layout says by what read them (None: it could not say); a tar's headers
+    and end as ``walk`` noted them."""
     if kind == "zip":
         return zip_archive_layout(path, accounted)
     if kind == "compressed":
@@ -104,19 +108,38 @@ def archive_layout(path: Path, kind: str, walk: TarWalk, accounted: list[bool]) 
     return tar_layout(walk, path.stat().st_size, accounted)
 
 
-def compressed_layout(path: Path, accounted: list[bool]) -> Layout | None:
+def _whole(member: Layout | None) -> bool:
+    return member is not None and member.whole_file
+
+
+def _within(span: Span | None, member: Layout | None, stored: bool) -> list[Span]:
+    """The archive's bytes that a member's reader accounted for: all of its data when it accounted for
+    every byte; when the member is stored as is, its own content and framing at their place in the
+    archive; otherwise none."""
+    if span is None or member is None:
+        return []
+    if member.whole_file:
+        return [span]
+    start, end = span
+    if not stored or member.size != end - start:
+        return []
+    return [(start + first, start + last) for first, last in (*member.content, *member.framing)]
+
+
+def compressed_layout(path: Path, accounted: list[Layout | None]) -> Layout | None:
     """A gzip file is accounted for whole when what it holds was: gzip reads to the file's end (headers
     and trailers are framing, zeros after the last member its padding, anything else refused). bzip2 and
     xz readers stop silently at bytes after their streams, so theirs cannot be told (no layout)."""
     with path.open("rb") as file:
         gzip_magic = file.read(2) == b"\x1f\x8b"
-    return Layout.whole(path.stat().st_size) if gzip_magic and all(accounted) else None
+    return Layout.whole(path.stat().st_size) if gzip_magic and all(map(_whole, accounted)) else None
 
 
-def tar_layout(walk: TarWalk, size: int, accounted: list[bool]) -> Layout | None:
+def tar_layout(walk: TarWalk, size: int, accounted: list[Layout | None]) -> Layout | None:
     """The tar's layout, given which listed members' bytes their readers accounted for."""
-    content = [span for span, whole in zip(walk.data, accounted, strict=True) if span is not None and whole]
-    every_member = all(whole for span, whole in zip(walk.data, accounted, strict=True) if span is not None)
+    pairs = list(zip(walk.data, accounted, strict=True))
+    content = [inner for span, member in pairs for inner in _within(span, member, not walk.compressed)]
+    every_member = all(_whole(member) for span, member in pairs if span is not None)
     if walk.compressed:
         whole = every_member and walk.tail_is_zero and walk.reads_to_end
         return Layout.whole(size) if whole else None
@@ -124,12 +147,20 @@ def tar_layout(walk: TarWalk, size: int, accounted: list[bool]) -> Layout | None
     return Layout.of(size, content, framing)
 
 
-def zip_archive_layout(path: Path, accounted: list[bool]) -> Layout:
-    """A zip archive's layout, given which listed members (the files, in directory order) were
-    accounted for whole; a directory entry's data, which it should not have, is a gap."""
+def zip_archive_layout(path: Path, accounted: list[Layout | None]) -> Layout:
+    """A zip archive's layout, given what its readers accounted for of the listed members (the files,
+    in directory order); a directory entry's data, which it should not have, is a gap."""
     with zipfile.ZipFile(path) as archive:
         zipped = zip_layout(path, archive)
         infos = archive.infolist()
-        files = [span for info, span in zip(infos, zipped.data, strict=True) if not info.is_dir()]
-    content = [span for span, whole in zip(files, accounted, strict=True) if span is not None and whole]
+        files = [
+            (span, _stored(info)) for info, span in zip(infos, zipped.data, strict=True) if not info.is_dir()
+        ]
+    pairs = zip(files, accounted, strict=True)
+    content = [inner for (span, stored), member in pairs for inner in _within(span, member, stored)]
     return Layout.of(zipped.size, content, zipped.framing)
+
+
+def _stored(info: zipfile.ZipInfo) -> bool:
+    """A member whose data is its bytes as they are (not compressed, not encrypted)."""
+    return info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x1

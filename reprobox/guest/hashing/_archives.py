@@ -22,41 +22,33 @@ total expansion (a zip bomb is refused from its directory, a compressed tar as i
 bytes written in all; archives inside archives, ``MAX_ARCHIVE_DEPTH`` levels. A member name that leaves
 the archive's folder (``..``, an absolute path) refuses the archive. A refused archive is compared by its
 bytes, with a note saying why. A single gzip, bzip2 or xz file is read here too, as an archive of one
-member (``_compressed``). Torch's own zip (``data.pkl``) and NumPy's ``.npz`` are not archives
-here: the table gives them to their own readers first.
+member (``_compressed``); the members are written out by ``_archive_members``. Torch's own zip
+(``data.pkl``) and NumPy's ``.npz`` are not archives here: the table gives them to their own readers
+first.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import gzip
 import shutil
 import tarfile
 import tempfile
 import weakref
-import zipfile
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from reprobox.errors import UsageError
-from reprobox.guest.filehash import FILE_CHUNK_BYTES
-from reprobox.guest.hashing import _compressed, _sniff
+from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._archive_layout import TarWalk, archive_layout
+from reprobox.guest.hashing._archive_members import deeper, extract_members
 from reprobox.guest.hashing._arrays import _Array, _Content, _opaque, _refused
 from reprobox.guest.hashing._bounds import (
-    MAX_ARCHIVE_DEPTH,
-    MAX_ARCHIVE_MEMBERS,
     OverLimit,
-    check_archive_total,
-    check_expansion,
-    check_zip_members,
     limit_reason,
 )
 from reprobox.guest.hashing._canonical import _metadata_digests
+from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._load import LazyTensors, Loaded, Loader
 from reprobox.saferead import ZIP_DAMAGE
 
@@ -68,8 +60,6 @@ MAX_MEMBER_TEXT_BYTES = 1 << 20
 """A member no reader reads is its text up to this size (compared, and masked, as text)."""
 
 MEMBER_SEPARATOR = "/"
-
-_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("reprobox_archive_depth", default=0)
 
 _ERRORS: tuple[type[Exception], ...] = (*ZIP_DAMAGE, tarfile.TarError, gzip.BadGzipFile)
 
@@ -93,10 +83,6 @@ def member_name(member: str, inner: str) -> str:
     return f"{member}{MEMBER_SEPARATOR}{inner}" if inner else member
 
 
-Member = tuple[str, Path | str]
-"""A member's name and where it was written, or, for a link or special member, what it is."""
-
-
 def plan_archive(path: Path) -> _Content:
     """Each member's tensors and values under its name, or the archive's bytes with the reason."""
     from reprobox.guest.hashing import _readers
@@ -105,25 +91,25 @@ def plan_archive(path: Path) -> _Content:
     folder = _Folder()
     walk = TarWalk()
     try:
-        members = _extract(path, folder.path, kind, walk)
+        members = extract_members(path, folder.path, kind, walk)
     except _ERRORS as exc:
         folder.remove()
         return _refused(CONTAINERS[kind].removesuffix(" file"), exc)
-    accounted: list[bool] = []  # each member's bytes, accounted for by what read it
+    accounted: list[Layout | None] = []  # each member's bytes, as what read it accounted for them
     arrays: list[_Array] = []
     metadata: dict[str, str] = {}
     kept: list[object] = [folder]  # the folder goes when the plan does: the members' maps point into it
     notes: list[str] = []
     refusal: str | None = None
-    with _deeper():
+    with deeper():
         for name, where in members:
             if isinstance(where, str):
                 metadata.update(_metadata_digests([(name, {"member": where})]))
-                accounted.append(True)  # a link or special member: its header is all it is
+                accounted.append(Layout.whole(0))  # a link or special member: its header is all it is
                 continue
             content = _readers.plan(where)
-            read_whole = content.layout is not None and content.layout.whole_file
-            accounted.append(content.format == "file" or read_whole)  # as text, or by its reader
+            as_text = Layout.whole(where.stat().st_size) if content.format == "file" else None
+            accounted.append(as_text or content.layout)  # as text (or refused: see below), or by its reader
             kept.append(content.keepalive)
             if content.note is not None:
                 notes.append(f"member '{name}': {content.note}")
@@ -165,12 +151,12 @@ def load_archive(path: Path) -> Loaded:
     folder = _Folder()
     try:
         try:
-            members = _extract(path, folder.path, kind, TarWalk())
+            members = extract_members(path, folder.path, kind, TarWalk())
         except OverLimit:
             raise
         except _ERRORS as exc:
             raise UsageError(f"{path} is not a readable {CONTAINERS[kind]} ({limit_reason(exc)})") from None
-        with _deeper():
+        with deeper():
             for name, where in members:
                 if isinstance(where, str):
                     values[name] = {"member": where}
@@ -216,18 +202,6 @@ def _kind(path: Path) -> str:
     return "zip" if is_zip_archive(path) else "tar" if is_tar_archive(path) else "compressed"
 
 
-@contextlib.contextmanager
-def _deeper() -> Iterator[None]:
-    depth = _DEPTH.get() + 1
-    if depth > MAX_ARCHIVE_DEPTH:
-        raise OverLimit(f"archives nest deeper than the limit of {MAX_ARCHIVE_DEPTH} levels")
-    token = _DEPTH.set(depth)
-    try:
-        yield
-    finally:
-        _DEPTH.reset(token)
-
-
 def _text_value(path: Path) -> str | None:
     """A member no reader reads, as its text when it is short UTF-8; None for anything else."""
     if path.stat().st_size > MAX_MEMBER_TEXT_BYTES:
@@ -243,113 +217,3 @@ def _unread_member(kind: str, name: str, why: str | None) -> str:
         f"content not hashed: member '{name}' of the {CONTAINERS[kind]} is in no format reprobox reads"
         f"{f' ({why})' if why else ''}; the archive is compared as bytes"
     )
-
-
-def _safe_name(raw: str) -> str:
-    parts = [p for p in raw.replace("\\", "/").split("/") if p not in ("", ".")]
-    if raw.startswith("/") or ".." in parts or not parts:
-        raise ValueError(f"member '{raw[:200]}' names a path outside the archive")
-    return "/".join(parts)
-
-
-class _Names:
-    """Member names made unique in archive order (a zip may hold one name twice)."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, int] = {}
-
-    def unique(self, raw: str) -> tuple[str, str]:
-        """The member's name in values, and its path in the archive's folder."""
-        name = _safe_name(raw)
-        count = self._seen.get(name, 0) + 1
-        self._seen[name] = count
-        return (name if count == 1 else f"{name}#{count}"), name
-
-
-def _extract(path: Path, folder: Path, kind: str, walk: TarWalk) -> list[Member]:
-    """The members, written to ``folder``; a tar's headers and end noted in ``walk``."""
-    if _DEPTH.get() >= MAX_ARCHIVE_DEPTH:
-        raise OverLimit(f"archives nest deeper than the limit of {MAX_ARCHIVE_DEPTH} levels")
-    try:
-        if kind == "compressed":  # gzip, bzip2 or xz: one member, the file without its suffix
-            _compressed.decompress(path, target := _target(folder, 0, _compressed.inner_name(path)))
-            return [(target.name, target)]
-        return _extract_zip(path, folder) if kind == "zip" else _extract_tar(path, folder, walk)
-    except OSError as exc:
-        if exc.errno is None:  # a compressed stream that does not decompress (bz2 says so as OSError)
-            raise ValueError(str(exc)) from None
-        # a member name the file system refuses (too long), or no room for the members
-        raise ValueError(f"its members could not be written to a temporary folder ({exc.strerror})") from None
-
-
-def _target(folder: Path, index: int, relative: str) -> Path:
-    """Where a member is written: its own folder, so its name and place are as in the archive."""
-    target = folder / str(index) / relative
-    target.parent.mkdir(parents=True, exist_ok=True)
-    return target
-
-
-def _copy(source: Any, target: Path, declared: int, name: str) -> None:
-    """Write a member, refusing one that holds more bytes than its header declared."""
-    written = 0
-    with target.open("wb") as out:
-        while chunk := source.read(FILE_CHUNK_BYTES):
-            written += len(chunk)
-            if written > declared:
-                raise OverLimit(f"member '{name}' holds more bytes than its header declares")
-            out.write(chunk)
-
-
-def _extract_zip(path: Path, folder: Path) -> list[Member]:
-    check_zip_members(path, "the archive")
-    members: list[Member] = []
-    names = _Names()
-    with zipfile.ZipFile(path) as archive:
-        infos = [info for info in archive.infolist() if not info.is_dir()]
-        check_expansion([(i.filename, i.file_size, i.compress_size) for i in infos], path.stat().st_size)
-        for index, info in enumerate(infos):
-            name, relative = names.unique(info.filename)
-            target = _target(folder, index, relative)
-            with archive.open(info) as source:
-                _copy(source, target, info.file_size, name)
-            members.append((name, target))
-    return members
-
-
-def _extract_tar(path: Path, folder: Path, walk: TarWalk) -> list[Member]:
-    members: list[Member] = []
-    names = _Names()
-    archive_bytes, total, count = path.stat().st_size, 0, 0
-    with tarfile.open(path, "r:*") as archive:
-        walk.watch(archive)
-        while (info := archive.next()) is not None:
-            count += 1
-            if count > MAX_ARCHIVE_MEMBERS:
-                raise OverLimit(f"the archive lists more than the limit of {MAX_ARCHIVE_MEMBERS} members")
-            walk.add(info, listed=not info.isdir())
-            if info.isdir():
-                continue
-            name, relative = names.unique(info.name)
-            if not info.isreg():
-                members.append((name, _special(info)))
-                continue
-            total += info.size
-            check_archive_total(total, archive_bytes)  # before the member is decompressed
-            source = archive.extractfile(info)
-            if source is None:
-                members.append((name, _special(info)))
-                continue
-            target = _target(folder, count, relative)
-            with source:
-                _copy(source, target, info.size, name)
-            members.append((name, target))
-        walk.finish(archive, path, total)
-    return members
-
-
-def _special(info: tarfile.TarInfo) -> str:
-    if info.issym():
-        return f"symbolic link to {info.linkname}"
-    if info.islnk():
-        return f"hard link to {info.linkname}"
-    return "special file (device or FIFO)"

@@ -2,13 +2,18 @@
 the standard library and NumPy alone: datasets as tensors, attributes and links as values.
 
 The file's structures are read by this package's own reader (``_hdf5_bytes``, ``_hdf5_format``,
-``_hdf5_dense``, ``_hdf5_types``, ``_hdf5_data``, ``_hdf5_tree``), never by h5py or libhdf5, within the
-readers' limits: every address inside the file, every structure at most 64 MiB, every count bounded, each
-object read once, chunks decompressed to no more than their size, the file's tensors together within
-``expansion_budget`` of its size. A feature it does not read (another filter, a virtual dataset, an
-external link, a compound type) refuses the file in one sentence naming the object, and the file is
-compared by its bytes. Contiguous datasets are hashed from the file by ``pread`` in bounded chunks;
-chunked ones are assembled in memory when they are hashed or compared.
+``_hdf5_dense``, ``_hdf5_types``, ``_hdf5_data``, ``_hdf5_fixed_array``, ``_hdf5_tree``), never by
+h5py or libhdf5, within the readers' limits: every address inside the file, every structure at most
+64 MiB, every count bounded, each object read once, chunks decompressed to no more than their size, the
+file's tensors together within ``expansion_budget`` of its size. A feature it does not read (another
+filter, a virtual dataset, an external link, a compound type) refuses the file in one sentence naming
+the object, and the file is compared by its bytes. Contiguous datasets are hashed from the file by
+``pread`` in bounded chunks; chunked ones are assembled in memory when they are hashed or compared.
+
+Its ``Layout`` (``_layout``): each structure parsed is framing (object headers with their times, heaps,
+B-tree nodes and chunk indexes as allocated, a heap's free-space manager), each dataset's raw data and
+each attribute message content; bytes no structure declares (libhdf5's unused metadata slack, zeros in
+the files it writes) and bytes past the superblock's end-of-file address are left unaccounted.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from reprobox.guest.hashing._filebytes import FileIdentity, _opened, pread_chunk
 from reprobox.guest.hashing._hdf5_bytes import SIGNATURE, Source
 from reprobox.guest.hashing._hdf5_data import Dataset, read_array
 from reprobox.guest.hashing._hdf5_tree import Contents, read_contents
+from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._load import LazyTensors, Loaded, _numpy_to_torch, _unique
 from reprobox.guest.hashing._numpy_files import _swapped
 
@@ -61,6 +67,7 @@ class _Opened:
             self.identity = FileIdentity.of(f.fileno())
             source = Source(path, f.fileno(), self.identity.size)
             self.contents: Contents = read_contents(source)
+        self.layout = Layout.of(self.identity.size, source.content, source.framing)
         self.path = path
         self.base, self.widths = source.base, source.widths
         total = sum(dataset.nbytes for dataset in self.contents.datasets)
@@ -92,6 +99,7 @@ def plan_hdf5(path: Path) -> _Content:
         _metadata_digests(opened.contents.values),
         reader="HDF5 reader",
         values_only=not arrays,
+        layout=opened.layout,
     )
 
 

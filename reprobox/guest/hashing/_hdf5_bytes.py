@@ -5,7 +5,9 @@ end, at itself, or declares a length that would have the reader allocate the mac
 reads by ``pread`` only what lies inside the file (an address past it is ``OverLimit``, naming the
 structure), and ``Cursor`` decodes a structure's fields from the bytes read, refusing one cut short.
 Addresses and lengths are as wide as the superblock says (2, 4 or 8 bytes); an address of all ones is
-HDF5's "undefined" and reads as None.
+HDF5's "undefined" and reads as None. As each structure is parsed, its byte range is noted on the
+``Source`` (``framing``; a dataset's raw data and attribute messages as ``content``): the file's
+``Layout`` (``_layout``), whose gaps are the bytes no structure declares.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ class Unsupported(ValueError):
 
 @dataclass(frozen=True)
 class Widths:
-    """The widths of addresses and lengths, from the superblock."""
+    """The widths of addresses and lengths, and the B-tree node sizes (K), from the superblock."""
 
     offset: int = 8
     length: int = 8
+    group_leaf_k: int = 4  # a symbol table node holds up to twice this many entries
+    group_internal_k: int = 16  # a group's B-tree node, up to twice this many children
+    chunk_k: int = 32  # a chunk B-tree node's
 
 
 class Cursor:
@@ -109,6 +114,23 @@ class Source:
         self.size = size
         self.base = base
         self.widths = widths or Widths()
+        self.end: int | None = None  # the superblock's end-of-file address, once read
+        self.framing: list[tuple[int, int]] = []  # absolute byte ranges of the structures parsed
+        self.content: list[tuple[int, int]] = []  # of raw data and attribute values
+
+    def _span(self, address: int, count: int) -> tuple[int, int]:
+        """The bytes noted: only those inside the file and before the end its superblock declares."""
+        limit = self.size if self.end is None else min(self.size, self.base + self.end)
+        start = min(self.base + address, limit)
+        return start, min(limit, start + max(0, count))
+
+    def frame(self, address: int, count: int) -> None:
+        """Note ``count`` bytes at ``address`` as a structure's."""
+        self.framing.append(self._span(address, count))
+
+    def hold(self, address: int, count: int) -> None:
+        """Note ``count`` bytes at ``address`` as values read."""
+        self.content.append(self._span(address, count))
 
     def check(self, address: int, count: int, what: str) -> int:
         """The absolute offset of ``count`` bytes at ``address``; OverLimit when they leave the file."""

@@ -23,8 +23,9 @@ from reprobox.guest.hashing._bounds import (
 )
 from reprobox.guest.hashing._hdf5_bytes import Cursor, Source
 from reprobox.guest.hashing._hdf5_dense import GlobalHeaps
+from reprobox.guest.hashing._hdf5_fixed_array import fixed_array_chunks
 from reprobox.guest.hashing._hdf5_format import btree_v1_children
-from reprobox.guest.hashing._hdf5_types import Datatype, Filter, Layout
+from reprobox.guest.hashing._hdf5_types import Chunk, Datatype, Filter, Layout
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,14 +39,6 @@ MAX_CHUNKS = 1 << 20
 
 _DEFLATE_SLACK = 1 << 12
 """What deflate may add to a chunk that does not compress (a few bytes per 16 KiB block, and its framing)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    offset: tuple[int, ...]  # of its first element, in elements
-    address: int
-    size: int  # bytes stored (filtered)
-    mask: int  # filters skipped for this chunk
 
 
 @dataclass(frozen=True)
@@ -112,7 +105,8 @@ def _chunks(source: Source, dataset: Dataset, room: int) -> list[Chunk]:
             for place, address in _implicit(grid, layout.address, chunk_bytes)
         ]
     elif layout.index == "fixed-array":
-        found = _fixed_array_chunks(source, dataset, grid)
+        element_bytes = dataset.datatype.size
+        found = fixed_array_chunks(source, layout, element_bytes, grid, what)
     else:
         found = _btree_chunks(source, dataset, len(grid), min(places, room))
     seen: set[tuple[int, ...]] = set()
@@ -152,54 +146,6 @@ def _btree_chunks(source: Source, dataset: Dataset, rank: int, limit: int) -> li
         chunks.append(Chunk(offset[:-1], address, size, mask))
         if len(chunks) > limit:
             raise OverLimit(f"{dataset.what} lists more chunks than its shape holds, or the file's limit")
-    return chunks
-
-
-def _fixed_array_chunks(source: Source, dataset: Dataset, grid: list[int]) -> list[Chunk]:
-    """The chunks of a fixed array index (``libver='latest'``): one entry per chunk in row-major order,
-    in pages of ``2**page_bits`` entries when there are more (a page not yet written holds none)."""
-    import numpy as np
-
-    what, widths = dataset.what, source.widths
-    assert dataset.layout.address is not None
-    head = source.cursor(
-        dataset.layout.address, 8 + widths.length + widths.offset, f"the chunk index of {what}"
-    )
-    head.expect(b"FAHD")
-    head.skip(1)
-    filtered, entry_size, page_bits = head.u8(), head.u8(), head.u8()
-    count, block = head.length(), head.address()
-    places = np.ndindex(*grid) if all(grid) else iter(())
-    if (
-        count != element_count(tuple(grid))
-        or page_bits > 32
-        or entry_size < widths.offset + (5 if filtered else 0)
-    ):
-        raise ValueError(f"the chunk index of {what} lists {count} chunks for {element_count(tuple(grid))}")
-    if block is None:
-        return []
-    page = 1 << page_bits
-    pages = -(-count // page) if count > page else 0
-    prefix = 4 + 2 + widths.offset + (-(-pages // 8))
-    span = prefix + count * entry_size + 4 * max(pages, 1)
-    cursor = source.cursor(block, span, f"the chunk index of {what}")
-    cursor.expect(b"FADB")
-    cursor.skip(2 + widths.offset)
-    bitmap = cursor.take(prefix - cursor.position)
-    chunks = []
-    for number, place in enumerate(places):
-        if pages and number % page == 0 and number:
-            cursor.skip(4)  # the page's checksum
-        entry = Cursor(cursor.take(entry_size), f"the chunk index of {what}", widths)
-        if pages and not bitmap[number // page // 8] >> (number // page % 8) & 1:
-            continue
-        address = entry.address()
-        size = entry.uint(entry_size - widths.offset - 4) if filtered else 0
-        mask = entry.u32() if filtered else 0
-        if address is not None:
-            offset = tuple(int(i) * c for i, c in zip(place, dataset.layout.chunk, strict=True))
-            chunk_bytes = element_count(dataset.layout.chunk) * dataset.datatype.size
-            chunks.append(Chunk(offset, address, size if filtered else chunk_bytes, mask))
     return chunks
 
 

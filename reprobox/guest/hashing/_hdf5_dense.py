@@ -78,13 +78,18 @@ def fractal_heap(source: Source, address: int, what: str) -> FractalHeap:
     cursor.length()
     if cursor.address() is not None:
         raise Unsupported(f"{what} is a fractal heap with huge objects, which is not read")
-    cursor.skip(n + o + 3 * n + 5 * n)  # free space, its manager, managed sizes, object counts
+    cursor.skip(n)  # free space
+    manager = cursor.address()
+    cursor.skip(3 * n + 5 * n)  # managed sizes, object counts
     width = cursor.u16()
     start_size, max_direct = cursor.length(), cursor.length()
     max_heap_bits = cursor.u16()
     cursor.u16()  # starting rows of the root indirect block
     root = cursor.address()
     rows = cursor.u16()
+    source.frame(address, cursor.position + 4)  # and its checksum
+    if manager is not None:
+        _free_space_manager(source, manager, what)
     if max_heap_bits > 64 or not width:
         raise ValueError(f"{what} declares a heap of {max_heap_bits} bits and {width} columns")
     table = _Table(
@@ -94,12 +99,27 @@ def fractal_heap(source: Source, address: int, what: str) -> FractalHeap:
     blocks: list[tuple[int, int, int]] = []
     if root is not None:
         if rows == 0:
+            source.frame(root, start_size)
             blocks.append((0, root, start_size))
         else:
             _indirect(
                 source, table, address=root, rows=rows, heap_offset=0, blocks=blocks, seen=set(), what=what
             )
     return FractalHeap(blocks, table.offset_bytes, _bytes_for(min(max_direct, max_managed)), what)
+
+
+def _free_space_manager(source: Source, address: int, what: str) -> None:
+    """Note a heap's free-space manager (its header, and the section list it allocates) as framing: the
+    free space it lists lies in the heap's blocks, so it holds no value of its own."""
+    o, n = source.widths.offset, source.widths.length
+    cursor = source.cursor(address, 6 + 5 * n + 8 + o + 2 * n + 4, f"the free space of {what}")
+    if cursor.left < len(cursor.data) or cursor.take(4) != b"FSHD":
+        return  # not a manager this reader knows: its bytes stay unaccounted
+    cursor.skip(2 + 4 * n + 8 + n)  # version, client, space and section counts, classes, sizes
+    sections, _used, allocated = cursor.address(), cursor.length(), cursor.length()
+    source.frame(address, len(cursor.data))
+    if sections is not None and source.cursor(sections, 4, f"the free space of {what}").data == b"FSSE":
+        source.frame(sections, allocated)
 
 
 @dataclass(frozen=True)
@@ -142,6 +162,7 @@ def _indirect(
     if cursor.left < span:
         raise OverLimit(f"an indirect block of {what} lies past the end of the file")
     cursor.expect(b"FHIB")
+    source.frame(address, span + 4)  # and its checksum
     cursor.skip(1 + source.widths.offset + table.offset_bytes)
     for entry in range(entries):
         check_cpu_budget(f"{len(blocks)} heap blocks of {what} read")
@@ -149,6 +170,7 @@ def _indirect(
         size = table.row_size(row)
         child = cursor.address()
         if child is not None and row < direct_rows:
+            source.frame(child, size)
             blocks.append((heap_offset, child, size))
         elif child is not None:
             child_rows = _log2(size, what) - _log2(table.start_size * table.width, what) + 1
@@ -184,6 +206,7 @@ def btree_v2_records(source: Source, address: int, node_type: int, what: str) ->
     node_size, record_size, depth = head.u32(), head.u16(), head.u16()
     head.skip(2)
     root, root_records = head.address(), head.u16()
+    source.frame(address, head.position + n + 4)  # and its record count and checksum
     if depth > MAX_BTREE_DEPTH or record_size == 0 or node_size <= 10:
         raise ValueError(f"the B-tree of {what} declares depth {depth}, records of {record_size} bytes")
     if root is None:
@@ -203,6 +226,7 @@ def btree_v2_records(source: Source, address: int, node_type: int, what: str) ->
             raise OverLimit(f"the B-tree of {what} holds more than the limit of {MAX_LINKS} records")
         cursor = source.cursor(node, node_size, f"the B-tree of {what}")
         cursor.expect(b"BTIN" if level else b"BTLF")
+        source.frame(node, node_size)
         cursor.skip(2)
         yield from (cursor.take(record_size) for _ in range(records))
         if level:
@@ -268,6 +292,7 @@ def _global_heap(source: Source, address: int) -> dict[int, bytes]:
     head.skip(4)
     size = head.length()
     cursor = source.cursor(address, size, "a global heap")
+    source.frame(address, size)
     cursor.skip(head.position)
     objects: dict[int, bytes] = {}
     while cursor.left >= 8 + source.widths.length:

@@ -37,6 +37,7 @@ class Message:
     kind: int
     flags: int
     data: bytes
+    at: int = 0  # the address of its data
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,15 @@ def superblock(source: Source) -> int:
     version = cursor.u8()
     if version in (0, 1):
         cursor.skip(4)  # free-space, root group and shared header versions, reserved
-        widths = _widths(cursor.u8(), cursor.u8())
-        cursor.skip(1 + 4 + 4 + (4 if version == 1 else 0))  # reserved, K values, flags, indexed K
+        offset, length = cursor.u8(), cursor.u8()
+        cursor.skip(1)
+        leaf_k, internal_k = cursor.u16(), cursor.u16()
+        cursor.skip(4)  # flags
+        chunk_k = cursor.u16() if version == 1 else 32
+        cursor.skip(2 if version == 1 else 0)
+        if not (leaf_k and internal_k and chunk_k):
+            raise ValueError("its superblock declares B-tree nodes of no entries")
+        widths = _widths(offset, length, leaf_k, internal_k, chunk_k)
         cursor.widths = widths
         base = cursor.address() or 0
         cursor.skip(widths.offset)  # free space
@@ -63,6 +71,7 @@ def superblock(source: Source) -> int:
         cursor.skip(widths.offset)  # driver information
         cursor.length()  # the root's symbol table entry: link name offset, object header address
         root = cursor.address()
+        cursor.skip(4 + 4 + 16)  # and its cache type, reserved, scratch pad
     elif version in (2, 3):
         widths = _widths(cursor.u8(), cursor.u8())
         cursor.skip(1)
@@ -71,22 +80,25 @@ def superblock(source: Source) -> int:
         cursor.skip(widths.offset)  # superblock extension
         end = cursor.address()
         root = cursor.address()
+        cursor.skip(4)  # checksum
     else:
         raise Unsupported(f"its superblock has version {version}, which is not read (0 to 3 are)")
     if base != 0:
         raise ValueError(f"its superblock declares a base address ({base}) other than its start")
     source.widths = widths
+    source.frame(0, cursor.position)
     if end is not None and end > source.size:
         raise OverLimit(f"it is cut short: its superblock says it ends at byte {end} of {source.size}")
+    source.end = end  # bytes after it are no structure's
     if root is None:
         raise ValueError("its superblock names no root group")
     return root
 
 
-def _widths(offset: int, length: int) -> Widths:
+def _widths(offset: int, length: int, *k: int) -> Widths:
     if offset not in (2, 4, 8) or length not in (2, 4, 8):
         raise ValueError(f"its superblock declares addresses of {offset} and lengths of {length} bytes")
-    return Widths(offset, length)
+    return Widths(offset, length, *k)
 
 
 def object_header(source: Source, address: int, what: str) -> list[Message]:
@@ -99,6 +111,7 @@ def object_header(source: Source, address: int, what: str) -> list[Message]:
         raise ValueError(f"the object header of {what} has version {version} (1 and 2 are read)")
     head.skip(1 + 2 + 4)  # reserved, message count, reference count
     size = head.u32()
+    source.frame(address, 16)  # its prefix, padded to 8 bytes
     blocks = [(address + 16, size)]
     messages: list[Message] = []
     seen: set[int] = set()
@@ -107,12 +120,13 @@ def object_header(source: Source, address: int, what: str) -> list[Message]:
         cursor = source.cursor(start, length, f"the object header of {what}")
         if cursor.left < length:
             raise OverLimit(f"the object header of {what} lies past the end of the file")
+        source.frame(start, length)
         while cursor.left >= 8:
             kind, size, flags = cursor.u16(), cursor.u16(), cursor.u8()
             cursor.skip(3)
             _add(
                 messages,
-                Message(kind, flags, cursor.take(size)),
+                Message(kind, flags, cursor.take(size), start + cursor.position),
                 blocks=blocks,
                 seen=seen,
                 source=source,
@@ -129,6 +143,7 @@ def _header_v2(source: Source, address: int, what: str) -> list[Message]:
         raise ValueError(f"the object header of {what} has version {version} (1 and 2 are read)")
     cursor.skip((16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0))
     size = cursor.uint(1 << (flags & 0x3))
+    source.frame(address, cursor.position)  # its prefix, times included; the block and checksum below
     blocks = [(address + cursor.position, size)]
     messages: list[Message] = []
     seen: set[int] = set()
@@ -138,6 +153,7 @@ def _header_v2(source: Source, address: int, what: str) -> list[Message]:
         block = source.cursor(start, length, f"the object header of {what}")
         if block.left < length:
             raise OverLimit(f"the object header of {what} lies past the end of the file")
+        source.frame(start, length + (4 if first else 0))  # the first block's checksum follows it
         if not first:
             block.expect(b"OCHK")
             block = Cursor(block.data[: max(0, length - 4)], block.what, block.widths, 4)
@@ -148,7 +164,7 @@ def _header_v2(source: Source, address: int, what: str) -> list[Message]:
             block.skip(header_size - 4)
             _add(
                 messages,
-                Message(kind, message_flags, block.take(size)),
+                Message(kind, message_flags, block.take(size), start + block.position),
                 blocks=blocks,
                 seen=seen,
                 source=source,
@@ -210,7 +226,10 @@ def _local_heap(source: Source, address: int, what: str) -> bytes:
     data = cursor.address()
     if data is None:
         raise ValueError(f"the local heap of {what} has no data segment")
-    return source.read(data, size, f"the local heap of {what}")
+    names = source.read(data, size, f"the local heap of {what}")
+    source.frame(address, cursor.position)
+    source.frame(data, size)
+    return names
 
 
 def btree_v1_node(source: Source, address: int, node_type: int, what: str) -> tuple[int, int, Cursor]:
@@ -243,6 +262,8 @@ def btree_v1_children(
         if cursor.left < span:
             raise OverLimit(f"a B-tree node of {what} lies past the end of the file")
         cursor.skip(8 + 2 * source.widths.offset)
+        k = source.widths.chunk_k if node_type == 1 else source.widths.group_internal_k
+        source.frame(node, span + max(0, 2 * k - entries) * (key_size + source.widths.offset))  # as allocated
         children = []
         for _ in range(entries):
             key = cursor.take(key_size)
@@ -268,6 +289,7 @@ def _symbol_node(source: Source, address: int, names: bytes, what: str) -> list[
     head.skip(2)
     count = head.u16()
     cursor = source.cursor(address + 8, count * entry_size, f"a symbol table node of {what}")
+    source.frame(address, 8 + max(count, 2 * source.widths.group_leaf_k) * entry_size)  # as allocated
     links = []
     for _ in range(count):
         offset = cursor.length()

@@ -157,6 +157,7 @@ def _dataset(source: Source, messages: list[Message], path: str, what: str, cont
     dataset = Dataset(path, shape, kind, layout(layout_data, widths, what), steps, fill)
     dataset = checked(source, dataset, MAX_CHUNKS - contents.chunks)
     contents.chunks += len(dataset.chunks)
+    _note_data(source, dataset, messages)
     if kind.kind == "vlen-string":
         contents.count_elements(shape, what)
         raw = read_array(source, dataset).tobytes()
@@ -165,8 +166,23 @@ def _dataset(source: Source, messages: list[Message], path: str, what: str, cont
     contents.datasets.append(dataset)
 
 
+def _note_data(source: Source, dataset: Dataset, messages: list[Message]) -> None:
+    """Note the dataset's raw data as content: contiguous, each chunk as stored, or compact (inside its
+    layout message)."""
+    stored = dataset.layout
+    if stored.kind == "compact":
+        source.hold(*next((m.at, len(m.data)) for m in messages if m.kind == LAYOUT))
+    elif stored.kind == "contiguous" and stored.address is not None:
+        source.hold(stored.address, dataset.nbytes)
+    for chunk in dataset.chunks:
+        source.hold(chunk.address, chunk.size)
+
+
 def _attributes(source: Source, messages: list[Message], path: str, contents: Contents) -> None:
     where = f"'/{path}'"
+    for message in messages:
+        if message.kind == ATTRIBUTE:  # its name, type, shape and value, all parsed
+            source.hold(message.at, len(message.data))
     found = [attribute(m.data, source.widths, where) for m in messages if m.kind == ATTRIBUTE]
     info = _only(messages, ATTRIBUTE_INFO, where)
     if info is not None:
@@ -207,6 +223,10 @@ def _dense(source: Source, info: bytes, record_type: int, what: str) -> list[byt
         raise ValueError(f"the index of {what} has version {version} (0 is read)")
     cursor.skip((8 if record_type == _LINK_NAME_RECORDS else 2) if flags & 0x1 else 0)
     heap_address, names_address = cursor.address(), cursor.address()
+    order_address = cursor.address() if flags & 0x2 else None
+    if order_address is not None:  # the creation order index (B-tree type 6 or 9): the same objects,
+        for _ in btree_v2_records(source, order_address, record_type + 1, what):  # its nodes noted
+            check_cpu_budget(f"the creation order index of {what} read")
     if heap_address is None or names_address is None:
         return []
     heap = fractal_heap(source, heap_address, what)

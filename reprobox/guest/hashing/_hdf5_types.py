@@ -282,3 +282,11 @@ def _count(shape: tuple[int, ...]) -> int:
     for dim in shape:
         total *= dim
     return total
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    offset: tuple[int, ...]  # of its first element, in elements
+    address: int
+    size: int  # bytes stored (filtered)
+    mask: int  # filters skipped for this chunk

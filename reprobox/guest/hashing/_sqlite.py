@@ -24,6 +24,17 @@ short is a short read, not SIGBUS), the schema untrusted, cell sizes checked, ex
 views and triggers disabled where Python can say so, SQLite's limits lowered (``LIMITS``), and a
 progress handler that stops it past ``READ_SECONDS`` of CPU time (or the file's budget, ``_bounds``).
 ``PRAGMA quick_check`` runs first: a damaged file is refused rather than read for what survives.
+
+Which bytes were read (``_layout``): after the rows, ``PRAGMA integrity_check`` (within the same CPU
+budget) proves every page SQLite counts (``PRAGMA page_count``: the header's database size where its
+version-valid-for number equals the change counter, else the file's size in pages, a part of one
+counted as one) is a b-tree, overflow, freelist or pointer-map page (the lock-byte page, at 1 GiB, lies
+past ``MAX_SQLITE_BYTES``), and every byte of each is header, cell pointers, cells, freeblocks or its
+unallocated gap: the cells hold the values read, the rest is the format's framing and free space,
+which by the format holds no value (a deleted row's leftovers are slack, like a zip's padding). Those
+pages are accounted for; bytes after them (a payload appended) are not. If integrity_check finds
+anything, or runs out of time, the file has no layout (no byte difference excused) and its note says
+why.
 """
 
 from __future__ import annotations
@@ -42,6 +53,7 @@ from reprobox.guest.hashing._arrays import _Content, _refused
 from reprobox.guest.hashing._bounds import MAX_VALUES, OverLimit, check_cpu_budget, size_text
 from reprobox.guest.hashing._canonical import _metadata_digests, canonical_json, canonical_value
 from reprobox.guest.hashing._filebytes import FileIdentity, check_unchanged
+from reprobox.guest.hashing._layout import Layout
 
 READER_NAME = "SQLite row reader"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -179,6 +191,11 @@ def _opened(path: Path, budget: _Budget) -> Iterator[sqlite3.Connection]:
 
 def read_sqlite(path: Path) -> list[tuple[str, object]]:
     """The database's values as (name, value) pairs; ValueError (OverLimit for a limit) says why not."""
+    return _read(path, account=False)[0]
+
+
+def _read(path: Path, *, account: bool) -> tuple[list[tuple[str, object]], Layout | None, str | None]:
+    """The values, and when ``account``: the layout integrity_check vouches for, or None and why not."""
     with path.open("rb") as f:
         identity = FileIdentity.of(f.fileno())
         head = f.read(HEADER_BYTES)
@@ -189,9 +206,13 @@ def read_sqlite(path: Path) -> list[tuple[str, object]]:
             f"{'.'.join(map(str, MIN_SQLITE))}, which reading an untrusted database needs"
         )
     budget = _Budget()
+    layout: Layout | None = None
+    why_not: str | None = None
     try:
         with _opened(path, budget) as connection:
             pairs = _header_values(head) + _values_of(connection, budget)
+            if account:
+                layout, why_not = _pages_layout(connection, budget, identity.size)
     except sqlite3.Error as exc:
         if budget.spent is not None:
             raise budget.spent from None
@@ -200,7 +221,27 @@ def read_sqlite(path: Path) -> list[tuple[str, object]]:
             raise OverLimit(f"{reason}, over its limits") from None
         raise ValueError(reason) from None
     check_unchanged(path, identity)  # immutable: SQLite took the file as it was; it still is
-    return pairs
+    return pairs, layout, why_not
+
+
+def _pages_layout(
+    connection: sqlite3.Connection, budget: _Budget, size: int
+) -> tuple[Layout | None, str | None]:
+    """The database's pages as accounted for once ``integrity_check`` finds each byte of each page in its
+    place; bytes after the last page are left unaccounted. None, and why, when it finds anything."""
+    try:
+        found = [str(line) for (line,) in connection.execute("PRAGMA integrity_check(3)")]
+    except sqlite3.Error:
+        if budget.spent is None:
+            raise
+        reason, budget.spent = budget.spent, None
+        return None, f"its bytes are not accounted for: integrity_check stopped ({reason})"
+    if found != ["ok"]:
+        damage = " ".join(" ".join(found).replace("*** in database main ***", "").split())
+        return None, f"its bytes are not accounted for: SQLite's integrity_check finds {damage[:200]}"
+    ((page_size,),) = connection.execute("PRAGMA page_size").fetchall()
+    ((page_count,),) = connection.execute("PRAGMA page_count").fetchall()
+    return Layout.of(size, [(0, min(size, int(page_size) * int(page_count)))]), None
 
 
 def _header_values(head: bytes) -> list[tuple[str, object]]:
@@ -283,7 +324,10 @@ def _key_text(value: object) -> str:
 
 def plan_sqlite(path: Path) -> _Content:
     try:
-        pairs = read_sqlite(path)
+        pairs, layout, why_not = _read(path, account=True)
     except (ValueError, MemoryError, RecursionError) as exc:
         return _refused("SQLite database", exc)
-    return _Content("sqlite", metadata=_metadata_digests(pairs), reader=READER_NAME, values_only=True)
+    metadata = _metadata_digests(pairs)
+    return _Content(
+        "sqlite", metadata=metadata, note=why_not, reader=READER_NAME, values_only=True, layout=layout
+    )
