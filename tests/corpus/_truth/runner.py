@@ -2,8 +2,8 @@
 
 This is the truth's side, independent of reprobox: plain subprocesses, the case's own command, with
 PYTHONHASHSEED and the generators' seeds (sitecustomize.py here) set from outside, identically in both
-runs unless the case asks for no seeding. Each case's truth.py compares the two copies afterwards with
-its library's own loader.
+runs. Each case's truth.py compares the two copies afterwards with its library's own loader.
+TRUTH_SELF_CHECK=1 seeds the second run differently, so that a comparer can be seen to fail.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def run_twice(case_dir: Path, *, seed_torch: bool = False, timeout: float = 300)
     )
     copies = []
     for name in ("a", "b"):
+        if os.environ.get("TRUTH_SELF_CHECK") == "1" and name == "b":
+            env["TRUTH_SEED"] = "1"  # the comparer's own check: different seeds must show a difference
         copy = root / name
         shutil.copytree(case_dir, copy, ignore=IGNORED)
         done = subprocess.run(
