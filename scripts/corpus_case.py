@@ -21,7 +21,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
-VERDICT_OF = {"bit-identical": "reproduced", "reproduced": "reproduced", "not reproducible": "not reproducible"}
+VERDICT_OF = {
+    "bit-identical": "reproduced",
+    "reproduced": "reproduced",
+    "not reproducible": "not reproducible",
+}
 
 
 @dataclass
@@ -74,14 +78,28 @@ def run_reprobox(case: Path, work: Path, log: Path) -> tuple[str, int, str]:
     env = reprobox_env()
     command = shlex.split(case_fields(case).get("command", "python train.py"))
     reprobox = [sys.executable, "-m", "reprobox"]
+    verify_args = ["verify", "job.yaml", "--runtime", "local", "--runs", "2", "--json", "-q"]
     with log.open("w") as out:
-        init = subprocess.run([*reprobox, "init", "-q", "--", *command], cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT)
+        init = subprocess.run(
+            [*reprobox, "init", "-q", "--", *command],
+            cwd=checkout,
+            env=env,
+            stdout=out,
+            stderr=out,
+            check=False,
+        )
         if init.returncode != 0:
-            return "init failed", init.returncode, log.read_text().strip().splitlines()[-1:][0] if log.read_text().strip() else ""
+            last_lines = log.read_text().strip().splitlines()[-1:]
+            return "init failed", init.returncode, " ".join(last_lines)
         out.write((checkout / "job.yaml").read_text())
         verify = subprocess.run(
-            [*reprobox, "verify", "job.yaml", "--runtime", "local", "--runs", "2", "--json", "-q", "--no-attestation"],
-            cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=out, text=True,
+            [*reprobox, *verify_args],
+            cwd=checkout,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=out,
+            text=True,
+            check=False,
         )
     try:
         data = json.loads(verify.stdout)
@@ -93,7 +111,9 @@ def run_reprobox(case: Path, work: Path, log: Path) -> tuple[str, int, str]:
 
 
 def run_truth(case: Path) -> tuple[str, str]:
-    done = subprocess.run([sys.executable, str(case / "truth.py")], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(case / "truth.py")], capture_output=True, text=True, check=False
+    )
     try:
         data = json.loads(done.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):

@@ -23,11 +23,15 @@ corpus_case = importlib.util.module_from_spec(_spec)
 sys.modules["corpus_case"] = corpus_case
 _spec.loader.exec_module(corpus_case)
 
-RIGHT_TODAY = {
+RIGHT_TODAY = {  # case: the module its library installs
     "einops-torch": "einops",
     "lightgbm-quickstart": "lightgbm",
+    "neg-run-id-torch": "torch",
+    "neg-run-id-xgboost": "xgboost",
+    "notebook-nbconvert": "nbconvert",
     "sklearn-persistence": "sklearn",
     "statsmodels-ols": "statsmodels",
+    "torch-jit-export": "torch",
     "torch-save-model": "torch",
     "xgboost-native": "xgboost",
     "xgboost-sklearn": "xgboost",

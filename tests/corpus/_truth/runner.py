@@ -47,7 +47,13 @@ def run_twice(case_dir: Path, *, seed_torch: bool = False, timeout: float = 300)
         copy = root / name
         shutil.copytree(case_dir, copy, ignore=IGNORED)
         done = subprocess.run(
-            case_command(case_dir), cwd=copy, env=env, capture_output=True, text=True, timeout=timeout
+            case_command(case_dir),
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         if done.returncode != 0:
             report("failed", f"run {name} exited {done.returncode}: {done.stderr.strip()[-400:]}")

@@ -20,10 +20,14 @@ def differences(a: Any, b: Any, path: str = "", depth: int = 0) -> list[str]:
             if a_arr.shape != b_arr.shape:
                 return [f"{path}: shape {a_arr.shape} != {b_arr.shape}"]
             out: list[str] = []
-            for i, (x, y) in enumerate(zip(a_arr.ravel(), b_arr.ravel())):
+            for i, (x, y) in enumerate(zip(a_arr.ravel(), b_arr.ravel(), strict=True)):
                 out += differences(x, y, f"{path}[{i}]", depth + 1)
             return out
-        if a_arr.shape == b_arr.shape and a_arr.dtype == b_arr.dtype and np.array_equal(a_arr, b_arr, equal_nan=a_arr.dtype.kind in "fc"):
+        if (
+            a_arr.shape == b_arr.shape
+            and a_arr.dtype == b_arr.dtype
+            and np.array_equal(a_arr, b_arr, equal_nan=a_arr.dtype.kind in "fc")
+        ):
             return []
         return [f"{path}: arrays differ"]
     if isinstance(a, dict) and isinstance(b, dict):
@@ -35,14 +39,14 @@ def differences(a: Any, b: Any, path: str = "", depth: int = 0) -> list[str]:
         if len(a) != len(b):
             return [f"{path}: length {len(a)} != {len(b)}"]
         out = []
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             out += differences(x, y, f"{path}[{i}]", depth + 1)
         return out
     if type(a) is not type(b):
         return [f"{path}: type {type(a).__name__} != {type(b).__name__}"]
     if isinstance(a, float):
         return [] if a == b or (a != a and b != b) else [f"{path}: {a!r} != {b!r}"]
-    if isinstance(a, type) or callable(a) and not hasattr(a, "__dict__"):
+    if isinstance(a, type) or (callable(a) and not hasattr(a, "__dict__")):
         return [] if a is b else [f"{path}: {a!r} != {b!r}"]
     if isinstance(a, (int, str, bytes, bool, type(None), complex)):
         return [] if a == b else [f"{path}: {a!r} != {b!r}"]

@@ -27,14 +27,16 @@ def model(run: Path) -> tuple[dict, dict, np.ndarray]:
         loaded.save_model(f"{tmp}/model.json", format="json")
         as_json = json.loads(Path(f"{tmp}/model.json").read_text())
     as_json.pop("model_info", None)  # the metadata, compared below without its stamps
-    metadata = {k: loaded.get_metadata()[k] for k in loaded.get_metadata().keys() if k not in RUN_SPECIFIC_METADATA}
+    metadata = {k: v for k, v in dict(loaded.get_metadata()).items() if k not in RUN_SPECIFIC_METADATA}
     rows = np.array([[2, 4, 6, 8], [1, 4, 50, 60], [30, 40, 50, 60]])
     return as_json, metadata, loaded.predict_proba(rows)
 
 
 def tsv(path: Path) -> list[dict]:
     with path.open() as f:
-        return [{k: v for k, v in row.items() if k not in TIMINGS} for row in csv.DictReader(f, delimiter="\t")]
+        return [
+            {k: v for k, v in row.items() if k not in TIMINGS} for row in csv.DictReader(f, delimiter="\t")
+        ]
 
 
 def training_json(path: Path) -> dict:
@@ -46,7 +48,10 @@ def training_json(path: Path) -> dict:
 
 
 def events(path: Path) -> list:
-    return [(e.step, [(v.tag, v.simple_value, v.tensor.SerializeToString()) for v in e.summary.value]) for e in EventFileLoader(str(path)).Load()]
+    return [
+        (e.step, [(v.tag, v.simple_value, v.tensor.SerializeToString()) for v in e.summary.value])
+        for e in EventFileLoader(str(path)).Load()
+    ]
 
 
 a, b = run_twice(HERE)
@@ -54,6 +59,18 @@ diffs = differences(model(a), model(b), "model.cbm")
 info = "catboost_info"
 diffs += differences(tsv(a / info / "learn_error.tsv"), tsv(b / info / "learn_error.tsv"), "learn_error.tsv")
 diffs += differences(tsv(a / info / "time_left.tsv"), tsv(b / info / "time_left.tsv"), "time_left.tsv")
-diffs += differences(training_json(a / info / "catboost_training.json"), training_json(b / info / "catboost_training.json"), "catboost_training.json")
-diffs += differences(events(a / info / "learn/events.out.tfevents"), events(b / info / "learn/events.out.tfevents"), "events.out.tfevents")
-verdict(diffs, "model.cbm: equal trees, predictions and metadata but train_finish_time and model_guid; catboost_info: equal losses, only CatBoost's own timings and event wall times differ")
+diffs += differences(
+    training_json(a / info / "catboost_training.json"),
+    training_json(b / info / "catboost_training.json"),
+    "catboost_training.json",
+)
+diffs += differences(
+    events(a / info / "learn/events.out.tfevents"),
+    events(b / info / "learn/events.out.tfevents"),
+    "events.out.tfevents",
+)
+verdict(
+    diffs,
+    "model.cbm: equal trees, predictions and metadata but train_finish_time and model_guid; "
+    "catboost_info: equal losses, only CatBoost's own timings and event wall times differ",
+)

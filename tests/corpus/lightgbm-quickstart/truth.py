@@ -13,7 +13,10 @@ from runner import run_twice, verdict  # noqa: E402
 from values import differences  # noqa: E402
 
 a, b = run_twice(HERE)
-booster_a, booster_b = lgb.Booster(model_file=str(a / "model.txt")), lgb.Booster(model_file=str(b / "model.txt"))
+booster_a, booster_b = (
+    lgb.Booster(model_file=str(a / "model.txt")),
+    lgb.Booster(model_file=str(b / "model.txt")),
+)
 diffs = differences(booster_a.dump_model(), booster_b.dump_model(), "model.txt")
 X = np.random.default_rng(1).random((200, 10))
 if not np.array_equal(booster_a.predict(X), booster_b.predict(X)):

@@ -15,8 +15,16 @@ ckpt_a = torch.load(a / "model.pt", weights_only=True)
 ckpt_b = torch.load(b / "model.pt", weights_only=True)
 diffs = []
 for key in ("model_state_dict",):
-    diffs += [f"model.pt {key}.{k} differs" for k in ckpt_a[key] if not torch.equal(ckpt_a[key][k], ckpt_b[key][k])]
-for k, (x, y) in enumerate(zip(ckpt_a["optimizer_state_dict"]["state"].values(), ckpt_b["optimizer_state_dict"]["state"].values())):
+    diffs += [
+        f"model.pt {key}.{k} differs" for k in ckpt_a[key] if not torch.equal(ckpt_a[key][k], ckpt_b[key][k])
+    ]
+for k, (x, y) in enumerate(
+    zip(
+        ckpt_a["optimizer_state_dict"]["state"].values(),
+        ckpt_b["optimizer_state_dict"]["state"].values(),
+        strict=True,
+    )
+):
     if not torch.equal(x["momentum_buffer"], y["momentum_buffer"]):
         diffs.append(f"model.pt optimizer state {k} differs")
 for key in ("epoch", "loss", "run_id"):

@@ -11,7 +11,10 @@ import xgboost as xgb  # noqa: E402
 from runner import run_twice, verdict  # noqa: E402
 
 a, b = run_twice(HERE)
-booster_a, booster_b = xgb.Booster(model_file=str(a / "model.json")), xgb.Booster(model_file=str(b / "model.json"))
+booster_a, booster_b = (
+    xgb.Booster(model_file=str(a / "model.json")),
+    xgb.Booster(model_file=str(b / "model.json")),
+)
 diffs = []
 if booster_a.get_dump(with_stats=True) != booster_b.get_dump(with_stats=True):
     diffs.append("model.json: the trees differ")

@@ -23,7 +23,11 @@ def notebook(run: Path) -> dict:
 a, b = run_twice(HERE)
 diffs = differences(notebook(a), notebook(b), "executed.ipynb")
 forest_a, forest_b = joblib.load(a / "forest.joblib"), joblib.load(b / "forest.joblib")
-for i, (tree_a, tree_b) in enumerate(zip(forest_a.estimators_, forest_b.estimators_)):
+for i, (tree_a, tree_b) in enumerate(zip(forest_a.estimators_, forest_b.estimators_, strict=True)):
     diffs += differences(tree_a.tree_.__getstate__(), tree_b.tree_.__getstate__(), f"forest.joblib tree {i}")
 diffs += differences(forest_a.get_params(), forest_b.get_params(), "forest.joblib params")
-verdict(diffs, "executed.ipynb: equal cells and outputs (only nbclient's execution stamps differ); forest.joblib: equal trees")
+verdict(
+    diffs,
+    "executed.ipynb: equal cells and outputs (only nbclient's execution stamps differ); "
+    "forest.joblib: equal trees",
+)

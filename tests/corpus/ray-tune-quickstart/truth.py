@@ -18,8 +18,19 @@ from runner import run_twice, verdict  # noqa: E402
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader  # noqa: E402
 from values import differences  # noqa: E402
 
-RUN_SPECIFIC = {"timestamp", "date", "time_this_iter_s", "time_total_s", "time_since_restore", "pid",
-                "hostname", "node_ip", "trial_id", "logdir", ""}
+RUN_SPECIFIC = {
+    "timestamp",
+    "date",
+    "time_this_iter_s",
+    "time_total_s",
+    "time_since_restore",
+    "pid",
+    "hostname",
+    "node_ip",
+    "trial_id",
+    "logdir",
+    "",
+}
 
 
 def kept(row: dict) -> dict:
@@ -29,7 +40,9 @@ def kept(row: dict) -> dict:
 def trials(run: Path) -> dict[str, Path]:
     found = {}
     for folder in (run / "ray_results" / "quickstart").iterdir():
-        match = re.fullmatch(r"objective_[0-9a-f]{5}_(\d{5})_(.*)_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", folder.name)
+        match = re.fullmatch(
+            r"objective_[0-9a-f]{5}_(\d{5})_(.*)_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", folder.name
+        )
         if match:
             found[match.group(1) + "_" + match.group(2)] = folder
     return found
@@ -37,8 +50,14 @@ def trials(run: Path) -> dict[str, Path]:
 
 def scalars(folder: Path) -> list:
     (events,) = folder.glob("events.out.tfevents.*")
-    return [(e.step, [(v.tag, v.simple_value) for v in e.summary.value if v.tag.split("/")[-1] not in RUN_SPECIFIC])
-            for e in EventFileLoader(str(events)).Load() if e.summary.value]
+    return [
+        (
+            e.step,
+            [(v.tag, v.simple_value) for v in e.summary.value if v.tag.split("/")[-1] not in RUN_SPECIFIC],
+        )
+        for e in EventFileLoader(str(events)).Load()
+        if e.summary.value
+    ]
 
 
 def trial(folder: Path) -> dict:
@@ -48,7 +67,7 @@ def trial(folder: Path) -> dict:
         "result.json": [kept(json.loads(line)) for line in (folder / "result.json").read_text().splitlines()],
         "progress.csv": progress,
         "params.json": json.loads((folder / "params.json").read_text()),
-        "params.pkl": pickle.loads((folder / "params.pkl").read_bytes()),  # noqa: S301 (our own run's file)
+        "params.pkl": pickle.loads((folder / "params.pkl").read_bytes()),  # our own run's file
         "events": scalars(folder),
     }
 
@@ -59,5 +78,13 @@ diffs = differences(sorted(trials_a), sorted(trials_b), "trials")
 for key in sorted(set(trials_a) & set(trials_b)):
     diffs += differences(trial(trials_a[key]), trial(trials_b[key]), f"trial {key}")
 table_a, table_b = pd.read_csv(a / "results.csv"), pd.read_csv(b / "results.csv")
-diffs += differences([kept(r) for r in table_a.to_dict("records")], [kept(r) for r in table_b.to_dict("records")], "results.csv")
-verdict(diffs, f"{len(trials_a)} trials: equal scores, configs and iterations; only Ray's stamps, durations, ids, pids and host differ")
+diffs += differences(
+    [kept(r) for r in table_a.to_dict("records")],
+    [kept(r) for r in table_b.to_dict("records")],
+    "results.csv",
+)
+verdict(
+    diffs,
+    f"{len(trials_a)} trials: equal scores, configs and iterations; "
+    "only Ray's stamps, durations, ids, pids and host differ",
+)

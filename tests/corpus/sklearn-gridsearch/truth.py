@@ -30,4 +30,8 @@ def table(run: Path) -> dict:
 a, b = run_twice(HERE)
 diffs = differences(search_state(a), search_state(b), "grid_search.joblib")
 diffs += differences(table(a), table(b), "cv_results.csv")
-verdict(diffs, "grid_search.joblib and cv_results.csv: equal scores, ranks, parameters and refitted SVC; only the measured fit/score times differ")
+verdict(
+    diffs,
+    "grid_search.joblib and cv_results.csv: equal scores, ranks, parameters and refitted SVC; "
+    "only the measured fit/score times differ",
+)

@@ -25,4 +25,7 @@ a, b = run_twice(HERE)
 diffs = differences(metrics(a), metrics(b), "metrics.jsonl")
 if not np.array_equal(np.load(a / "coef.npy"), np.load(b / "coef.npy")):
     diffs.append("coef.npy differs")
-verdict(diffs, "coef.npy and metrics.jsonl's accuracies equal; only the measured epoch_time and the uuid4 run_id differ")
+verdict(
+    diffs,
+    "coef.npy and metrics.jsonl's accuracies equal; only the measured epoch_time and the uuid4 run_id differ",
+)

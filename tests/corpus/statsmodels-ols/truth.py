@@ -17,6 +17,8 @@ diffs = []
 for name in ("params", "bse", "resid", "rsquared", "fittedvalues"):
     if not np.array_equal(np.asarray(getattr(res_a, name)), np.asarray(getattr(res_b, name))):
         diffs.append(f"ols_results.pickle: {name} differs")
-if not np.array_equal(res_a.model.exog, res_b.model.exog) or not np.array_equal(res_a.model.endog, res_b.model.endog):
+if not np.array_equal(res_a.model.exog, res_b.model.exog) or not np.array_equal(
+    res_a.model.endog, res_b.model.endog
+):
     diffs.append("ols_results.pickle: the model's data differ")
 verdict(diffs, "ols_results.pickle: equal data, coefficients, standard errors and residuals")

@@ -18,7 +18,9 @@ a, b = run_twice(HERE)
 model_a, model_b = XGBClassifier(), XGBClassifier()
 model_a.load_model(str(a / "model.json"))
 model_b.load_model(str(b / "model.json"))
-diffs = differences(json.loads((a / "model.json").read_text()), json.loads((b / "model.json").read_text()), "model.json")
+diffs = differences(
+    json.loads((a / "model.json").read_text()), json.loads((b / "model.json").read_text()), "model.json"
+)
 X = load_iris()["data"]
 if not np.array_equal(model_a.predict_proba(X), model_b.predict_proba(X)):
     diffs.append("model.json: predict_proba differs")
