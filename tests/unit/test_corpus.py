@@ -27,7 +27,6 @@ RIGHT_TODAY = {  # case: the module its library installs
     "einops-torch": "einops",
     "lightgbm-quickstart": "lightgbm",
     "neg-run-id-torch": "torch",
-    "neg-run-id-xgboost": "xgboost",
     "notebook-nbconvert": "nbconvert",
     "sklearn-persistence": "sklearn",
     "statsmodels-ols": "statsmodels",

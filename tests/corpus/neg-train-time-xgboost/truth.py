@@ -1,5 +1,5 @@
-"""Truth: model.json loads (xgb.Booster) into equal trees but a different run_id attribute (attr()):
-a number the script derived from the clock, not a reading, so the saved values differ."""
+"""Truth: model.json loads (xgb.Booster) into equal trees but a different train_time attribute:
+a number the script computes from os.urandom, no duration, so the saved values differ."""
 
 import sys
 from pathlib import Path
