@@ -8,6 +8,7 @@ TRUTH_SELF_CHECK=1 seeds the second run differently, so that a comparer can be s
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shlex
@@ -30,8 +31,11 @@ def case_command(case_dir: Path) -> list[str]:
 
 
 def run_twice(case_dir: Path, *, seed_torch: bool = False, timeout: float = 300) -> tuple[Path, Path]:
-    """Two finished copies of the case's folder, in a temporary directory left for the caller."""
+    """Two finished copies of the case's folder, in a temporary directory removed when the truth exits
+    (TRUTH_KEEP=1 keeps it, to look at what the runs wrote)."""
     root = Path(tempfile.mkdtemp(prefix=f"truth-{case_dir.name}-"))
+    if os.environ.get("TRUTH_KEEP") != "1":
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
     env = dict(os.environ)
     env.update(
         PYTHONHASHSEED="0",
