@@ -1,0 +1,48 @@
+"""The corpus of library quickstarts (tests/corpus/): reprobox's verdict on each equals its measured truth.
+
+Each case runs as a user runs it (`reprobox init`, then `verify --runtime local --runs 2` in a git
+checkout of the case) and its truth.py, which never uses reprobox, runs it twice more and compares the
+outputs with the library's own loader. Only the fast cases whose verdict is right today are here;
+tests/corpus/README.md lists the wrong ones and why. Skipped where a case's library is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # each case: an init, two runs and two truth runs (30 s to 2 min)
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("corpus_case", ROOT / "scripts" / "corpus_case.py")
+assert _spec is not None and _spec.loader is not None
+corpus_case = importlib.util.module_from_spec(_spec)
+sys.modules["corpus_case"] = corpus_case
+_spec.loader.exec_module(corpus_case)
+
+RIGHT_TODAY = {  # case: the module its library installs
+    "einops-torch": "einops",
+    "lightgbm-quickstart": "lightgbm",
+    "neg-run-id-torch": "torch",
+    "notebook-nbconvert": "nbconvert",
+    "sklearn-persistence": "sklearn",
+    "statsmodels-ols": "statsmodels",
+    "torch-jit-export": "torch",
+    "torch-save-model": "torch",
+    "xgboost-native": "xgboost",
+    "xgboost-sklearn": "xgboost",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT_TODAY))
+def test_verdict_equals_the_measured_truth(name: str, tmp_path: Path) -> None:
+    if importlib.util.find_spec(RIGHT_TODAY[name]) is None:
+        pytest.skip(f"{RIGHT_TODAY[name]} is not installed (tests/corpus/{name}/requirements.txt)")
+    case = ROOT / "tests" / "corpus" / name
+    assert corpus_case.case_fields(case)["fast"] == "true"
+    result = corpus_case.run_case(case, tmp_path)
+    assert result.truth == corpus_case.case_fields(case)["expected"], (tmp_path / f"{name}.truth").read_text()
+    assert result.verdict == result.truth, result.sentence
