@@ -5,6 +5,7 @@ they did not (tensors before values, since they are the model)."""
 from __future__ import annotations
 
 from reprobox.compare._coverage import equal_text
+from reprobox.compare._marks import WHOLE_FILE
 from reprobox.compare._model import (
     BIT_IDENTICAL,
     FAILED,
@@ -12,7 +13,6 @@ from reprobox.compare._model import (
     NO_VERDICT,
     NOT_REPRODUCIBLE,
     REPRODUCED,
-    WHOLE_FILE,
     Comparison,
 )
 
