@@ -68,7 +68,8 @@ bounds); the readers are ``_formats`` (torch and pickles, on ``_pickle``), ``_sa
 ``_numpy_files``, ``_hdf5``, ``_text``, ``_logformats`` (TensorBoard with ``_graphdef``, MLflow, W&B),
 ``_sqlite`` (databases, row by row) and ``_archives`` (zip and tar, and with ``_compressed`` single gzip,
 bzip2 and xz files, through the same table), byte sources in ``_arrays``, each within the limits of
-``_bounds``; the output-file selection in ``_select`` and ``load_tensors`` in ``_load``.
+``_bounds``; the output-file selection in ``_select``; ``load_tensors`` in ``_readers``, with each
+format's loaders in ``_load``.
 """
 
 from __future__ import annotations
@@ -97,13 +98,11 @@ from reprobox.guest.hashing._canonical import (
 )
 from reprobox.guest.hashing._digests import CheckpointDigest, TensorDigest
 from reprobox.guest.hashing._layout import Unaccounted, unaccounted_of
-from reprobox.guest.hashing._load import (
-    load_tensors,
-)
 from reprobox.guest.hashing._readers import (
     READERS,
     Reader,
     format_of,
+    load_tensors,
     load_values,
     reader_for,
 )

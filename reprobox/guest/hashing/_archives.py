@@ -35,6 +35,8 @@ import shutil
 import tarfile
 import tempfile
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -83,10 +85,17 @@ def member_name(member: str, inner: str) -> str:
     return f"{member}{MEMBER_SEPARATOR}{inner}" if inner else member
 
 
-def plan_archive(path: Path) -> _Content:
-    """Each member's tensors and values under its name, or the archive's bytes with the reason."""
-    from reprobox.guest.hashing import _readers
+@dataclass(frozen=True)
+class MemberReaders:
+    """How an archive reads its members: through the one table of readers (``_readers``), which hands
+    itself in, so that a member, an archive inside an archive included, is read as any output file is."""
 
+    plan: Callable[[Path], _Content]  # what hashing makes of a member
+    load: Callable[[Path], Loaded | None]  # its tensors and values for comparison; None when no row reads it
+
+
+def plan_archive(path: Path, readers: MemberReaders) -> _Content:
+    """Each member's tensors and values under its name, or the archive's bytes with the reason."""
     kind = _kind(path)
     folder = _Folder()
     walk = TarWalk()
@@ -107,7 +116,7 @@ def plan_archive(path: Path) -> _Content:
                 metadata.update(_metadata_digests([(name, {"member": where})]))
                 accounted.append(Layout.whole(0))  # a link or special member: its header is all it is
                 continue
-            content = _readers.plan(where)
+            content = readers.plan(where)
             as_text = Layout.whole(where.stat().st_size) if content.format == "file" else None
             accounted.append(as_text or content.layout)  # as text (or refused: see below), or by its reader
             kept.append(content.keepalive)
@@ -137,14 +146,12 @@ def plan_archive(path: Path) -> _Content:
     )
 
 
-def load_archive(path: Path) -> Loaded:
+def load_archive(path: Path, readers: MemberReaders) -> Loaded:
     """Each member's tensors and values under the names ``plan_archive`` gives them (for comparison).
 
     The members are read from a private temporary folder that the returned tensors keep until they are
     let go: each is read from its member's file when it is looked up (``LazyTensors``).
     """
-    from reprobox.guest.hashing import _readers
-
     kind = _kind(path)
     loaders: dict[str, Loader] = {}
     values: dict[str, object] = {}
@@ -161,13 +168,14 @@ def load_archive(path: Path) -> Loaded:
                 if isinstance(where, str):
                     values[name] = {"member": where}
                     continue
-                reader = _readers.reader_for(where)
                 try:
-                    inner_tensors, inner_values = ({}, {}) if reader is None else reader.load(where)
+                    read = readers.load(where)
                 except (UsageError, ValueError):
-                    inner_tensors, inner_values = {}, {}
-                    reader = None  # read as bytes, as hashing did
-                if reader is None or (not inner_tensors and not inner_values and _planned_as_bytes(where)):
+                    read = None  # read as bytes, as hashing did
+                inner_tensors, inner_values = read or ({}, {})
+                if read is None or (
+                    not inner_tensors and not inner_values and _planned_as_bytes(where, readers)
+                ):
                     text = _text_value(where)
                     if text is None:
                         raise UsageError(f"{path}: {_unread_member(kind, name, None)}")
@@ -183,11 +191,9 @@ def load_archive(path: Path) -> Loaded:
     return LazyTensors(loaders, keepalive=folder), values
 
 
-def _planned_as_bytes(path: Path) -> bool:
+def _planned_as_bytes(path: Path, readers: MemberReaders) -> bool:
     """Whether hashing read this member as bytes (a reader recognised it but could not read its content)."""
-    from reprobox.guest.hashing import _readers
-
-    return _readers.plan(path).format == "file"
+    return readers.plan(path).format == "file"
 
 
 class _Folder:

@@ -60,29 +60,6 @@ class LazyTensors(Mapping[str, "torch.Tensor"]):
         return len(self._loaders)
 
 
-def load_tensors(path: Path) -> Loaded:
-    """The tensors (read when looked up, ``LazyTensors``) and plain values, named as hashing names them,
-    from the reader that hashed the file (``_readers``): archive members too, values files' values too.
-
-    A name that occurs twice gets ``#2``, ``#3`` ... appended in saved order. A file that cannot be read
-    within the readers' limits (``_bounds``) raises UsageError naming the file and the limit, never a
-    MemoryError, RecursionError or OverflowError; one changed since it was listed raises ``FileChanged``
-    when a tensor is looked up.
-    """
-    try:
-        return _load(path)
-    except (OverLimit, RecursionError, MemoryError, OverflowError) as exc:
-        raise UsageError(
-            f"{path} cannot be read safely ({limit_reason(exc)}), so its tensors are not loaded"
-        ) from None
-
-
-def _load(path: Path) -> Loaded:
-    from reprobox.guest.hashing import _readers  # the table names this module's loaders
-
-    return _readers.load(path)
-
-
 def _unique(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for name, value in pairs:

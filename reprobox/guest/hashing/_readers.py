@@ -195,8 +195,8 @@ READERS: tuple[Reader, ...] = (
         yields="each member's tensors and values, under its name",
         what="zip archive",
         detect=_archives.is_zip_archive,
-        plan=_archives.plan_archive,
-        load=_archives.load_archive,
+        plan=lambda path: _archives.plan_archive(path, MEMBERS),
+        load=lambda path: _archives.load_archive(path, MEMBERS),
         bounds="member count, member and total sizes, expansion ratio, nesting of archives",
     ),
     Reader(
@@ -204,8 +204,8 @@ READERS: tuple[Reader, ...] = (
         yields="each member's tensors and values, under its name",
         what="tar archive (plain, gzip, bzip2 or xz)",
         detect=_archives.is_tar_archive,
-        plan=_archives.plan_archive,
-        load=_archives.load_archive,
+        plan=lambda path: _archives.plan_archive(path, MEMBERS),
+        load=lambda path: _archives.load_archive(path, MEMBERS),
         bounds="member count, member and total sizes, expansion ratio, nesting of archives",
     ),
     Reader(
@@ -213,8 +213,8 @@ READERS: tuple[Reader, ...] = (
         yields="what the file it holds yields, under that file's name",
         what="gzip, bzip2 or xz compressed file (read as the file it holds)",
         detect=_compressed.is_compressed,
-        plan=_archives.plan_archive,
-        load=_archives.load_archive,
+        plan=lambda path: _archives.plan_archive(path, MEMBERS),
+        load=lambda path: _archives.load_archive(path, MEMBERS),
         bounds=(
             f"decompressed at most {MAX_EXPANSION_RATIO} times the file and "
             f"{size_text(_compressed.MAX_DECOMPRESSED_BYTES)}, counted as it decompresses; "
@@ -267,7 +267,33 @@ def load(path: Path) -> Loaded:
     return ({}, {}) if reader is None else reader.load(path)
 
 
+def _load_member(path: Path) -> Loaded | None:
+    reader = reader_for(path)
+    return None if reader is None else reader.load(path)
+
+
+MEMBERS: _archives.MemberReaders = _archives.MemberReaders(plan=plan, load=_load_member)
+"""The table as archives read their members with it."""
+
+
+def load_tensors(path: Path) -> Loaded:
+    """The tensors (read when looked up, ``LazyTensors``) and plain values, named as hashing names them,
+    from the reader that hashed the file: archive members too, values files' values too.
+
+    A name that occurs twice gets ``#2``, ``#3`` ... appended in saved order. A file that cannot be read
+    within the readers' limits (``_bounds``) raises UsageError naming the file and the limit, never a
+    MemoryError, RecursionError or OverflowError; one changed since it was listed raises ``FileChanged``
+    when a tensor is looked up.
+    """
+    try:
+        return load(path)
+    except (OverLimit, RecursionError, MemoryError, OverflowError) as exc:
+        raise UsageError(
+            f"{path} cannot be read safely ({limit_reason(exc)}), so its tensors are not loaded"
+        ) from None
+
+
 def load_values(path: Path) -> dict[str, object]:
     """The file's plain values by name, as its reader named their digests (comparison's read-back);
     UsageError when they cannot be read within the readers' limits."""
-    return _load.load_tensors(path)[1]
+    return load_tensors(path)[1]
