@@ -29,6 +29,7 @@ fi
 ruff check .
 ruff format --check .
 mypy
+lint-imports  # the import contracts in pyproject.toml: no circle inside a package; the guest apart
 # Every warning (a broken link or anchor, a page missing from the nav) fails the build; the site goes to
 # site/ (git-ignored). Not --quiet: it hides the warnings from --strict too. NO_MKDOCS_2_WARNING: Material's
 # notice about its successor is not a warning.
