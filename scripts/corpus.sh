@@ -6,7 +6,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${REPROBOX_VENV:-$root/.venv}"
-[ -x "$venv/bin/python" ] || venv=/work/main/.venv
+[ -x "$venv/bin/python" ] || { echo "corpus.sh: no $venv; run scripts/setup.sh first (or set REPROBOX_VENV)" >&2; exit 2; }
 source "$venv/bin/activate"
 export PYTHONPATH="$root"
 exec python "$root/scripts/corpus_case.py" "$@"
