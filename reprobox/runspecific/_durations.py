@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -123,19 +124,26 @@ def explains(record: ClockRecord, value: object, name: str = "") -> str | None:
         return None
     tolerance = precision(value)
     whole = float(value).is_integer()
+    center, spread = (value + 0.25, 0.75) if whole else (value, tolerance)  # int() truncates
+    count = _count_in(name)
+    differences = record.differences
+    # Tried in order, the first match names the figure. A value logged at a step is first tried as a
+    # rate over that step's count: that reading uses a fact of its own (the count), where a duration in
+    # some unit may meet a candidate by chance just as well.
+    rate = (RATE_OF_CLOCK, partial(_rate, differences, float(value), tolerance, count))
+    durations = [(DURATION_OF_CLOCK, partial(_meets, differences, center / u, spread / u)) for u in UNITS]
+    mean = (
+        MEAN_OF_CLOCK,
+        lambda: _whole_over(differences / value, differences * tolerance / value**2, minimum=2),
+    )
+    tries: list[tuple[str, Callable[[], bool | None]]] = (
+        [rate, *durations, mean] if count is not None else [*durations, rate, mean]
+    )
     found: list[bool | None] = []
-    for unit in UNITS:
-        center, spread = (value + 0.25, 0.75) if whole else (value, tolerance)  # int() truncates
-        found.append(_meets(record.differences, center / unit, spread / unit))
+    for kind, test in tries:
+        found.append(test())
         if found[-1]:
-            return DURATION_OF_CLOCK
-    rate = _rate(record.differences, float(value), tolerance, _count_in(name))
-    if rate:
-        return RATE_OF_CLOCK
-    mean = _whole_over(record.differences / value, record.differences * tolerance / value**2, minimum=2)
-    if mean:
-        return MEAN_OF_CLOCK
-    found += [rate, mean]
+            return kind
     return UNTESTABLE if None in found else None
 
 
