@@ -21,7 +21,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
 from reprobox import compare
-from reprobox.guest.hashing import _readers
+from reprobox.guest.hashing import _pickle_joblib, _readers
+from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._pickle import read_pickle
 from tests.unit.test_byte_accounting import assert_not_reproduced
 from tests.unit.test_verdicts import two_runs
@@ -172,4 +173,17 @@ def test_a_wrapper_without_a_dtype_is_refused_in_one_sentence(tmp_path: Path) ->
     path = tmp_path / "model.pkl"
     path.write_bytes(b"\x80\x04cjoblib.numpy_pickle\nNumpyArrayWrapper\n)\x81}(\x8c\x05shape\x94K\x01\x85ub.")
     with pytest.raises(ValueError, match=r"^a joblib NumpyArrayWrapper has no NumPy dtype"):
+        read_pickle(path)
+
+
+def test_a_flood_of_cheap_opcodes_after_an_array_is_refused_by_the_memory_charge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each EMPTY_SET opcode is one byte that builds a 216-byte set: past 16 bytes a byte plus the floor
+    monkeypatch.setattr(_pickle_joblib, "MEMORY_FLOOR", 1 << 20)
+    body = io.BytesIO()
+    joblib.dump([np.arange(3.0)], body)
+    path = tmp_path / "model.joblib"
+    path.write_bytes(body.getvalue()[:-1] + b"\x8f" * 100_000 + b".")
+    with pytest.raises(OverLimit, match="far more objects than its bytes hold"):
         read_pickle(path)

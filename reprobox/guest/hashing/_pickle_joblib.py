@@ -26,7 +26,7 @@ import struct
 from collections.abc import Callable
 from typing import IO, Any, ClassVar
 
-from reprobox.guest.hashing._bounds import OverLimit
+from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget
 from reprobox.guest.hashing._filebytes import FileSpan
 from reprobox.guest.hashing._layout import Span, complement
 from reprobox.guest.hashing._pickle_objects import DTypeSpec, StorageRef, TensorSpec, _shape, _StandIn
@@ -46,6 +46,7 @@ from reprobox.guest.hashing._torch_types import DTYPES, TorchDType
 WRAPPER = "joblib.numpy_pickle.NumpyArrayWrapper"
 _RAW_BYTES = DTYPES["uint8"]
 _TYPESTR_CODES = frozenset("bBiufcSUVMm")
+_CPU_CHECK_EVERY = 1 << 14  # opcodes between checks of the file's CPU budget
 
 
 class _Bounded:
@@ -79,6 +80,7 @@ class _Read:
         self.file = file
         self.globals = Globals()
         self.budget = MEMORY_PER_DATA_BYTE * file.identity.size + MEMORY_FLOOR
+        self.opcodes = 0
         self.arrays: list[Span] = []  # each array's bytes
         self.framing: list[Span] = []  # each padding-length byte and its padding
 
@@ -87,8 +89,12 @@ def _charged(name: str, op: Callable[[Any], None]) -> Callable[[Any], None]:
     cost = OPCODE_COST.get(name, OPCODE_FLOOR_COST)
 
     def charged(unpickler: JoblibUnpickler) -> None:
-        unpickler.shared.budget -= cost
-        if unpickler.shared.budget < 0:
+        shared = unpickler.shared
+        shared.budget -= cost
+        shared.opcodes += 1
+        if not shared.opcodes % _CPU_CHECK_EVERY:
+            check_cpu_budget(f"{shared.opcodes} opcodes of a joblib file read")
+        if shared.budget < 0:
             raise OverLimit(
                 f"the pickle would build far more objects than its bytes hold "
                 f"(over {MEMORY_PER_DATA_BYTE} bytes of memory per byte)"
