@@ -187,3 +187,16 @@ def test_a_flood_of_cheap_opcodes_after_an_array_is_refused_by_the_memory_charge
     path.write_bytes(body.getvalue()[:-1] + b"\x8f" * 100_000 + b".")
     with pytest.raises(OverLimit, match="far more objects than its bytes hold"):
         read_pickle(path)
+
+
+def test_a_plain_pickle_that_names_the_wrapper_as_a_value_is_read_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "names.pkl"
+    path.write_bytes(b"\x80\x04]cjoblib.numpy_pickle\nNumpyArrayWrapper\na\x8c\x04next\x94a.")
+    assert read_pickle(path).obj == ["joblib.numpy_pickle.NumpyArrayWrapper", "next"]
+
+
+def test_a_plain_pickle_the_c_unpicklers_checks_refuse_stays_refused(tmp_path: Path) -> None:
+    path = tmp_path / "memo.pkl"
+    path.write_bytes(b"\x80\x04K\x01r\xff\xff\xff\x00.")  # a memo index past the opcodes read so far
+    with pytest.raises(ValueError, match="memo index is out of range"):
+        read_pickle(path)

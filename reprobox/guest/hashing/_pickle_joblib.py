@@ -43,7 +43,12 @@ from reprobox.guest.hashing._pickle_unpickler import (
 )
 from reprobox.guest.hashing._torch_types import DTYPES, TorchDType
 
-WRAPPER = "joblib.numpy_pickle.NumpyArrayWrapper"
+WRAPPERS = frozenset(
+    {
+        "joblib.numpy_pickle.NumpyArrayWrapper",
+        "sklearn.externals.joblib.numpy_pickle.NumpyArrayWrapper",  # scikit-learn's copy, before 0.23
+    }
+)
 _RAW_BYTES = DTYPES["uint8"]
 _TYPESTR_CODES = frozenset("bBiufcSUVMm")
 _CPU_CHECK_EVERY = 1 << 14  # opcodes between checks of the file's CPU budget
@@ -143,7 +148,7 @@ class JoblibUnpickler(pickle._Unpickler):
     def load_wrapper_build(self) -> None:
         pickle._Unpickler.load_build(self)  # type: ignore[attr-defined]
         top = self.stack[-1]
-        if not self.nested and isinstance(top, _StandIn) and top.rb_name == WRAPPER:
+        if not self.nested and isinstance(top, _StandIn) and top.rb_name in WRAPPERS:
             self.met_wrapper = True
             self.stack[-1] = _array_after(top, self.shared)
 
@@ -222,16 +227,15 @@ def read_plain(file: OpenFile) -> Unpickled:
     try:
         unpickler = SafeUnpickler(stream, NoStorages().refuse)
         obj = load_checked(unpickler, stream, file.identity.size)
-        if WRAPPER not in unpickler.global_names.values():
-            return Unpickled(obj, unpickler.global_names, parsed=((0, stream.tell()),))
     except (ValueError, pickle.UnpicklingError, TypeError, AttributeError, OverflowError) as exc:
-        failure: BaseException = exc
-    else:
-        failure = ValueError("a joblib file read as a plain pickle")
-    return _read_joblib(file, failure)
+        return _read_joblib(file, exc)
+    plain = Unpickled(obj, unpickler.global_names, parsed=((0, stream.tell()),))
+    return plain if WRAPPERS.isdisjoint(unpickler.global_names.values()) else _read_joblib(file, plain)
 
 
-def _read_joblib(file: OpenFile, plain_failure: BaseException) -> Unpickled:
+def _read_joblib(file: OpenFile, plain: Unpickled | BaseException) -> Unpickled:
+    """The file as joblib reads it, where it holds a wrapper; else what the C unpickler made of it (its
+    result, or its failure: a pickle the C unpickler's checks refused is refused)."""
     stream = file.stream
     stream.seek(0)
     shared = _Read(file)
@@ -240,13 +244,21 @@ def _read_joblib(file: OpenFile, plain_failure: BaseException) -> Unpickled:
         obj = unpickler.load()
     except (IndexError, KeyError, EOFError, struct.error, pickle.UnpicklingError) as exc:
         if not unpickler.met_wrapper:
-            raise plain_failure from None
+            return _plain(plain)
         reason = f"an unknown opcode {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
         raise ValueError(f"not a readable joblib file ({reason}, before byte {stream.tell()})") from None
     except Exception:
         if not unpickler.met_wrapper:
-            raise plain_failure from None
+            return _plain(plain)
         raise
+    if not unpickler.met_wrapper:
+        return _plain(plain)
     end = stream.tell()
     parsed = complement(end, [*shared.arrays, *shared.framing])
     return Unpickled(obj, shared.globals.names, parsed=tuple(parsed), framing=tuple(shared.framing))
+
+
+def _plain(plain: Unpickled | BaseException) -> Unpickled:
+    if isinstance(plain, BaseException):
+        raise plain
+    return plain
