@@ -129,6 +129,7 @@ def _text() -> list[tuple[str, bytes]]:
         (".jsonl", "\n".join(json.dumps({"step": i, "loss": 1 / (i + 1)}) for i in range(4)).encode()),
         (".yaml", yaml.safe_dump(document).encode()),
         (".csv", rows.getvalue().encode()),
+        (".tsv", b"iter\tPassed\tRemaining\n0\t3.1\t310\n1\t6.2\t305\n"),  # CatBoost's time_left.tsv
     ]
 
 
