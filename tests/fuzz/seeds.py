@@ -101,9 +101,14 @@ def _pickle() -> list[bytes]:
 
 
 def _joblib() -> list[bytes]:
-    """joblib.dump's files: arrays as raw bytes after their wrappers, aligned, Fortran-ordered, of objects."""
-    import joblib
+    """joblib.dump's files: arrays as raw bytes after their wrappers, aligned, Fortran-ordered, of objects
+    (none where the sklearn extra, which brings joblib, is not installed)."""
     import numpy as np
+
+    try:
+        import joblib
+    except ImportError:
+        return []
 
     out = []
     for value in (

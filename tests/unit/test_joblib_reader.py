@@ -11,9 +11,11 @@ import io
 from pathlib import Path
 from typing import Any
 
-import joblib
 import numpy as np
 import pytest
+
+pytest.importorskip("sklearn", reason="the sklearn extra: pip install -e '.[sklearn]'")
+import joblib  # after the skip: scikit-learn brings it
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
