@@ -76,7 +76,7 @@ python3 -m venv .venv
 # torch first and pinned: 2.13.0 is the CPU build on this kind of machine's disk; anything looser may
 # fetch a multi-GB CUDA build.
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[torch,report,dev,trackers,docs,signing,rl]"
+.venv/bin/python -m pip install --quiet -e ".[torch,report,dev,trackers,docs,signing,rl,sklearn]"
 # The examples' frameworks (examples/hf-trainer, examples/lightning) at exactly the versions their image
 # locks pin, so `--runtime local` runs them on the same packages; --no-deps leaves torch as installed.
 example_locks=()

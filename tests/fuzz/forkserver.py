@@ -39,7 +39,7 @@ TARGET_FILES: dict[str, str] = {
     "safetensors": "model.safetensors",
     "torch": "model.pt",
     "pickle": "state.pkl",
-    "text": "values",  # the seed's own suffix (.json, .jsonl, .yaml, .csv) is kept
+    "text": "values",  # the seed's own suffix (.json, .jsonl, .yaml, .csv, .tsv) is kept
     "tensorboard": "events.out.tfevents.1700000000.host",
     "wandb": "run-abcdefgh.wandb",
     "mlflow": "mlruns/0/0123abcd/metrics/loss",

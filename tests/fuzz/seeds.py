@@ -93,9 +93,32 @@ def _pickle() -> list[bytes]:
 
     value = {"weights": np.arange(6, dtype=np.float64).reshape(2, 3), "step": 10, "tags": {"a", "b"}}
     plain = {"lr": 0.1, "history": [1, 2.5, None, True, "x", b"\x00"], "pair": (1, 2), "big": 2**70}
-    return [pickle.dumps(value, protocol=p) for p in (2, 4, 5)] + [
-        pickle.dumps(plain, protocol=p) for p in (0, 3)
-    ]
+    return (
+        [pickle.dumps(value, protocol=p) for p in (2, 4, 5)]
+        + [pickle.dumps(plain, protocol=p) for p in (0, 3)]
+        + _joblib()
+    )
+
+
+def _joblib() -> list[bytes]:
+    """joblib.dump's files: arrays as raw bytes after their wrappers, aligned, Fortran-ordered, of objects
+    (none where the sklearn extra, which brings joblib, is not installed)."""
+    import numpy as np
+
+    try:
+        import joblib
+    except ImportError:
+        return []
+
+    out = []
+    for value in (
+        {"coef_": np.arange(6, dtype=np.float64).reshape(2, 3), "n_iter_": np.array([7], dtype=np.int32)},
+        {"f": np.asfortranarray(np.ones((2, 3), np.float32)), "labels": np.array(["a", 1], dtype=object)},
+    ):
+        buffer = io.BytesIO()
+        joblib.dump(value, buffer)
+        out.append(buffer.getvalue())
+    return out
 
 
 def _text() -> list[tuple[str, bytes]]:
@@ -111,6 +134,7 @@ def _text() -> list[tuple[str, bytes]]:
         (".jsonl", "\n".join(json.dumps({"step": i, "loss": 1 / (i + 1)}) for i in range(4)).encode()),
         (".yaml", yaml.safe_dump(document).encode()),
         (".csv", rows.getvalue().encode()),
+        (".tsv", b"iter\tPassed\tRemaining\n0\t3.1\t310\n1\t6.2\t305\n"),  # CatBoost's time_left.tsv
     ]
 
 

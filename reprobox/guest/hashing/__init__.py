@@ -25,8 +25,8 @@ The contract (other modules and tools recompute it, so it must not drift):
   digest is the sha256 of their sorted digests joined by newlines.
 - ``metadata_sha256`` is the sha256 of the canonical JSON of the key -> digest mapping; it is ``None``
   for format ``"file"``.
-- A file of values alone (``"json"``, ``"jsonl"``, ``"yaml"``, ``"csv"``, ``"tensorboard"``, ``"mlflow"``,
-  ``"wandb"``) has no tensors: its ``content_sha256`` is its ``metadata_sha256``.
+- A file of values alone (``"json"``, ``"jsonl"``, ``"yaml"``, ``"csv"``, ``"tsv"``, ``"tensorboard"``,
+  ``"mlflow"``, ``"wandb"``) has no tensors: its ``content_sha256`` is its ``metadata_sha256``.
 - An archive (``"zip"``, ``"tar"``: not torch's own zip, not an ``.npz``) is read as a folder: each
   member by the reader it would have as a file, what it holds named ``<member path>/<name inside>``
   (``policy.pth/mlp_extractor.policy_net.0.weight``, ``data/learning_rate``); a member's root tensor or

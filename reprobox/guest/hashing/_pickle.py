@@ -19,7 +19,8 @@ allowed globals, and it would be one more locked dependency in every job image.
 
 Containers: torch's zip format (``<archive>/data.pkl`` with storages in ``<archive>/data/<key>``),
 torch's legacy non-zip format (a magic number, then pickles, then raw storages) and plain pickles of
-protocol 0 to 5. Torch's pre-1.0 tar format is refused.
+protocol 0 to 5, and joblib.dump's files, whose arrays follow their pickled descriptions as raw bytes
+(``_pickle_joblib``). Torch's pre-1.0 tar format is refused.
 
 A stand-in becomes a mapping, so its fields get dotted names like any other mapping's:
 
@@ -55,12 +56,12 @@ from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, expansion_bud
 from reprobox.guest.hashing._filebytes import FileIdentity
 from reprobox.guest.hashing._layout import Span
 from reprobox.guest.hashing._pickle_arrays import TensorMaker
+from reprobox.guest.hashing._pickle_joblib import read_plain
 from reprobox.guest.hashing._pickle_plain import Plainer
 from reprobox.guest.hashing._pickle_torch import (
     LEGACY_MAGIC,
     ZIP_MAGIC,
     OpenFile,
-    Unpickled,
     read_legacy,
     read_zip,
     zip_pickle_name,
@@ -129,9 +130,7 @@ def read_pickle(path: Path) -> PickleRead:
                 unpickled = read_legacy(file)
                 container = "torch"
             else:
-                unpickler = SafeUnpickler(stream, NoStorages().refuse)
-                obj = load_checked(unpickler, stream, identity.size)
-                unpickled = Unpickled(obj, unpickler.global_names, parsed=((0, stream.tell()),))
+                unpickled = read_plain(file)  # joblib's arrays after their wrappers, too
                 container = "pickle"
             tensors = TensorMaker(expansion_budget(identity.size), unpickled.big_endian)
             plain = Plainer(unpickled.global_names, tensors).plain(unpickled.obj)

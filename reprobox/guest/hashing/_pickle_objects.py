@@ -185,15 +185,18 @@ _PLAIN_NUMPY = frozenset(
 class DTypeSpec(_Inert):
     """``numpy.dtype(typestr)`` and its BUILD state; only plain numeric dtypes ever become real."""
 
-    __slots__ = ("byteorder", "typestr")
+    __slots__ = ("byteorder", "elsize", "typestr")
 
     def __init__(self, typestr: object, _align: object = False, _copy: object = True) -> None:
         self.typestr = typestr
         self.byteorder = "="
+        self.elsize: int | None = None  # a flexible or structured dtype's element size, from its state
 
     def __setstate__(self, state: object) -> None:
         if isinstance(state, tuple) and len(state) >= 2 and state[1] in ("<", ">", "|", "="):
             self.byteorder = str(state[1])
+            if len(state) >= 6 and type(state[5]) is int and state[5] > 0:
+                self.elsize = state[5]
             if len(state) >= 5 and (state[3] is not None or state[4] is not None):
                 self.typestr = f"structured:{self.typestr}"  # fields: never rebuilt
 

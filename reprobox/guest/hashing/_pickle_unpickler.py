@@ -16,16 +16,14 @@ from reprobox.guest.hashing._torch_types import DTYPES, QSCHEMES, STORAGE_DTYPES
 _MAX_GLOBALS = 10_000
 
 
-class SafeUnpickler(pickle.Unpickler):
-    """Globals come from our table or are stand-ins; persistent ids go to the container's callback."""
+class Globals:
+    """The globals one pickle names: ours from the table, or inert stand-ins; nothing is imported."""
 
-    def __init__(self, stream: IO[bytes], persistent: Callable[[object], object]) -> None:
-        super().__init__(stream, encoding="latin1")  # py2 str
-        self._persistent = persistent
+    def __init__(self) -> None:
         self._classes: dict[str, object] = {}
-        self.global_names: dict[int, str] = {}  # id(global) -> "module.Name", for globals used as values
+        self.names: dict[int, str] = {}  # id(global) -> "module.Name", for globals used as values
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find(self, module: str, name: str) -> Any:
         if not isinstance(module, str) or not isinstance(name, str):
             raise ValueError("a global is named by something other than text")
         module = MODULE_ALIASES.get(module, module)
@@ -35,8 +33,21 @@ class SafeUnpickler(pickle.Unpickler):
                 raise OverLimit(f"the pickle names more than {_MAX_GLOBALS} globals")
             found = _known_global(module, name)
             self._classes[qualified] = found if found is not None else stand_in_class(qualified)
-            self.global_names[id(self._classes[qualified])] = qualified
+            self.names[id(self._classes[qualified])] = qualified
         return self._classes[qualified]
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """Globals come from our table or are stand-ins; persistent ids go to the container's callback."""
+
+    def __init__(self, stream: IO[bytes], persistent: Callable[[object], object]) -> None:
+        super().__init__(stream, encoding="latin1")  # py2 str
+        self._persistent = persistent
+        self._globals = Globals()
+        self.global_names = self._globals.names
+
+    def find_class(self, module: str, name: str) -> Any:
+        return self._globals.find(module, name)
 
     def persistent_load(self, pid: Any) -> Any:
         return self._persistent(pid)
@@ -72,7 +83,7 @@ MEMORY_FLOOR = 256 << 20
 pickle builds a few bytes of objects per byte; a run of one-byte opcodes that each push a new set (216
 bytes) or list onto the stack costs two hundred times the data, and is refused before it is built."""
 
-_OPCODE_COST = {
+OPCODE_COST = {
     "EMPTY_SET": 216,
     "FROZENSET": 216,
     "EMPTY_DICT": 64,
@@ -97,7 +108,7 @@ _OPCODE_COST = {
     "APPENDS": 8,
     "ADDITEMS": 64,
 }
-_OPCODE_FLOOR_COST = 16  # a stack slot, and the walk itself
+OPCODE_FLOOR_COST = 16  # a stack slot, and the walk itself
 
 
 def _opcode_cost(name: str, arg: object) -> int:
@@ -106,7 +117,7 @@ def _opcode_cost(name: str, arg: object) -> int:
         return len(arg) + 56
     if isinstance(arg, int) and name.startswith("LONG"):
         return arg.bit_length() // 8 + 32
-    return _OPCODE_COST.get(name, _OPCODE_FLOOR_COST)
+    return OPCODE_COST.get(name, OPCODE_FLOOR_COST)
 
 
 def _check_opcodes(stream: IO[bytes], end: int) -> None:

@@ -132,6 +132,7 @@ READERS: tuple[Reader, ...] = (
     _text_row("jsonl", "JSON Lines file"),
     _text_row("yaml", "YAML file"),
     _text_row("csv", "CSV file"),
+    _text_row("tsv", "tab-separated table (CatBoost's time_left.tsv, learn_error.tsv)"),
     Reader(
         format="sqlite",
         what="SQLite database (Optuna's study.db, MLflow's mlflow.db)",

@@ -1,4 +1,5 @@
-"""TensorBoard event files (``events.out.tfevents.*``) read as named values: the numbers, not the clocks.
+"""TensorBoard event files (``events.out.tfevents.*``, or any file whose first record is an event that
+names the format) read as named values: the numbers, not the clocks.
 
 Every event a ``SummaryWriter`` writes carries the wall time, so two runs that logged the same numbers
 never write the same bytes. Read here: the TFRecord framing (``_tfrecord``: uint64 length, masked
@@ -27,11 +28,13 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from reprobox.guest.hashing import _sniff
+from reprobox.guest.hashing._crc32c import masked_crc32c
 from reprobox.guest.hashing._graphdef import graph_values
 from reprobox.guest.hashing._logvalues import LogValues, read_capped, sha256_hex
 from reprobox.guest.hashing._protowire import Message, signed64
 from reprobox.guest.hashing._tbscalars import ScalarEvents
-from reprobox.guest.hashing._tfrecord import record_spans
+from reprobox.guest.hashing._tfrecord import FOOTER_BYTES, HEADER_BYTES, record_spans
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
 READER_NAME = "TensorBoard event reader"
@@ -101,7 +104,38 @@ _VAL_FIELDS = {
 
 
 def is_event_file(path: Path) -> bool:
-    return path.name.startswith(EVENT_FILE_PREFIX)
+    """By its name (``events.out.tfevents.<seconds>.<host>...``), else by its first record: CatBoost
+    writes ``catboost_info/learn/events.out.tfevents``, with no suffix, and a file may be renamed."""
+    return path.name.startswith(EVENT_FILE_PREFIX) or _sniff.memo(
+        path, "event file", _starts_with_file_version
+    )
+
+
+FILE_VERSION_PREFIX = "brain.Event:"
+"""What every event file's first event says it is (``brain.Event:2``)."""
+
+
+def _starts_with_file_version(path: Path) -> bool:
+    """Whether the file's first bytes (``_sniff.HEAD_BYTES``: no more is read) hold a whole TFRecord,
+    both checksums right, whose event names the event file format. The length's checksum is checked
+    first, so any other file is told apart by its first 12 bytes."""
+    try:
+        head = _sniff.head(path)
+    except OSError:  # a path by name alone (no file there): nothing to recognise
+        return False
+    if len(head) < HEADER_BYTES + FOOTER_BYTES or masked_crc32c(head[:8]) != int.from_bytes(
+        head[8:12], "little"
+    ):
+        return False
+    end = HEADER_BYTES + int.from_bytes(head[:8], "little")
+    if end + FOOTER_BYTES > len(head) or masked_crc32c(head[HEADER_BYTES:end]) != int.from_bytes(
+        head[end : end + FOOTER_BYTES], "little"
+    ):
+        return False
+    try:
+        return Message(head[HEADER_BYTES:end]).string(_FILE_VERSION).startswith(FILE_VERSION_PREFIX)
+    except ValueError:
+        return False
 
 
 def read_events(path: Path) -> list[tuple[str, object]]:

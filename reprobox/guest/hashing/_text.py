@@ -1,4 +1,4 @@
-"""Structured text outputs (JSON, JSON Lines, YAML, CSV) read as named values, not as bytes.
+"""Structured text outputs (JSON, JSON Lines, YAML, CSV and TSV) read as named values, not as bytes.
 
 Trainers write their state and metrics as text (Hugging Face's ``trainer_state.json``, Lightning's
 ``hparams.yaml`` and ``metrics.csv``). Hashed as bytes, one wall-clock figure makes the whole file
@@ -6,7 +6,7 @@ Trainers write their state and metrics as text (Hugging Face's ``trainer_state.j
 only run-specific (a duration, a timestamp), listed as such.
 
 Values are named as the hashing contract names them (``flatten``: ``log_history.3.train_runtime``);
-JSON Lines and CSV files are a list of rows (``0.loss``, ``12.val_acc``; CSV cells stay strings, as
+JSON Lines, CSV and TSV files are a list of rows (``0.loss``, ``12.val_acc``; their cells stay strings, as
 written; a CSV's leading ``#`` lines are its preamble, not its header: ``preamble.0.t_start``). Their
 content hash is the digest of their values: these files hold no tensors. Files larger than
 ``MAX_TEXT_BYTES`` or that do not parse are hashed as plain files, with a note saying why. A file with
@@ -49,7 +49,17 @@ CPU (one long scalar as slowly as many short values): a larger YAML output (genu
 ``hparams.yaml``, are a few KiB, as job files are) is compared as bytes, within the CPU time every file
 is read in."""
 
-TEXT_FORMATS = {".json": "json", ".jsonl": "jsonl", ".yaml": "yaml", ".yml": "yaml", ".csv": "csv"}
+TEXT_FORMATS = {
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".csv": "csv",
+    ".tsv": "tsv",  # CatBoost's catboost_info/time_left.tsv and learn_error.tsv
+    ".tab": "tsv",
+}
+DELIMITERS = {"csv": ",", "tsv": "\t"}
+"""The cell delimiter of each table format; both are read by the same CSV reader."""
 
 SERIALIZED_KEY = ":serialized:"
 MAX_LISTED_ELEMENTS = 4096
@@ -74,9 +84,9 @@ def read_values(path: Path) -> list[tuple[str, object]]:
     """
     kind = text_format_of(path)
     if kind is None:
-        raise ValueError("not a JSON, JSON Lines, YAML or CSV file")
-    if kind == "csv":
-        return _csv_values(path)
+        raise ValueError("not a JSON, JSON Lines, YAML, CSV or TSV file")
+    if kind in DELIMITERS:
+        return _csv_values(path, DELIMITERS[kind])
     if kind == "jsonl":
         return _jsonl_values(path)
     if kind == "json":
@@ -167,8 +177,9 @@ def _arrays_as_values(value: object, depth: int) -> object:
     return described
 
 
-def _csv_values(path: Path) -> list[tuple[str, object]]:
-    """A CSV's rows (``<row>.<column>``), after its leading comment lines, which are not its header.
+def _csv_values(path: Path, delimiter: str = ",") -> list[tuple[str, object]]:
+    """A CSV's rows (``<row>.<column>``), after its leading comment lines, which are not its header; a
+    TSV's likewise, its cells split at tabs.
 
     Writers put a preamble before the header (Stable-Baselines3's ``monitor.csv`` starts
     ``#{"t_start": ..., "env_id": ...}``): each such line is ``preamble.<n>``, its JSON object's fields
@@ -179,7 +190,9 @@ def _csv_values(path: Path) -> list[tuple[str, object]]:
     with _open_lines(path) as handle:
         lines = lines_of(handle)
         preamble, first = _preamble(lines, count)
-        rows = csv.DictReader(counted_lines(itertools.chain(first, lines), count))
+        rows = csv.DictReader(
+            counted_lines(itertools.chain(first, lines), count, delimiter), delimiter=delimiter
+        )
         try:
             values = flatten_rows(rows)
         except csv.Error as exc:  # a field over csv's own limit, or a malformed quote

@@ -70,9 +70,9 @@ def line_entries(line: str) -> int:
     return max(1, line.count(",") + line.count("[") + line.count("{"))
 
 
-def csv_cells(line: str) -> int:
-    """An upper bound of the cells one line of a CSV adds: its commas and one (a quoted comma counts)."""
-    return line.count(",") + 1
+def csv_cells(line: str, delimiter: str = ",") -> int:
+    """An upper bound of the cells one line of a CSV adds: its delimiters and one (a quoted one counts)."""
+    return line.count(delimiter) + 1
 
 
 @dataclass
@@ -92,10 +92,10 @@ def file_count() -> EntryCount:
     return EntryCount(text_value_limit())
 
 
-def counted_lines(lines: Iterator[str], count: EntryCount) -> Iterator[str]:
+def counted_lines(lines: Iterator[str], count: EntryCount, delimiter: str = ",") -> Iterator[str]:
     """CSV lines, each one's cells counted before the CSV reader parses it."""
     for line in lines:
-        count.add(csv_cells(line))
+        count.add(csv_cells(line, delimiter))
         yield line
 
 
