@@ -55,6 +55,7 @@ from reprobox.runspecific._names import (
     PROCESS_ID,
     TIMESTAMP,
     names_computed,
+    names_rate,
     reason_by_key,
     tag_of,
 )
@@ -180,8 +181,11 @@ def _by_name(
     if by_key == DURATION:
         if not (_clock_complete(run_a) and _clock_complete(run_b)):
             return Excuse(DURATION_BY_NAME, BY_NAME)
-        coarse = UNTESTABLE in (explains(run_a.clock, a, name), explains(run_b.clock, b, name))  # type: ignore[arg-type]
-        return Excuse(DURATION_COARSE, BY_NAME) if coarse else None
+        # untestable as what the name says it is: a random number named epoch_time that no duration of
+        # the record explains is real, however many rates the record's readings could make of it
+        kinds = (RATE_OF_CLOCK,) if names_rate(name) else (DURATION_OF_CLOCK, MEAN_OF_CLOCK)
+        found = (explains(run_a.clock, a, name, kinds), explains(run_b.clock, b, name, kinds))  # type: ignore[arg-type]
+        return Excuse(DURATION_COARSE, BY_NAME) if UNTESTABLE in found else None
     unrecorded = {
         HOSTNAME: not (run_a.all_hostnames() or run_b.all_hostnames()),
         PROCESS_ID: not (run_a.pids or run_b.pids),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -114,10 +114,13 @@ def precision(value: float) -> float:
     return max(0.5 * 10.0**-decimals, _ULPS * math.ulp(value))
 
 
-def explains(record: ClockRecord, value: object, name: str = "") -> str | None:
+def explains(
+    record: ClockRecord, value: object, name: str = "", kinds: Collection[str] | None = None
+) -> str | None:
     """Which kind of figure of the run's clock the number is (``DURATION_OF_CLOCK``...); ``UNTESTABLE``
     when it is consistent with the record but too coarse for a match to be more than chance; None when
-    the record holds no reading it could have come from."""
+    the record holds no reading it could have come from. ``kinds`` keeps only those readings of it (a
+    value whose name says it is a duration is untestable only as a duration, never as some rate)."""
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         return None
     if value <= 0 or record.differences.size == 0:
@@ -139,6 +142,8 @@ def explains(record: ClockRecord, value: object, name: str = "") -> str | None:
     tries: list[tuple[str, Callable[[], bool | None]]] = (
         [rate, *durations, mean] if count is not None else [*durations, rate, mean]
     )
+    if kinds is not None:
+        tries = [(kind, test) for kind, test in tries if kind in kinds]
     found: list[bool | None] = []
     for kind, test in tries:
         found.append(test())

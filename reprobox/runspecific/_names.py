@@ -66,6 +66,14 @@ def names_computed(name: str) -> bool:
     return bool(_COMPUTED.intersection(words_of(tag_of(name))))
 
 
+def names_rate(name: str) -> bool:
+    """Whether the value's own name says it is a rate (steps per second, SPS, fps), not a duration."""
+    tag = tag_of(name)
+    words = words_of(tag)
+    per_second = any(w == "per" and nxt in _SECONDS for w, nxt in itertools.pairwise(words))
+    return bool(_RATES.intersection(words) or _PER_UNIT.search(tag) or per_second)
+
+
 def reason_by_key(name: str, names: Container[str] = ()) -> str | None:
     """Why a scalar under this name is run-specific by its name, or None.
 

@@ -356,3 +356,27 @@ def test_what_the_run_measured_and_drew_is_excused_by_its_record(tmp_path: Path,
     code, data = verify(capsys, JOBS / "run-record" / "seeded-id.yaml", tmp_path / "seeded")
     assert (code, data["grade"]) == (1, "not reproducible")
     assert [e["name"] for e in data["value_differences"]] == ["run_uuid"]
+
+
+def test_a_random_number_named_like_a_duration_is_untestable_only_as_a_duration() -> None:
+    """A complete record whose readings make nearly any number some whole count per second can still
+    refute a duration: a number named epoch_time that no duration, in any unit, explains is real, as
+    the corpus's control showed (random milliseconds saved as epoch_time were excused by name)."""
+    base = 1_764_000_000.0
+    values, sites = [base, base + 0.11], [0, 1]
+    t = base + 2.9
+    for batch in range(50):  # a library's fit loop: one reading where a batch starts, eleven inside it
+        values.append(t)
+        sites.append(2)
+        for i in range(11):
+            t += 0.0047 + 0.0003 * ((batch * 11 + i) % 7)
+            values.append(t)
+            sites.append(3)
+    run = context(clock_facts(values, sites))
+    assert run.clock is not None
+    assert explains(run.clock, 59.527) == UNTESTABLE  # as some rate the readings could make
+    assert explains(run.clock, 59.527, "0.epoch_time", (DURATION_OF_CLOCK, MEAN_OF_CLOCK)) is None
+    assert judge_value("0.epoch_time", 59.527, 33.313, run, run) is None
+    # named a rate, the same number stays untestable as a rate, and its name excuses it, saying so
+    excuse = judge_value("charts/SPS", 59.527, 33.313, run, run)
+    assert excuse is not None and excuse.reason == DURATION_COARSE
