@@ -174,9 +174,17 @@ class _ImportStarts:
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
         root = fullname.partition(".")[0]
-        if root not in self.observer.importers:
+        if root not in self.observer.importers and _is_import(sys._getframe(1)):
             self.observer.importers[root] = _importer(sys._getframe(1))
         return None
+
+
+def _is_import(lookup: FrameType) -> bool:
+    """Whether importlib's lookup (``_find_spec``) is an import, not a library asking whether a module is
+    there (``importlib.util.find_spec``, as torch's dynamo asks of pandas and scikit-learn): that one
+    imports nothing, and what it asks about is no package the job needs."""
+    caller = lookup.f_back
+    return caller is not None and caller.f_code.co_name in ("_find_and_load_unlocked", "_find_and_load")
 
 
 def install() -> None:

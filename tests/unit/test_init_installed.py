@@ -303,6 +303,38 @@ def test_a_saver_a_library_loads_with_import_module_cut_short_is_recorded(tmp_pa
     ]
 
 
+def test_a_package_a_library_only_asks_about_is_not_recorded(tmp_path: Path) -> None:
+    """importlib.util.find_spec asks whether a module is there and imports nothing (torch's dynamo asks
+    so of pandas and scikit-learn): what is only asked about is no package the job needs."""
+    import reprobox
+    from reprobox.guest import settings
+
+    site = site_dir(tmp_path / "env")
+    library = b"import importlib.util\n\nHAS_FANCY = importlib.util.find_spec('fancyopt') is not None\n"
+    distribution(site, "asking-lib", "1.0", {"askinglib/__init__.py": library})
+    distribution(site, "fancy-opt", "2.0", {"fancyopt/__init__.py": b"VALUE = 1\n"})
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("import askinglib\n\nassert askinglib.HAS_FANCY\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    package_root = Path(reprobox.__file__).parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(package_root / "reprobox" / "guest" / "_boot"), str(package_root), str(site)]
+        ),
+        settings.HOOK_ACTIVE: "1",
+        settings.OBSERVE: "1",
+        settings.RUN_DIR: str(run_dir),
+        settings.CODE_DIR: str(code),
+    }
+    subprocess.run([sys.executable, "train.py"], cwd=code, env=env, check=True, timeout=120)
+    (record,) = (run_dir / settings.GUEST_STATE).glob("observed-*.jsonl")
+    found = sorted(line["distribution"] for line in recorded(record) if "distribution" in line)
+    assert found == ["asking-lib"]
+
+
 class _Proxy:
     """What a lazy loader leaves in sys.modules: any question loads the real module, and that fails."""
 
