@@ -11,6 +11,7 @@ import os
 import pickle
 import warnings
 from collections.abc import Callable, Iterator
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
 
 from reprobox import compare
 from reprobox.errors import UsageError
-from reprobox.guest.hashing import _readers
+from reprobox.guest.hashing import _bounds, _readers
 from reprobox.guest.hashing._layout import unaccounted_of
 from tests.unit.test_verdicts import two_runs
 
@@ -149,6 +150,18 @@ def test_a_shard_and_its_index_account_for_every_byte(tmp_path: Path) -> None:
     assert torch.equal(tensors["model.weight@0,0"], WEIGHT) and values == {"step": 5, "tag": "run"}
 
 
+def test_a_tensor_too_large_to_assemble_is_named_so_and_its_chunks_still_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    save(tmp_path / "ckpt", state())
+    monkeypatch.setattr(_bounds, "MAX_IN_MEMORY_BYTES", 32)  # the bias (16 bytes) fits, the weight not
+    values = _readers.load_values(tmp_path / "ckpt" / ".metadata")
+    assert str(values["model.weight"]).startswith("not assembled (the assembled tensor would take 96 bytes")
+    assert values["model.bias"] == "sha256:" + sha256(torch.ones(4).numpy().tobytes()).hexdigest()
+    shard = _readers.plan(tmp_path / "ckpt" / "__0_0.distcp")
+    assert sorted(a.name for a in shard.arrays) == ["model.bias@0", "model.weight@0,0"]
+
+
 def test_a_shard_without_its_index_is_compared_by_its_bytes(tmp_path: Path) -> None:
     save(tmp_path / "ckpt", state())
     (tmp_path / "ckpt" / ".metadata").unlink()
@@ -235,8 +248,9 @@ def test_the_same_weights_saved_by_one_or_two_ranks_differ_only_in_layout(tmp_pa
         "storage_meta.save_id",
         "storage_meta.checkpoint_id.__args__",
     }
-    assert one["model.weight"] == two["model.weight"]
-    assert str(one["model.weight"]).startswith("sha256:")
+    assert (
+        one["model.weight"] == two["model.weight"] == "sha256:" + sha256(WEIGHT.numpy().tobytes()).hexdigest()
+    )
     assert two["layout.chunks.model.weight"] == [
         {"offsets": [0, 0], "sizes": [3, 4]},
         {"offsets": [3, 0], "sizes": [3, 4]},

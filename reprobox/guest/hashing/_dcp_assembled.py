@@ -22,9 +22,11 @@ from typing import Any
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._arrays import _Content, _refused, _saved_array
 from reprobox.guest.hashing._bounds import (
+    FILE_CPU_SECONDS,
     MAX_IN_MEMORY_BYTES,
     OverLimit,
     check_in_memory,
+    cpu_share,
     element_count,
     limit_reason,
 )
@@ -42,8 +44,10 @@ LAYOUT_PREFIX = "layout."
 def index_values(index: DcpIndex) -> list[tuple[str, object]]:
     """The index's values by name: per tensor its dtype, size and assembled digest; the layout; the rest."""
     values: list[tuple[str, object]] = []
+    with cpu_share(FILE_CPU_SECONDS / 2):  # half the file's budget: the rest is for the index's values
+        assembled = {fqn: _assembled(index, fqn, entry) for fqn, entry in index.tensors.items()}
     for fqn, entry in index.tensors.items():
-        values.append((fqn, _assembled(index, fqn, entry)))
+        values.append((fqn, assembled[fqn]))
         values.append((f"{fqn}.dtype", entry.dtype))
         values.append((f"{fqn}.size", list(entry.size)))
         chunks = [{"offsets": list(offsets), "sizes": list(sizes)} for offsets, sizes in entry.chunks]
@@ -83,12 +87,13 @@ def _assembled(index: DcpIndex, fqn: str, entry: TensorEntry) -> str:
     """The sha256 of the tensor put together from its chunks, or why it was not."""
     items = [item for item in index.items if item.fqn == fqn and item.offsets is not None]
     try:
-        return "sha256:" + hashlib.sha256(_assemble(index, entry, items)).hexdigest()
+        return "sha256:" + _assemble(index, entry, items)
     except (ValueError, OSError) as exc:  # OverLimit included: its chunks are still hashed in the shards
         return f"not assembled ({limit_reason(exc)})"
 
 
-def _assemble(index: DcpIndex, entry: TensorEntry, items: list[Item]) -> bytes:
+def _assemble(index: DcpIndex, entry: TensorEntry, items: list[Item]) -> str:
+    """The sha256 of the tensor's bytes, each chunk's put in its place (zeros where no chunk lies)."""
     import numpy as np
 
     whole: np.ndarray[Any, Any] | None = None
@@ -111,7 +116,7 @@ def _assemble(index: DcpIndex, entry: TensorEntry, items: list[Item]) -> bytes:
             whole[place] = np.frombuffer(raw, dtype=np.uint8).reshape(*chunk.shape, itemsize)
     finally:
         folder.remove()
-    return b"" if whole is None else whole.tobytes()
+    return hashlib.sha256(b"" if whole is None else whole.data).hexdigest()
 
 
 def _chunks(
