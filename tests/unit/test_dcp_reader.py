@@ -27,6 +27,7 @@ from reprobox import compare
 from reprobox.errors import UsageError
 from reprobox.guest.hashing import _bounds, _readers
 from reprobox.guest.hashing._layout import unaccounted_of
+from reprobox.runspecific._drawn import RANDOM_ID
 from tests.unit.test_verdicts import two_runs
 
 WEIGHT = torch.arange(24.0).reshape(6, 4)
@@ -84,8 +85,8 @@ def test_two_saves_reproduce_with_the_save_id_excused_by_the_runs_draws(
     facts: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
     result = two_runs(tmp_path, writer(in_outputs, monkeypatch, facts), facts=facts)
     assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.REPRODUCED)
-    assert [(e["checkpoint"], e["name"]) for e in result.run_specific] == [
-        ("ckpt/.metadata", "storage_meta.save_id")
+    assert [(e["checkpoint"], e["name"], e["reason"]) for e in result.run_specific] == [
+        ("ckpt/.metadata", "storage_meta.save_id", RANDOM_ID)
     ]
 
 

@@ -7,8 +7,10 @@ item's tensor is named ``<fqn>@<chunk offsets>`` (``model.weight@0,0``), a value
 shard's layout is each item's as the torch reader accounted for it, at the item's place in the shard:
 bytes between or after the items the index lists are a gap, never excused.
 
-A shard with no readable index beside it is compared by its bytes: with nothing to say where its items
-lie, its reader cannot say which bytes it read.
+An item that is no ``torch.save`` file (DCP's default planner saves every value so; a custom planner's
+raw bytes are not) leaves the shard compared by its bytes. A shard the index lists no item in (left by an
+earlier save) is one gap. A shard with no readable index beside it is compared by its bytes: with
+nothing to say where its items lie, its reader cannot say which bytes it read.
 """
 
 from __future__ import annotations
