@@ -163,6 +163,15 @@ def test_a_tensor_too_large_to_assemble_is_named_so_and_its_chunks_still_hashed(
     assert sorted(a.name for a in shard.arrays) == ["model.bias@0", "model.weight@0,0"]
 
 
+def test_a_shard_its_index_lists_nothing_in_is_one_gap(tmp_path: Path) -> None:
+    save(tmp_path / "ckpt", state())
+    stale = tmp_path / "ckpt" / "__1_0.distcp"  # left by an earlier save of two ranks
+    stale.write_bytes((tmp_path / "ckpt" / "__0_0.distcp").read_bytes())
+    content = _readers.plan(stale)
+    assert content.layout is not None and content.arrays == []
+    assert unaccounted_of(stale, content.layout).ranges == ((0, stale.stat().st_size),)
+
+
 def test_a_shard_without_its_index_is_compared_by_its_bytes(tmp_path: Path) -> None:
     save(tmp_path / "ckpt", state())
     (tmp_path / "ckpt" / ".metadata").unlink()
@@ -181,6 +190,9 @@ class _Call:
 def _hostile(metadata: Any, how: str) -> None:
     if how == "global":
         metadata.planner_data = _Call()
+    elif how == "path":
+        key = next(k for k in metadata.storage_data if k.fqn == "model.weight")
+        metadata.storage_data[key] = _StorageInfo("../__0_0.distcp", 0, 10)
     elif how == "size":
         metadata.state_dict_metadata["model.weight"].size = torch.Size([1 << 40, 1 << 40])
     else:
@@ -194,6 +206,7 @@ def _hostile(metadata: Any, how: str) -> None:
         ("global", "it names 'posix.getcwd', which is not a class of a DCP index"),
         ("size", "declares a shape over the limit"),
         ("offset", "item 'model.weight' reaches past the end of shard __0_0.distcp"),
+        ("path", "item 'model.weight' names a shard that is not a .distcp file beside the index"),
     ],
 )
 def test_a_hostile_index_is_refused_in_one_sentence(tmp_path: Path, how: str, reason: str) -> None:
