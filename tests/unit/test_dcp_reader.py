@@ -241,7 +241,6 @@ def _rank(rank: int, init: str, folder: str) -> None:
     dist.destroy_process_group()
 
 
-@pytest.mark.slow
 def test_the_same_weights_saved_by_one_or_two_ranks_differ_only_in_layout(tmp_path: Path) -> None:
     save(tmp_path / "one", state())
     mp.start_processes(
