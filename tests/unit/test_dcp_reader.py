@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from hashlib import sha256
@@ -149,6 +151,24 @@ def test_a_shard_and_its_index_account_for_every_byte(tmp_path: Path) -> None:
     assert sorted(shard.metadata) == ["step", "tag"]
     tensors, values = _readers.load_tensors(tmp_path / "ckpt" / "__0_0.distcp")
     assert torch.equal(tensors["model.weight@0,0"], WEIGHT) and values == {"step": 5, "tag": "run"}
+
+
+WITHOUT_TORCH = """
+import sys
+sys.modules["torch"] = None  # the guest reads and hashes without torch
+from pathlib import Path
+from reprobox.guest.hashing import _readers
+print(_readers.load_values(Path(sys.argv[1]))["model.weight"])
+"""
+
+
+def test_the_guest_reads_a_checkpoint_without_torch(tmp_path: Path) -> None:
+    save(tmp_path / "ckpt", state())
+    index = tmp_path / "ckpt" / ".metadata"
+    run = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, str(index)], capture_output=True, text=True, check=True
+    )
+    assert run.stdout.strip() == "sha256:" + sha256(WEIGHT.numpy().tobytes()).hexdigest()
 
 
 def test_a_tensor_too_large_to_assemble_is_named_so_and_its_chunks_still_hashed(
