@@ -97,7 +97,22 @@ def _pickle() -> list[bytes]:
         [pickle.dumps(value, protocol=p) for p in (2, 4, 5)]
         + [pickle.dumps(plain, protocol=p) for p in (0, 3)]
         + _joblib()
+        + _dcp_index()
     )
+
+
+def _dcp_index() -> list[bytes]:
+    """torch.distributed.checkpoint's ``.metadata``: DCP's classes, chunks, storage keys that are objects."""
+    import tempfile
+    import warnings
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # it saves alone, without a process group
+        dcp.save({"model": {"weight": torch.ones(2, 3)}, "step": 4}, checkpoint_id=folder)
+        return [(Path(folder) / ".metadata").read_bytes()]
 
 
 def _joblib() -> list[bytes]:

@@ -109,16 +109,17 @@ def assert_not_reproduced(result: compare.Comparison, path: str) -> None:
     assert f"in {path}" in result.sentence
 
 
-def test_a_distcp_shard_of_torch_saves_differing_before_the_last_is_not_reproduced(tmp_path: Path) -> None:
-    # torch.distributed.checkpoint's FileSystemWriter writes each item of a shard with torch.save, one
-    # after another, into one .distcp file: zipfile (and so the torch reader) sees only the last archive
+def test_a_file_of_torch_saves_differing_before_the_last_is_not_reproduced(tmp_path: Path) -> None:
+    # several torch.saves one after another in one file (as a DCP shard holds its items; a .distcp is read
+    # item by item where its index says, test_dcp_reader): zipfile, and so the torch reader, sees only the
+    # last archive
     def write(out: Path, run: int) -> None:
-        with (out / "__0_0.distcp").open("wb") as f:
+        with (out / "__0_0.pt").open("wb") as f:
             torch.save(torch.full((4,), float(run)), f)  # differs between the runs
             torch.save(torch.ones(4), f)
 
     result = two_runs(tmp_path, write)
-    assert_not_reproduced(result, "__0_0.distcp")
+    assert_not_reproduced(result, "__0_0.pt")
     entry = result.value_differences[0]
     assert entry["a"].startswith(f"{len(torch_bytes(torch.ones(4))):,} bytes at 0-")
     # what differs was read by no reader: a stamp or a result, it cannot be told which
@@ -306,11 +307,11 @@ def test_the_same_second_payload_in_both_runs_is_no_difference(tmp_path: Path) -
     # equal unread bytes, framing that differs: every differing byte is the format's own
     def write(out: Path, run: int) -> None:
         first = torch_bytes(LAST)
-        (out / "__0_0.distcp").write_bytes(first + restamped(torch_bytes(FIRST), 1990 + run))
+        (out / "__0_0.pt").write_bytes(first + restamped(torch_bytes(FIRST), 1990 + run))
 
     result = two_runs(tmp_path, write)
     assert result.grade == compare.REPRODUCED, result.sentence
-    assert result.format_only == ["__0_0.distcp"]
+    assert result.format_only == ["__0_0.pt"]
 
 
 # --- the records ---------------------------------------------------------------------------------------
@@ -339,8 +340,8 @@ def test_hash_says_which_bytes_no_reader_read(tmp_path: Path, capsys: pytest.Cap
     from reprobox import cli
 
     (tmp_path / "model.pt").write_bytes(torch_bytes(FIRST))
-    (tmp_path / "shard.distcp").write_bytes(torch_bytes(LAST) + torch_bytes(FIRST))
-    assert cli.main(["hash", str(tmp_path / "model.pt"), str(tmp_path / "shard.distcp")]) == 0
+    (tmp_path / "two.pt").write_bytes(torch_bytes(LAST) + torch_bytes(FIRST))
+    assert cli.main(["hash", str(tmp_path / "model.pt"), str(tmp_path / "two.pt")]) == 0
     text = capsys.readouterr().out
     assert "  unread   none: every byte is content or the format's framing" in text
     first = len(torch_bytes(LAST))

@@ -41,13 +41,16 @@ The contract (other modules and tools recompute it, so it must not drift):
   second link to an object already read is the value ``hard link to /<first path>``, a soft link
   ``soft link to <target>``. Object times and the storage layout (contiguous, chunked, compressed) are
   not part of either hash.
+- A torch Distributed Checkpoint (``"dcp"``): its ``.metadata`` index is values (per tensor ``<fqn>`` the
+  sha256 of the tensor assembled from its chunks, ``<fqn>.dtype``, ``<fqn>.size``; the cut under ``layout.``;
+  ``storage_meta.save_id``), each ``.distcp`` shard its items, a chunk as ``<fqn>@<offsets>`` (``_dcp``).
 - An SQLite database (``"sqlite"``) is values alone: ``<table>/<key>/<column>`` for every row (the key
   ``<column>=<value>`` for each primary-key column, joined by ``,``, else ``row=<n>``, its place in
   rowid order), a BLOB as
   ``{"sha256": hex, "bytes": n}``, each schema entry ``sqlite_schema/<type>/<name>`` its SQL, and
   ``sqlite_header/user_version`` and ``sqlite_header/application_id``.
-- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"``,
-  ``"hdf5"`` or ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and
+- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"``, ``"hdf5"``,
+  ``"dcp"`` or ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and
   checkpoints whose content could not be read safely; ``note`` then says why). ``reader`` names what
   read the content. Nothing a pickle names is ever imported or run: torch files and pickles are read
   by the safe pickle reader (``_pickle``), without torch, and its stand-in objects flatten as mappings.

@@ -72,12 +72,18 @@ _FILE_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def cpu_budget() -> Iterator[None]:
+def cpu_budget() -> contextlib.AbstractContextManager[None]:
     """One file's CPU budget, for ``check_cpu_budget`` in the readers' loops; a member of an archive
     reads within what is left of its archive's."""
+    return cpu_share(FILE_CPU_SECONDS)
+
+
+@contextlib.contextmanager
+def cpu_share(seconds: float) -> Iterator[None]:
+    """At most ``seconds`` of what is left of the budget: for a part of a file's reading that may be
+    given up (a DCP tensor assembled from its chunks) so that the rest of the file is still read."""
     outer = _FILE_DEADLINE.get()
-    mine = time.thread_time() + FILE_CPU_SECONDS
+    mine = time.thread_time() + seconds
     token = _FILE_DEADLINE.set(mine if outer is None else min(outer, mine))
     try:
         yield

@@ -27,6 +27,9 @@ from reprobox.errors import UsageError
 from reprobox.guest.hashing import (
     _archives,
     _compressed,
+    _dcp,
+    _dcp_assembled,
+    _dcp_shards,
     _formats,
     _hdf5,
     _load,
@@ -145,6 +148,25 @@ READERS: tuple[Reader, ...] = (
             f"immutable, no memory map, no extensions; SQLite's limits lowered; {_sqlite.READ_SECONDS:g} s "
             "of CPU time; quick_check before any row is read"
         ),
+    ),
+    Reader(
+        format="dcp",
+        what="torch Distributed Checkpoint index (.metadata beside .distcp shards)",
+        yields="per tensor: dtype, size and the digest of the tensor assembled from its chunks; the chunk "
+        "layout under layout.; the save's fields (storage_meta.save_id) as values",
+        detect=_dcp.is_index,
+        plan=_dcp_assembled.plan_index,
+        load=_dcp_assembled.load_index,
+        bounds=_dcp.BOUNDS,
+    ),
+    Reader(
+        format="dcp",
+        what="torch Distributed Checkpoint shard (.distcp)",
+        yields="each item's tensor as <fqn>@<chunk offsets>, each other item's value by its fqn",
+        detect=_dcp_shards.is_shard,
+        plan=_dcp_shards.plan_shard,
+        load=_dcp_shards.load_shard,
+        bounds=_dcp.BOUNDS + "; each item read as a torch.save file",
     ),
     Reader(
         format="safetensors",
