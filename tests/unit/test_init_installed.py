@@ -263,23 +263,15 @@ def test_files_of_the_jobs_code_that_no_parser_reads_import_nothing(tmp_path: Pa
     assert list(imports_in_code(sorted(str(p) for p in tmp_path.iterdir()), str(tmp_path))) == ["json"]
 
 
-def test_a_saver_a_library_loads_with_import_module_cut_short_is_recorded(tmp_path: Path) -> None:
-    """A library loads its saver with importlib.import_module as the file is saved (which raises no
-    "import" audit event), and the watch's Ctrl-C lands while the saver loads: it never finished."""
+def observed_run(tmp_path: Path, site: Path, train: str) -> Path:
+    """Run ``train`` as init's short run does (the startup hook and the observer on, ``site`` on the
+    path) and return the record of what it imported."""
     import reprobox
     from reprobox.guest import settings
 
-    site = site_dir(tmp_path / "env")
-    library = b"import importlib\n\n\ndef save(path):\n    importlib.import_module('slowsave').dump(path)\n"
-    distribution(site, "lazy-lib", "1.0", {"lazylib/__init__.py": library})
-    distribution(
-        site, "slow-save", "3.0", {"slowsave/__init__.py": b"raise KeyboardInterrupt  # the watch's\n"}
-    )
     code = tmp_path / "code"
     code.mkdir()
-    (code / "train.py").write_text(
-        "import lazylib\n\ntry:\n    lazylib.save('model.pt')\nexcept KeyboardInterrupt:\n    pass\n"
-    )
+    (code / "train.py").write_text(train)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     package_root = Path(reprobox.__file__).parent.parent
@@ -295,6 +287,21 @@ def test_a_saver_a_library_loads_with_import_module_cut_short_is_recorded(tmp_pa
     }
     subprocess.run([sys.executable, "train.py"], cwd=code, env=env, check=True, timeout=120)
     (record,) = (run_dir / settings.GUEST_STATE).glob("observed-*.jsonl")
+    return record
+
+
+def test_a_saver_a_library_loads_with_import_module_cut_short_is_recorded(tmp_path: Path) -> None:
+    """A library loads its saver with importlib.import_module as the file is saved (which raises no
+    "import" audit event), and the watch's Ctrl-C lands while the saver loads: it never finished."""
+
+    site = site_dir(tmp_path / "env")
+    library = b"import importlib\n\n\ndef save(path):\n    importlib.import_module('slowsave').dump(path)\n"
+    distribution(site, "lazy-lib", "1.0", {"lazylib/__init__.py": library})
+    distribution(
+        site, "slow-save", "3.0", {"slowsave/__init__.py": b"raise KeyboardInterrupt  # the watch's\n"}
+    )
+    train = "import lazylib\n\ntry:\n    lazylib.save('model.pt')\nexcept KeyboardInterrupt:\n    pass\n"
+    record = observed_run(tmp_path, site, train)
     assert sorted(
         (line["distribution"], line["version"]) for line in recorded(record) if "distribution" in line
     ) == [
@@ -306,31 +313,12 @@ def test_a_saver_a_library_loads_with_import_module_cut_short_is_recorded(tmp_pa
 def test_a_package_a_library_only_asks_about_is_not_recorded(tmp_path: Path) -> None:
     """importlib.util.find_spec asks whether a module is there and imports nothing (torch's dynamo asks
     so of pandas and scikit-learn): what is only asked about is no package the job needs."""
-    import reprobox
-    from reprobox.guest import settings
 
     site = site_dir(tmp_path / "env")
     library = b"import importlib.util\n\nHAS_FANCY = importlib.util.find_spec('fancyopt') is not None\n"
     distribution(site, "asking-lib", "1.0", {"askinglib/__init__.py": library})
     distribution(site, "fancy-opt", "2.0", {"fancyopt/__init__.py": b"VALUE = 1\n"})
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "train.py").write_text("import askinglib\n\nassert askinglib.HAS_FANCY\n")
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    package_root = Path(reprobox.__file__).parent.parent
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(package_root / "reprobox" / "guest" / "_boot"), str(package_root), str(site)]
-        ),
-        settings.HOOK_ACTIVE: "1",
-        settings.OBSERVE: "1",
-        settings.RUN_DIR: str(run_dir),
-        settings.CODE_DIR: str(code),
-    }
-    subprocess.run([sys.executable, "train.py"], cwd=code, env=env, check=True, timeout=120)
-    (record,) = (run_dir / settings.GUEST_STATE).glob("observed-*.jsonl")
+    record = observed_run(tmp_path, site, "import askinglib\n\nassert askinglib.HAS_FANCY\n")
     found = sorted(line["distribution"] for line in recorded(record) if "distribution" in line)
     assert found == ["asking-lib"]
 
