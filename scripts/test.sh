@@ -43,5 +43,5 @@ else
 fi
 # Two workers (pytest-xdist): the tests against the engines run in order in one of them, the rest go
 # out file by file (tests/conftest.py says how); REPROBOX_TEST_WORKERS=0 runs everything in this process.
-# --durations=25: the 25 slowest tests, so the suite's time budget (20 minutes of pytest on 2 cores) is watched.
+# --durations=25: the 25 slowest tests, so the suite's time budget (15 minutes of pytest on 2 cores) is watched.
 python -m pytest -n "${REPROBOX_TEST_WORKERS:-2}" --durations=25 "${integration[@]}" "$@"
