@@ -18,7 +18,6 @@ import torch
 
 from reprobox import compare
 from reprobox.errors import UsageError
-from reprobox.guest import hashing
 from reprobox.guest.hashing import (
     _compressed,
     _readers,
@@ -29,7 +28,7 @@ from reprobox.guest.hashing import (
 )
 from reprobox.guest.hashing._arrays import _Content
 from reprobox.guest.hashing._canonical import _metadata_digests
-from reprobox.records.manifest import RunRecord
+from tests.unit.test_archives import make_run
 
 METRICS = {"loss": [0.5, 0.25], "lr": 0.001, "epoch": 2}
 
@@ -40,21 +39,6 @@ def gzipped(data: bytes, *, mtime: int, name: str = "metrics.json", level: int =
     with gzip.GzipFile(filename=name, mode="wb", fileobj=out, mtime=mtime, compresslevel=level) as stream:
         stream.write(data)
     return out.getvalue()
-
-
-def make_run(root: Path, run_id: str, files: dict[str, bytes]) -> RunRecord:
-    outputs = root / "runs" / "job" / run_id / "outputs"
-    outputs.mkdir(parents=True)
-    for relative, data in files.items():
-        (outputs / relative).write_bytes(data)
-    record = {
-        "run_id": run_id,
-        "status": "succeeded",
-        "job": {},
-        "fingerprint": {"hardware": {"hostname": "node1"}},
-        "checkpoints": [d.to_json() for d in hashing.hash_outputs(outputs, [])],
-    }
-    return RunRecord(outputs.parent.resolve(), record)
 
 
 def test_gzipped_json_is_read_as_json_and_its_header_stamps_are_not_compared(tmp_path: Path) -> None:

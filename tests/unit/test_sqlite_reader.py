@@ -17,9 +17,8 @@ import pytest
 
 from reprobox import compare
 from reprobox.errors import UsageError
-from reprobox.guest import hashing
 from reprobox.guest.hashing import _sqlite, format_of, hash_checkpoint, load_tensors, load_values
-from reprobox.records.manifest import RunRecord
+from tests.unit.test_archives import make_run
 
 OPTUNA_SCHEMA = """
 CREATE TABLE studies (study_id INTEGER NOT NULL, study_name VARCHAR(512) NOT NULL, PRIMARY KEY (study_id));
@@ -114,21 +113,6 @@ def mlflow_db(path: Path, *, loss: float = 0.25) -> Path:
     return path
 
 
-def make_run(root: Path, run_id: str, files: dict[str, Path]) -> RunRecord:
-    outputs = root / "runs" / "job" / run_id / "outputs"
-    outputs.mkdir(parents=True)
-    for relative, source in files.items():
-        (outputs / relative).write_bytes(source.read_bytes())
-    record = {
-        "run_id": run_id,
-        "status": "succeeded",
-        "job": {},
-        "fingerprint": {"hardware": {"hostname": "node1"}},
-        "checkpoints": [d.to_json() for d in hashing.hash_outputs(outputs, [])],
-    }
-    return RunRecord(outputs.parent.resolve(), record)
-
-
 def test_an_optuna_study_is_read_as_rows_keyed_by_table_and_primary_key(tmp_path: Path) -> None:
     path = optuna_db(tmp_path / "study.db")
     assert format_of(path) == "sqlite"
@@ -172,15 +156,19 @@ def test_equal_rows_in_other_page_layouts_compare_equal(tmp_path: Path) -> None:
     for written, numbers in ((churned, [(51,), (52,)]), (packed, [(1,), (2,)])):
         with contextlib.closing(sqlite3.connect(written)) as db:
             assert db.execute("SELECT rowid FROM notes").fetchall() == numbers
-    a = make_run(tmp_path, "20261128T030000Z-aaaaaa", {"study.db": plain})
-    b = make_run(tmp_path, "20261128T030100Z-bbbbbb", {"study.db": churned})
+    a = make_run(tmp_path, "20261128T030000Z-aaaaaa", {"study.db": plain.read_bytes()})
+    b = make_run(tmp_path, "20261128T030100Z-bbbbbb", {"study.db": churned.read_bytes()})
     result = compare.compare_runs([a, b])
     assert result.grade == compare.REPRODUCED and not result.value_differences, result.sentence
 
 
 def test_a_differing_param_is_named_by_table_key_and_column(tmp_path: Path) -> None:
-    a = make_run(tmp_path, "20261128T030000Z-aaaaaa", {"study.db": optuna_db(tmp_path / "a.db", lr=0.01)})
-    b = make_run(tmp_path, "20261128T030100Z-bbbbbb", {"study.db": optuna_db(tmp_path / "b.db", lr=0.02)})
+    a = make_run(
+        tmp_path, "20261128T030000Z-aaaaaa", {"study.db": optuna_db(tmp_path / "a.db", lr=0.01).read_bytes()}
+    )
+    b = make_run(
+        tmp_path, "20261128T030100Z-bbbbbb", {"study.db": optuna_db(tmp_path / "b.db", lr=0.02).read_bytes()}
+    )
     result = compare.compare_runs([a, b])
     assert result.grade == compare.NOT_REPRODUCIBLE
     assert [(e["checkpoint"], e["name"], e["a"], e["b"]) for e in result.value_differences] == [
@@ -201,8 +189,16 @@ def test_an_mlflow_store_names_its_metrics_and_keeps_its_autoincrement_counter(t
 
 
 def test_a_differing_metric_is_shown_with_both_values_though_its_row_key_names_a_key(tmp_path: Path) -> None:
-    a = make_run(tmp_path, "20261128T030000Z-aaaaaa", {"mlflow.db": mlflow_db(tmp_path / "a.db", loss=0.25)})
-    b = make_run(tmp_path, "20261128T030100Z-bbbbbb", {"mlflow.db": mlflow_db(tmp_path / "b.db", loss=0.125)})
+    a = make_run(
+        tmp_path,
+        "20261128T030000Z-aaaaaa",
+        {"mlflow.db": mlflow_db(tmp_path / "a.db", loss=0.25).read_bytes()},
+    )
+    b = make_run(
+        tmp_path,
+        "20261128T030100Z-bbbbbb",
+        {"mlflow.db": mlflow_db(tmp_path / "b.db", loss=0.125).read_bytes()},
+    )
     result = compare.compare_runs([a, b])
     assert result.grade == compare.NOT_REPRODUCIBLE
     run = "0123456789abcdef0123456789abcdef"
