@@ -14,11 +14,11 @@ from typing import Any
 from reprobox import saferead
 from reprobox._version import __version__
 from reprobox.claims import ClaimValue, extract_claims
+from reprobox.fileio import PRIVATE
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import WORKDIR_COPY, redact_env, redact_values
 from reprobox.nondeterministic_ops import explain_nondeterministic_op
-from reprobox.records.files import PRIVATE
 from reprobox.records.guest import GuestRecord, write_guest_record
 from reprobox.records.manifest import (
     STATUS_CANCELLED,

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from reprobox import codetree, controller, progress, runspace
+from reprobox.diskspace import DiskFullFact, is_full
 from reprobox.errors import Interrupted
+from reprobox.fileio import replace_symlink
 from reprobox.guest import settings
 from reprobox.jobfile import WORKDIR_COPY, JobSpec, checkpoint_globs
 from reprobox.recording import build_manifest, redact_guest_record
-from reprobox.records.files import replace_symlink
 from reprobox.records.guest import read_guest_result
 from reprobox.records.manifest import (
     STATUS_CANCELLED,
@@ -34,7 +35,6 @@ from reprobox.records.manifest import (
     move_aside_planted,
     rewrite_record,
 )
-from reprobox.records.space import DiskFullFact, is_full
 from reprobox.runinputs import PreparedRun, RunInputs
 from reprobox.runprogress import watching
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from reprobox import diskspace as space
+from reprobox.diskspace import DiskFullFact
 from reprobox.errors import DiskFull
 from reprobox.guest import settings
-from reprobox.records import space
 from reprobox.records.guest import GuestRecord, guest_reserve_path
 from reprobox.records.manifest import STATUS_FAILED, STATUS_SUCCEEDED, RunRecord, write_record
-from reprobox.records.space import DiskFullFact
 
 DISK_FULL_FIELD = "disk_full"  # the manifest's {free, quota} of a run failed for a full disk
 

@@ -22,7 +22,7 @@ from reprobox.records.manifest import read_record
 from reprobox.render import terminal
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
     from reprobox.jobfile import JobSpec
 
 RUN_EPILOG = """\
