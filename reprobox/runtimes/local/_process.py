@@ -105,7 +105,7 @@ def _pump(stream: IO[bytes], sink: OutputSink) -> None:
             return
         if not chunk:
             return
-        with contextlib.suppress(Exception):  # the sink records its own failure (runner._TeeSink.lost)
+        with contextlib.suppress(Exception):  # the sink records its own failure (runfolder.JobLog.lost)
             sink.write(chunk)
 
 
