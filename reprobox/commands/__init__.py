@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 COMMANDS: dict[str, str] = {
     "init": "init",
-    "run": "jobs",
+    "run": "run",
     "verify": "jobs",
     "compare": "jobs",
     "explain": "explain",
