@@ -12,7 +12,7 @@ from reprobox.errors import EXIT_OK, EnvironmentProblem
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
     from reprobox.engine import Engine
 
 CLEAN_EPILOG = """\

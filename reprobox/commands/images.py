@@ -13,7 +13,7 @@ from reprobox.records.manifest import MANIFEST_NAME, read_record
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 BUILD_EPILOG = """\
 examples:

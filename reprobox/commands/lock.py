@@ -10,7 +10,7 @@ from reprobox.commands.common import add_command, add_output_flags, check_output
 from reprobox.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
     from reprobox.locking import LockOptions, LockReport
 
 LOCK_EPILOG = """\

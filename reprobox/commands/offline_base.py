@@ -10,7 +10,7 @@ from reprobox.commands.common import add_command
 from reprobox.image.offline_base import DEFAULT_TAG, offline_base_command
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 OFFLINE_BASE_EPILOG = f"""\
 examples:

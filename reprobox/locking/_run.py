@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import UsageError
+from reprobox.fileio import write_text_atomic
 from reprobox.locking._base import BaseLock, base_lock
 from reprobox.locking._fill import Wheelhouse, check_hashed, fill_wheelhouse
 from reprobox.locking._inputs import read_requirements
 from reprobox.locking._resolve import Resolution, lock_text, resolve
 from reprobox.locking._target import DEFAULT_PYTHON_VERSION, Target
-from reprobox.records.files import write_text_atomic
 
 
 @dataclass(frozen=True)

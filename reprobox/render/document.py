@@ -20,7 +20,7 @@ from reprobox.render.blocks import Block, table
 from reprobox.render.long_runs import long_run_blocks
 from reprobox.render.operations import operation_blocks
 from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short
-from reprobox.render.values import BLANK, show_number, show_value
+from reprobox.valuetext import BLANK, show_number, show_value
 
 MAX_FINGERPRINT_ROWS = 400
 SHOWN_PARAMETERS = 12

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from reprobox.records.manifest import RunRecord
-from reprobox.render.values import show_number, show_value
 from reprobox.stackdiff import is_per_rank
+from reprobox.valuetext import show_number, show_value
 
 if TYPE_CHECKING:  # `run` prints a run summary without loading the comparison machinery
     from reprobox.compare import Comparison

@@ -18,10 +18,10 @@ from typing import Any
 
 from reprobox import progress
 from reprobox.errors import EXIT_JOB_FAILED, EnvironmentProblem, ReproboxError, UsageError
+from reprobox.fileio import write_text_atomic
 from reprobox.guest.watch import wall_limit
 from reprobox.image._plan import WHEELHOUSE_VARIABLE
 from reprobox.jobfile import load_job
-from reprobox.records.files import write_text_atomic
 from reprobox.scaffold._classify import Findings, classify
 from reprobox.scaffold._joblog import last_lines
 from reprobox.scaffold._jobtext import job_name, job_text, outputs_summary, shown_path

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from reprobox.records.files import JsonTooDeep, json_depth
+from reprobox.fileio import JsonTooDeep, json_depth
 
 MAX_DIMS = 64
 """Dimensions of one tensor (torch allows 64 too)."""
@@ -166,7 +166,7 @@ def loads_json(
     max_depth: int = MAX_NESTING,
     object_pairs_hook: Callable[[list[tuple[str, object]]], object] | None = None,
 ) -> object:
-    """``json.loads`` with its nesting bounded (``records.files.loads_bounded``, with a pairs hook)."""
+    """``json.loads`` with its nesting bounded (``fileio.loads_bounded``, with a pairs hook)."""
     try:
         document = json.loads(raw, object_pairs_hook=object_pairs_hook)
     except RecursionError:
