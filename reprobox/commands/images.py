@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reprobox import jobfile
-from reprobox.commands.common import add_command, add_image_flags, add_output_flags
+from reprobox.commands.common import add_command, add_image_flags, add_output_flags, image_build_flags
 from reprobox.errors import EXIT_OK, SpecError
 from reprobox.records.manifest import MANIFEST_NAME, read_record
 from reprobox.runner import runs_dir_default
@@ -20,6 +20,7 @@ examples:
   reprobox build examples/tiny-mlp/job.yaml                       build (or reuse) the job's image
   reprobox build job.yaml --base-image reprobox/offline-base:bookworm --wheelhouse ./wheelhouse
   reprobox build job.yaml --dry-run --json                        the tag, base, lock and build args only
+  reprobox build --cuda --wheelhouse ~/wheels-cuda                the CUDA image from torch's CUDA wheels
 
 The tag is a hash of the build context and arguments: an unchanged job reuses its image with no build
 step. Without a registry, build the offline base first: reprobox offline-base
@@ -67,10 +68,9 @@ def build_command(args: argparse.Namespace, out: Output) -> int:
     from reprobox import image as image_module
 
     spec = jobfile.load_job(args.job).image if args.job is not None else jobfile.ImageSpec()
+    base_image, lock = image_build_flags(args, spec)
     if args.dry_run:
-        plan = image_module.plan_build(
-            spec, base_image=args.base_image, lock=args.lock, wheelhouse=args.wheelhouse
-        )
+        plan = image_module.plan_build(spec, base_image=base_image, lock=lock, wheelhouse=args.wheelhouse)
         rendered = image_module.render_build_plan(plan)
         out.result(
             rendered, "\n".join(f"{key}: {value}" for key, value in rendered.items() if key != "files")
@@ -82,9 +82,9 @@ def build_command(args: argparse.Namespace, out: Output) -> int:
     info = ensure_image(
         spec,
         engine=engine.connect(),
-        base_image=args.base_image,
+        base_image=base_image,
         wheelhouse=args.wheelhouse,
-        lock=args.lock,
+        lock=lock,
         rebuild=args.rebuild,
     )
     data = {"id": info.id, "tags": list(info.tags), "repo_digest": info.repo_digest, "labels": info.labels}

@@ -14,7 +14,8 @@ REPROBOX_WHEELHOUSE): the wheels of both join one wheelhouse/ in the context, wh
 has is named with the lock line that wants it, so pip never gets to fail on it.
 
 The plan is `_plan`; the context tar `_context`; locks `_lock`; wheelhouses `_wheelhouse`; the image
-files, a checkout's or the copies a wheel carries in reprobox/_image/, `_project`.
+files, a checkout's or the copies a wheel carries in reprobox/_image/, `_project`; the CUDA image from
+torch's CUDA wheels on a base without CUDA (`--cuda`), `_cuda`.
 """
 
 from reprobox.image._context import (
@@ -22,6 +23,7 @@ from reprobox.image._context import (
     CONTEXT_MTIME,
     CONTEXT_WHEELHOUSE,
 )
+from reprobox.image._cuda import CUDA_LOCK, cuda_build
 from reprobox.image._lock import (
     LockLine,
     check_extra_lock,
@@ -56,6 +58,7 @@ __all__ = [
     "CONTEXT_EXTRA_REQUIREMENTS",
     "CONTEXT_MTIME",
     "CONTEXT_WHEELHOUSE",
+    "CUDA_LOCK",
     "LABEL_PREFIX",
     "LOCKS",
     "LOCK_VARIABLE",
@@ -65,6 +68,7 @@ __all__ = [
     "LockLine",
     "ProjectFiles",
     "check_extra_lock",
+    "cuda_build",
     "default_base_image",
     "deterministic_env",
     "lock_lines",
