@@ -19,6 +19,7 @@ from reprobox.compare._marks import WHOLE_FILE
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, Comparison
 from reprobox.compare._pairing import FilePairing, Side
 from reprobox.compare._tensors import differing_tensor_names, tensor_differences
+from reprobox.compare._timed_tensors import excuse_timed_tensors
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import (
     CLOCK_MARK,
@@ -85,6 +86,9 @@ class _Pair:
         contexts = self.contexts(path_a, path_b)
         names = differing_tensor_names(ca, cb, contexts=contexts)
         names = [n for n in names if not self.ignore_value(path_a, n, None, None)]
+        if names and names != [WHOLE_FILE]:
+            names, timed = excuse_timed_tensors(a.record, b.record, (path_a, path_b), names, contexts)
+            out.run_specific.extend(timed)
         if names == [WHOLE_FILE]:
             self.compare_opaque(path_a, path_b, contexts)
         elif names:

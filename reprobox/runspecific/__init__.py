@@ -13,7 +13,9 @@ clocks, drew from the OS's entropy and mapped in memory.
   of its run-specific folders (``_pairing``). Numbers that are Unix time inside each run's window likewise.
 - by the record of its clocks: numbers that are a difference of two readings its Python took (a
   duration), a whole count over one (a rate) or one over a whole count (a mean), to the digits they show
-  and where that is no chance (``_durations``), whatever they are named.
+  and where that is no chance (``_durations``), or the mean, sum or spread of durations it measured in a
+  row at one place, likewise (``_series``), whatever they are named; an array inside a checkpoint
+  element by element (``judge_elements``).
 - by name, as a fallback only: scalars whose tag names a duration or a rate (``train_runtime``,
   ``charts/SPS``, a monitor's ``t``: ``_names``) where the run kept no complete record of its clocks to
   test them (an older record, a bound reached, a program its Python started that kept none) or they are
@@ -26,7 +28,7 @@ folders whose names differ while what lies under them pairs file for file.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from reprobox.runspecific._context import RunContext
@@ -60,6 +62,7 @@ from reprobox.runspecific._names import (
     tag_of,
 )
 from reprobox.runspecific._pairing import FolderPair, StructuralPairs, pair_by_structure
+from reprobox.runspecific._series import SERIES_MEAN, SERIES_SPREAD, SERIES_SUM
 from reprobox.runspecific._window import Window, is_reading
 
 __all__ = [
@@ -79,6 +82,9 @@ __all__ = [
     "RANDOM_ID",
     "RATE_OF_CLOCK",
     "RUN_DIRECTORY",
+    "SERIES_MEAN",
+    "SERIES_SPREAD",
+    "SERIES_SUM",
     "TIMESTAMP",
     "Excuse",
     "FolderPair",
@@ -87,6 +93,7 @@ __all__ = [
     "Window",
     "classify_value",
     "for_file",
+    "judge_elements",
     "judge_value",
     "last_key",
     "mask",
@@ -152,6 +159,26 @@ def judge_value(
     if masked_a == masked_b and (reasons_a or reasons_b):
         return Excuse(" and ".join(sorted(reasons_a | reasons_b)), BY_RECORD)
     return None
+
+
+def judge_elements(
+    name: str, pairs: Sequence[tuple[float, float]], run_a: RunContext, run_b: RunContext
+) -> Excuse | None:
+    """Why an array's differing elements are run-specific: each pair (run a's element, run b's) a figure
+    of its own run's clock, to the digit (a checkpoint's array of fold or iteration times); None when any
+    is not, when the arrays' name says the training computed them, or when no pair differs. Never by the
+    name: a tensor that no record explains is a real difference whatever it is called."""
+    clock_a, clock_b = run_a.clock, run_b.clock
+    if clock_a is None or clock_b is None or not pairs or names_computed(name):
+        return None
+    kinds: set[str] = set()
+    for a, b in pairs:
+        kind_a, kind_b = explains(clock_a, a, name), explains(clock_b, b, name)
+        if kind_a in (None, UNTESTABLE) or kind_b in (None, UNTESTABLE):
+            return None
+        kinds.add(kind_a)
+    what = " or ".join(sorted(kinds))
+    return Excuse(f"each of its {len(pairs)} differing elements is {what}", BY_RECORD)
 
 
 def _by_record(name: str, a: float, b: float, run_a: RunContext, run_b: RunContext) -> Excuse | None:

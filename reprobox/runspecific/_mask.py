@@ -10,7 +10,7 @@ from functools import lru_cache
 from reprobox.runspecific._clock import mask_clock
 from reprobox.runspecific._context import RunContext
 from reprobox.runspecific._drawn import RANDOM_ID, mask_addresses, mask_drawn
-from reprobox.runspecific._durations import DURATION_OF_CLOCK, mask_durations
+from reprobox.runspecific._durations import mask_durations
 from reprobox.runspecific._names import HOSTNAME, PROCESS_ID, TIMESTAMP
 
 RUN_DIRECTORY = "a path under the run's own directory"
@@ -42,8 +42,8 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
         text, readings = mask_clock(text, run.window)
         reasons |= {TIMESTAMP} if readings else set()
     if run.clock is not None and "." in text:  # after the clock: a Unix time is no duration
-        text, count = mask_durations(text, run.clock)
-        reasons |= {DURATION_OF_CLOCK} if count else set()
+        text, kinds = mask_durations(text, run.clock)
+        reasons |= kinds
     if run.memory is not None and _DIGIT.search(text):  # after the clock: a Unix time is no address
         text, count = mask_addresses(text, run.memory, "<address>", decimal=True)
         reasons |= {MEMORY_ADDRESS} if count else set()

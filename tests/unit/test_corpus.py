@@ -31,6 +31,7 @@ RIGHT_TODAY = {  # case: the module its library installs
     "neg-run-id-torch": "torch",
     "neg-train-time-xgboost": "xgboost",
     "notebook-nbconvert": "nbconvert",
+    "sklearn-gridsearch": "sklearn",
     "sklearn-persistence": "sklearn",
     "sklearn-sgd-timed": "sklearn",
     "statsmodels-ols": "statsmodels",

@@ -45,10 +45,10 @@ from reprobox.runspecific import (
 from reprobox.runspecific._drawn import DrawRecord, MemoryMap
 from reprobox.runspecific._durations import (
     UNTESTABLE,
-    candidate_differences,
     explains,
     precision,
 )
+from reprobox.runspecific._series import duration_series
 
 JOBS = Path(__file__).parents[1] / "jobs"
 
@@ -207,7 +207,9 @@ def test_the_watch_names_each_process_program_and_parent() -> None:
 
 
 def test_a_duration_is_a_reading_minus_the_latest_reading_of_a_site() -> None:
-    assert candidate_differences([0, 1, 0, 1], [10.0, 10.5, 20.0, 21.25]) == [0.5, 10.0, 9.5, 1.25, 10.75]
+    series, cut = duration_series([0, 1, 0, 1], [10.0, 10.5, 20.0, 21.25], limit=100)
+    assert series == [[0.5, 1.25], [10.0], [9.5], [10.75]] and not cut  # per pair of sites, in order
+    assert duration_series([0, 1, 0, 1], [10.0, 10.5, 20.0, 21.25], limit=2) == ([[0.5], [10.0]], True)
 
 
 def test_precision_is_what_the_value_shows() -> None:
