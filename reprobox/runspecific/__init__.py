@@ -9,8 +9,10 @@ clocks, drew from the OS's entropy and mapped in memory.
 - by value: two strings that become equal once each is masked with its own run's facts: its folders and
   run id, its host names and pids, any reading of its clock inside its window (``_clock``: digits in any
   layout, tested against the window), addresses inside its processes' memory map (``<... at 0x7f3a...>``,
-  a decimal ``id()``) and ids written from what it drew from the OS's entropy (``_drawn``), and the names
-  of its run-specific folders (``_pairing``). Numbers that are Unix time inside each run's window likewise.
+  a decimal ``id()``), readings of its monotonic clocks saved whole (``_readings``), ids written from
+  what it drew from the OS's entropy (``_drawn``) or cut from the uuid1s it made (``_clockids``), and the
+  names of its run-specific folders (``_pairing``). Numbers that are Unix time inside each run's window,
+  or one of its monotonic clocks' readings, likewise.
 - by the record of its clocks: numbers that are a difference of two readings its Python took (a
   duration), a whole count over one (a rate) or one over a whole count (a mean), to the digits they show
   and where that is no chance (``_durations``), or the mean, sum or spread of durations it measured in a
@@ -31,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from reprobox.runspecific._clockids import CLOCK_ID
 from reprobox.runspecific._context import RunContext
 from reprobox.runspecific._drawn import MIN_DECIMAL_ADDRESS, RANDOM_ID
 from reprobox.runspecific._durations import (
@@ -62,12 +65,15 @@ from reprobox.runspecific._names import (
     tag_of,
 )
 from reprobox.runspecific._pairing import FolderPair, StructuralPairs, pair_by_structure
+from reprobox.runspecific._readings import CLOCK_READING
 from reprobox.runspecific._series import SERIES_MEAN, SERIES_SPREAD, SERIES_SUM
 from reprobox.runspecific._window import Window, is_reading
 
 __all__ = [
     "ADDRESS_BY_LOOK",
+    "CLOCK_ID",
     "CLOCK_MARK",
+    "CLOCK_READING",
     "CONCURRENT_LINES",
     "DURATION",
     "DURATION_BY_NAME",
@@ -183,16 +189,28 @@ def judge_elements(
 
 def _by_record(name: str, a: float, b: float, run_a: RunContext, run_b: RunContext) -> Excuse | None:
     """Two numbers each a figure of its own run's clock (never one its name says the training computed),
-    a draw of its entropy or an address it mapped."""
+    a reading of its monotonic clock, a draw of its entropy, a uuid1 it made or an address it mapped."""
     if run_a.clock is not None and run_b.clock is not None and not names_computed(name):
         kind_a, kind_b = explains(run_a.clock, a, name), explains(run_b.clock, b, name)
         if kind_a not in (None, UNTESTABLE) and kind_b not in (None, UNTESTABLE):
             return Excuse(kind_a, BY_RECORD)
-    if type(a) is not int or type(b) is not int:
-        return None
-    drawn_a, drawn_b = run_a.drawn, run_b.drawn
-    if drawn_a is not None and drawn_b is not None and drawn_a.holds_number(a) and drawn_b.holds_number(b):
-        return Excuse(RANDOM_ID, BY_RECORD)
+    readings_a, readings_b = run_a.readings, run_b.readings
+    if readings_a is not None and readings_b is not None and readings_a.holds(a) and readings_b.holds(b):
+        return Excuse(CLOCK_READING, BY_RECORD)
+    return _whole_numbers(a, b, run_a, run_b) if type(a) is int and type(b) is int else None
+
+
+def _whole_numbers(a: int, b: int, run_a: RunContext, run_b: RunContext) -> Excuse | None:
+    """Two whole numbers, each a draw of its own run's entropy, a uuid1 it made or an address it mapped."""
+    records = ((RANDOM_ID, run_a.drawn, run_b.drawn), (CLOCK_ID, run_a.clock_ids, run_b.clock_ids))
+    for reason, record_a, record_b in records:
+        if (
+            record_a is not None
+            and record_b is not None
+            and record_a.holds_number(a)
+            and record_b.holds_number(b)
+        ):
+            return Excuse(reason, BY_RECORD)
     memory_a, memory_b = run_a.memory, run_b.memory
     if memory_a is not None and memory_b is not None and min(a, b) >= MIN_DECIMAL_ADDRESS:
         return Excuse(MEMORY_ADDRESS, BY_RECORD) if memory_a.holds(a) and memory_b.holds(b) else None

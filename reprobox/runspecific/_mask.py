@@ -1,5 +1,5 @@
 """A text with one run's own facts masked: its paths, run id, names, hosts, clock readings, pids, the
-addresses it mapped and the ids it drew, each replaced by a mark, with why."""
+addresses it mapped, the ids it drew and the uuid1s it made, each replaced by a mark, with why."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from dataclasses import replace
 from functools import lru_cache
 
 from reprobox.runspecific._clock import mask_clock
+from reprobox.runspecific._clockids import CLOCK_ID, mask_clock_ids
 from reprobox.runspecific._context import RunContext
 from reprobox.runspecific._drawn import RANDOM_ID, mask_addresses, mask_drawn
 from reprobox.runspecific._durations import mask_durations
 from reprobox.runspecific._names import HOSTNAME, PROCESS_ID, TIMESTAMP
+from reprobox.runspecific._readings import CLOCK_READING, mask_readings
 
 RUN_DIRECTORY = "a path under the run's own directory"
 NAME_PART = "a run id or time in the file's own path"
@@ -26,7 +28,7 @@ _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{4,16}\b")
 
 def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     """The text with the run's own paths, id, hosts, pids, clock readings and durations, memory
-    addresses, the ids it drew and its run-specific names replaced, and why."""
+    addresses, the ids it drew, the uuid1s it made and its run-specific names replaced, and why."""
     reasons: set[str] = set()
     if run.memory is None:  # an older record: an address in a repr is known by its look alone
         text, count = _ADDRESS.subn("at <address>", text)  # first: its hex digits hold no other fact
@@ -38,9 +40,15 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     if run.drawn is not None:
         text, count = mask_drawn(text, run.drawn)
         reasons |= {RANDOM_ID} if count else set()
+    if run.clock_ids is not None:  # before the clock: a uuid1's first digits may read as a date
+        text, count = mask_clock_ids(text, run.clock_ids)
+        reasons |= {CLOCK_ID} if count else set()
     if run.window is not None:
         text, readings = mask_clock(text, run.window)
         reasons |= {TIMESTAMP} if readings else set()
+    if run.readings is not None and "." in text:  # a monotonic clock's reading, saved whole
+        text, count = mask_readings(text, run.readings)
+        reasons |= {CLOCK_READING} if count else set()
     if run.clock is not None and "." in text:  # after the clock: a Unix time is no duration
         text, kinds = mask_durations(text, run.clock)
         reasons |= kinds
