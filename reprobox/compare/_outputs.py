@@ -28,8 +28,8 @@ from reprobox.runspecific import (
     StructuralPairs,
     for_file,
     judge_value,
-    mask,
     mask_file_name,
+    mask_pair,
     reason_by_key,
     unexplained_duration,
 )
@@ -276,11 +276,11 @@ def _masked_texts(
     log is decoded only where it differs), whole where the lines do not align."""
     lines_a, lines_b = text_a.splitlines(), text_b.splitlines()
     if len(lines_a) != len(lines_b):
-        return mask(text_a, contexts[0]), mask(text_b, contexts[1])
+        return mask_pair(text_a, text_b, *contexts)
     out_a, out_b, why_a, why_b = [], [], set[str](), set[str]()
     for plain_a, plain_b in zip(lines_a, lines_b, strict=True):
         (line_a, more_a), (line_b, more_b) = (
-            (mask(plain_a, contexts[0]), mask(plain_b, contexts[1]))
+            mask_pair(plain_a, plain_b, *contexts)
             if plain_a != plain_b
             else ((plain_a, set()), (plain_b, set()))
         )

@@ -30,7 +30,7 @@ folders whose names differ while what lies under them pairs file for file.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from reprobox.runspecific._clockids import CLOCK_ID
@@ -52,6 +52,7 @@ from reprobox.runspecific._mask import (
     for_file,
     mask,
     mask_file_name,
+    mask_pair,
     masked_name,
 )
 from reprobox.runspecific._names import (
@@ -104,6 +105,7 @@ __all__ = [
     "last_key",
     "mask",
     "mask_file_name",
+    "mask_pair",
     "masked_name",
     "pair_by_structure",
     "reason_by_key",
@@ -160,8 +162,7 @@ def judge_value(
     named_pid = reason_by_key(name, names) == PROCESS_ID
     if _pid_pair(a, b, run_a, run_b) and (named_pid or min(a, b) >= MIN_PID):  # type: ignore[call-overload]
         return Excuse(PROCESS_ID, BY_RECORD)
-    masked_a, reasons_a = _masked_value(a, run_a)
-    masked_b, reasons_b = _masked_value(b, run_b)
+    (masked_a, reasons_a), (masked_b, reasons_b) = _masked_pair(a, b, run_a, run_b)
     if masked_a == masked_b and (reasons_a or reasons_b):
         return Excuse(" and ".join(sorted(reasons_a | reasons_b)), BY_RECORD)
     return None
@@ -288,3 +289,32 @@ def _masked_value(value: object, run: RunContext) -> tuple[object, set[str]]:
             reasons |= r
         return {k: m for k, (m, _) in pairs.items()}, reasons
     return value, set()
+
+
+Masked = tuple[object, set[str]]
+
+
+def _masked_pair(a: object, b: object, run_a: RunContext, run_b: RunContext) -> tuple[Masked, Masked]:
+    """Both values masked as ``_masked_value`` masks each, walked side by side where they have the same
+    shape, so that two strings at the same place are masked together (``mask_pair``: a decimal equal in
+    both is kept in both)."""
+    if isinstance(a, str) and isinstance(b, str):
+        return mask_pair(a, b, run_a, run_b)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
+        items = [_masked_pair(x, y, run_a, run_b) for x, y in zip(a, b, strict=True)]
+        return _gathered([m for m, _ in items], list), _gathered([m for _, m in items], list)
+    if isinstance(a, Mapping) and isinstance(b, Mapping) and a.keys() == b.keys():
+        keys = [str(k) for k in a]
+        pairs = [_masked_pair(a[k], b[k], run_a, run_b) for k in a]
+        return (
+            _gathered([m for m, _ in pairs], lambda v: dict(zip(keys, v, strict=True))),
+            _gathered([m for _, m in pairs], lambda v: dict(zip(keys, v, strict=True))),
+        )
+    return _masked_value(a, run_a), _masked_value(b, run_b)
+
+
+def _gathered(items: list[Masked], build: Callable[[list[object]], object]) -> Masked:
+    reasons: set[str] = set()
+    for _, why in items:
+        reasons |= why
+    return build([value for value, _ in items]), reasons

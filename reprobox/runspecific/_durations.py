@@ -23,6 +23,7 @@ its name may excuse it, saying so; a value the record can test and does not expl
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Collection, Mapping
@@ -154,13 +155,24 @@ def explains(
     return UNTESTABLE if None in found else None
 
 
-def mask_durations(text: str, record: ClockRecord, mark: str = "<duration>") -> tuple[str, set[str]]:
+def decimals(text: str) -> list[str]:
+    """The decimal numbers of a text, in order, as ``mask_durations`` sees them."""
+    return [match.group() for match in _DECIMAL.finditer(text)]
+
+
+def mask_durations(
+    text: str, record: ClockRecord, mark: str = "<duration>", *, keep: frozenset[int] = frozenset()
+) -> tuple[str, set[str]]:
     """The text with each decimal number that is a duration of the run's clock (to the digits it shows,
     where that is no chance), or a mean, sum or spread of durations it measured in a row (to every digit),
-    replaced, and which of those it held: ``epoch 3 took 0.0569s``, a CSV cell ``8.492696021192208e-05``."""
+    replaced, and which of those it held: ``epoch 3 took 0.0569s``, a CSV cell ``8.492696021192208e-05``.
+    The decimals at the places ``keep`` names (0: the first) are left as they are."""
     found: set[str] = set()
+    places = itertools.count()
 
     def replace(match: re.Match[str]) -> str:
+        if next(places) in keep:
+            return match.group()
         value = float(match.group())
         shown = len(match.group(1)) - int(match.group(2) or 0)
         tolerance = max(0.5 * 10.0**-shown, _ULPS * math.ulp(value))
