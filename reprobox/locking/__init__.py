@@ -19,7 +19,7 @@ from reprobox.locking._base import BaseLock, base_lock, shown
 from reprobox.locking._fill import Wheelhouse, check_hashed, check_wheelhouse, fill_wheelhouse
 from reprobox.locking._inputs import Requirement, RequirementSet, read_requirements
 from reprobox.locking._resolve import LockedPackage, Resolution, lock_text, resolve
-from reprobox.locking._run import LockOptions, LockReport, regenerate_command, run_lock
+from reprobox.locking._run import LockOptions, LockReport, regenerate_command, run_lock, shared_wheelhouse
 from reprobox.locking._target import DEFAULT_PYTHON_VERSION, PLATFORMS, Target, check_python_version
 
 __all__ = [
@@ -44,5 +44,6 @@ __all__ = [
     "regenerate_command",
     "resolve",
     "run_lock",
+    "shared_wheelhouse",
     "shown",
 ]

@@ -69,7 +69,10 @@ def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Res
                 chosen = [LockedPackage(p.name, p.version, p.wheel, p.sha256) for p in fast.packages]
                 progress.say(f"resolved {len(chosen)} packages with uv in {fast.seconds:.1f} s")
                 return _split(chosen, base)
-            progress.say("uv found no lock for them; pip resolves them again to say why ...")
+            progress.say(
+                f"uv found no resolution ({uv_reason(fast.failure)}); pip resolves them again, to name "
+                "the requirement at fault and its fix ..."
+            )
         progress.say(
             f"resolving {requirements.source} on top of {base.shown()} for {target.describe()} with pip ..."
         )
@@ -95,6 +98,14 @@ def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Res
             raise resolution_failure(run, everything, base, target, requirements.source)
         installed = _installed(report)
     return _split([_package(item) for item in installed], base)
+
+
+def uv_reason(failure: str, limit: int = 200) -> str:
+    """uv's own reason in a few words: its `cause:` line, else its last line, without `error:`."""
+    lines = [line.strip() for line in failure.splitlines() if line.strip()]
+    cause = next((line for line in lines if line.startswith("cause:")), lines[-1] if lines else "")
+    reason = cause.removeprefix("cause:").removeprefix("error:").strip().rstrip(".")
+    return reason if len(reason) <= limit else reason[: limit - 3].rstrip() + "..."
 
 
 def _split(chosen: list[LockedPackage], base: BaseLock) -> Resolution:

@@ -17,6 +17,7 @@ from reprobox.locking._fill import Wheelhouse, check_hashed, fill_wheelhouse
 from reprobox.locking._inputs import read_requirements
 from reprobox.locking._resolve import Resolution, lock_text, resolve
 from reprobox.locking._target import DEFAULT_PYTHON_VERSION, Target
+from reprobox.offline import WHEELHOUSE_VARIABLE
 from reprobox.records.files import write_text_atomic
 
 
@@ -98,6 +99,13 @@ def run_lock(options: LockOptions, environ: Mapping[str, str] | None = None) -> 
     if options.output is not None and resolution is not None:
         write_text_atomic(options.output, text, mode=None)
     return LockReport(options, base, resolution, wheelhouse)
+
+
+def shared_wheelhouse(environ: Mapping[str, str]) -> Path | None:
+    """The wheelhouse image builds read ($REPROBOX_WHEELHOUSE), where one is set: `reprobox lock` and
+    `reprobox init` fill it with every lock they write, so the build that follows finds its wheels."""
+    value = environ.get(WHEELHOUSE_VARIABLE, "").strip()
+    return Path(value) if value else None
 
 
 def regenerate_command(options: LockOptions, base: BaseLock) -> str:

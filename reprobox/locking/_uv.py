@@ -154,13 +154,13 @@ def resolve_with_uv(requirements: Path, constraints: Path, target: Target, scrat
     started = time.monotonic()
     lines: list[str] = []
     try:
+        # in the caller's folder, not the scratch one: relative find-links are read as pip reads them
         with subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
-            cwd=scratch,
             env={**os.environ, "UV_NO_PROGRESS": "1"},
         ) as process:
             assert process.stdout is not None

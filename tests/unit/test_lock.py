@@ -18,6 +18,7 @@ from reprobox import cli, image, locking
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
 from reprobox.locking import _resolve as resolve_module
 from reprobox.locking._uv import parse_pip_config, wheel_rank
+from tests.offline_messages import assert_names_the_offline_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -444,6 +445,11 @@ def test_a_wheelhouse_is_filled_hash_checked_and_checked_offline(tmp_path: Path,
     with pytest.raises(EnvironmentProblem) as caught:
         locking.check_wheelhouse([lock], tmp_path / "house")
     assert f"has no wheel for tinyb==2.0 ({lock}:5)" in caught.value.message
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+    house = tmp_path / "house"
+    assert_names_the_offline_path(
+        caught.value.message, f"reprobox lock --wheelhouse {house} --locked {lock}", house
+    )
 
 
 def test_a_wheel_whose_hash_the_lock_does_not_list_is_refused(tmp_path: Path, wheels: Path) -> None:
@@ -477,6 +483,8 @@ def test_lock_and_fill_from_the_command_line(
         "--json",
     )
     assert code == 0, err
+    if resolve_module.uv_binary() is not None:  # uv reads the relative --find-links as pip does
+        assert "reprobox: resolved 2 packages with uv in " in err
     data = json.loads(out)
     assert data["lock"] == "requirements.lock"
     assert data["packages"] == [
@@ -517,6 +525,36 @@ def test_lock_and_fill_from_the_command_line(
     ]
 
 
+def test_a_lock_fills_the_wheelhouse_builds_read_as_init_does(
+    in_tmp: Path, wheels: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With $REPROBOX_WHEELHOUSE set, `reprobox lock` puts the new lock's wheels there, as init does
+    (both take it from `locking.shared_wheelhouse`), so the build that follows finds them offline."""
+    shared = in_tmp / "shared"
+    monkeypatch.setenv(image.WHEELHOUSE_VARIABLE, str(shared))
+    assert locking.shared_wheelhouse(os.environ) == shared
+    assert locking.shared_wheelhouse({image.WHEELHOUSE_VARIABLE: " "}) is None
+    base_lock_file(in_tmp / "base.lock", wheels, "tinyb==1.0")
+    write(in_tmp / "requirements.in", "tinya\n")
+    flags = ["--no-index", "--find-links", "wheels", "--base", "base.lock"]
+    code, out, err = run_cli(capsys, "requirements.in", "-o", "requirements.lock", *flags)
+    assert code == 0, err
+    assert f"wheelhouse {shared} holds every wheel of requirements.lock (1 wheel," in out
+    assert [path.name for path in shared.iterdir()] == ["tinya-1.0-py3-none-any.whl"]
+    locking.check_wheelhouse([in_tmp / "requirements.lock"], shared)
+    # --wheelhouse still names another; a variable that names a file is refused by its name
+    code, out, err = run_cli(
+        capsys, "requirements.in", "-o", "requirements.lock", "--wheelhouse", "own", *flags
+    )
+    assert code == 0, err
+    assert [path.name for path in (in_tmp / "own").iterdir()] == ["tinya-1.0-py3-none-any.whl"]
+    write(in_tmp / "a-file", "")
+    monkeypatch.setenv(image.WHEELHOUSE_VARIABLE, str(in_tmp / "a-file"))
+    code, out, err = run_cli(capsys, "requirements.in", "-o", "requirements.lock", *flags)
+    assert code == EXIT_BAD_INPUT
+    assert f"error: $REPROBOX_WHEELHOUSE {in_tmp / 'a-file'} is a regular file, not a folder" in err
+
+
 def test_a_failure_writes_nothing(in_tmp: Path, wheels: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base_lock_file(in_tmp / "base.lock", wheels, "tinyb==2.0")
     write(in_tmp / "requirements.in", "tinyc\n")
@@ -527,6 +565,12 @@ def test_a_failure_writes_nothing(in_tmp: Path, wheels: Path, capsys: pytest.Cap
     )
     assert code == EXIT_BAD_INPUT
     assert err.count("error: ") == 1 and "pins tinyb==2.0" in err
+    if resolve_module.uv_binary() is not None:  # uv's reason, then why pip resolves again, in one line
+        assert (
+            "reprobox: uv found no resolution (Because all versions of tinyc depend on tinyb<2 and "
+            "tinyb==2.0, we can conclude that all versions of tinyc cannot be used); pip resolves them "
+            "again, to name the requirement at fault and its fix ...\n"
+        ) in err
     assert not (in_tmp / "requirements.lock").exists()
     assert not (in_tmp / "house").exists()
 
