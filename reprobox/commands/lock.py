@@ -39,10 +39,12 @@ markers are evaluated for the machine it runs on.
 --wheelhouse DIR downloads every wheel of the new lock (pip download --require-hashes: a file whose
 sha256 the lock does not list is refused), then checks DIR holds each one as the build looks for it.
 Where $REPROBOX_WHEELHOUSE is set (the wheelhouse image builds read), it is the default, as for
-`reprobox init`: a lock's wheels land where its build looks. With no REQUIREMENTS it fills the image's own lock (--base); --image-lock adds it to a job's lock, and
---locked LOCK adds a lock already written. pip's own configuration (index, find-links, constraints)
-applies, to uv's resolution too, and --find-links / --no-index add to it. The lock is written last: a
-failure leaves it as it was.
+`reprobox init`: a lock's wheels land where its build looks. With no REQUIREMENTS it fills the image's
+own lock (--base); --image-lock adds it to a job's lock, and --locked LOCK adds a lock already written.
+pip's own configuration (index, find-links, constraints) applies, to uv's resolution too, and
+--find-links / --no-index add to it. Where no index answers, it says so at once; with a wheelhouse
+that holds wheels, it locks and checks from that wheelhouse alone, offline. The lock is written last:
+a failure leaves it as it was.
 
 exit: 0 locked (and the wheelhouse filled), 2 bad input (a file, a requirement, a conflict with the
 image's pins, a package with no wheel for the image), 4 no network or no pip

@@ -24,6 +24,7 @@ from reprobox.locking._base import BaseLock
 from reprobox.locking._failures import resolution_failure
 from reprobox.locking._inputs import RequirementSet
 from reprobox.locking._pip import run_pip
+from reprobox.locking._sources import IndexSettings
 from reprobox.locking._target import Target
 from reprobox.locking._uv import resolve_with_uv, uv_binary
 
@@ -49,9 +50,12 @@ class Resolution:
     left_out: tuple[LockedPackage, ...]  # pinned by the image's lock, installed from it
 
 
-def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Resolution:
+def resolve(
+    requirements: RequirementSet, base: BaseLock, target: Target, settings: IndexSettings | None = None
+) -> Resolution:
     """The resolution of `requirements` for `target`, constrained by every pin of `base`: uv's, in
-    seconds, where uv is at hand and resolves them; else pip's, which also tells why it cannot."""
+    seconds, where uv is at hand and resolves them; else pip's, which also tells why it cannot.
+    `settings`: pip's configuration, where the caller has read it already."""
     with tempfile.TemporaryDirectory(prefix="reprobox-lock-") as folder:
         scratch = Path(folder)
         wanted = scratch / "requirements.txt"
@@ -64,7 +68,7 @@ def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Res
         if uv is not None:
             what = f"{requirements.source} on top of {base.shown()} for {target.describe()}"
             progress.say(f"resolving {what} with uv ...")
-            fast = resolve_with_uv(wanted, constraints, target, scratch, uv)
+            fast = resolve_with_uv(wanted, constraints, target, scratch, uv, settings=settings)
             if not fast.failure:
                 chosen = [LockedPackage(p.name, p.version, p.wheel, p.sha256) for p in fast.packages]
                 progress.say(f"resolved {len(chosen)} packages with uv in {fast.seconds:.1f} s")

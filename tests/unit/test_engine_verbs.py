@@ -22,7 +22,6 @@ from fakes.docker_sdk import (
 )
 
 from reprobox import engine
-from reprobox.errors import EXIT_ENVIRONMENT
 from reprobox.engine._errors import (
     BaseImageMissing,
     BuildFailed,
@@ -34,6 +33,7 @@ from reprobox.engine._errors import (
     PullFailed,
     RequestFailed,
 )
+from reprobox.errors import EXIT_ENVIRONMENT
 
 CONTAINER = "0123456789abcdef0123"
 
