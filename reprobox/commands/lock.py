@@ -27,14 +27,14 @@ examples:
 Then name them in the job file: image: {requirements: requirements.lock, wheelhouse: ./wheels}.
 
 REQUIREMENTS is a requirements.in or requirements.txt (names, versions, extras, markers, -r and -c
-includes) or a pyproject.toml (its [project] dependencies). uv resolves it in seconds (pip where uv
-finds no resolution, to say why) for the image's Python and platform (CPython 3.11, manylinux x86_64;
---python-version) with every pin of the image's own lock as a constraint: --base cpu, cuda or a lock
-file, by default the lock an image build takes ($REPROBOX_LOCK, else the one $REPROBOX_WHEELHOUSE holds
-whole, else cuda). Packages that lock pins are left out (the image installs them); a requirement that
-needs another version of one is refused, naming both. Every package must have a wheel: the image
-builds nothing from source, so editable, VCS, URL and path requirements are refused. Environment
-markers are evaluated for the machine it runs on.
+includes) or a pyproject.toml (its [project] dependencies). uv resolves it in seconds (where uv finds
+no resolution, pip resolves again to name the requirement at fault) for the image's Python and
+platform (CPython 3.11, manylinux x86_64; --python-version) with every pin of the image's own lock as a
+constraint: --base cpu, cuda or a lock file, by default the lock an image build takes ($REPROBOX_LOCK,
+else the one $REPROBOX_WHEELHOUSE holds whole, else cuda). Packages that lock pins are left out (the
+image installs them); a requirement that needs another version of one is refused, naming both. Every
+package must have a wheel: the image builds nothing from source, so editable, VCS, URL and path
+requirements are refused. Environment markers are evaluated for the machine it runs on.
 
 --wheelhouse DIR downloads every wheel of the new lock (pip download --require-hashes: a file whose
 sha256 the lock does not list is refused), then checks DIR holds each one as the build looks for it.
