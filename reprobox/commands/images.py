@@ -23,7 +23,9 @@ examples:
   reprobox build --cuda --wheelhouse ~/wheels-cuda                the CUDA image from torch's CUDA wheels
 
 The tag is a hash of the build context and arguments: an unchanged job reuses its image with no build
-step. Without a registry, build the offline base first: reprobox offline-base
+step. Without a registry: `reprobox offline-base` makes the base REPROBOX_BASE_IMAGE names, and
+`reprobox lock --base cpu --wheelhouse DIR` (where the package index answers) the wheelhouse
+REPROBOX_WHEELHOUSE names.
 """
 
 IMAGES_EPILOG = """\

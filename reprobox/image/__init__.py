@@ -32,11 +32,9 @@ from reprobox.image._lock import (
     normalize_name,
 )
 from reprobox.image._plan import (
-    BASE_IMAGE_VARIABLE,
     LABEL_PREFIX,
     LOCK_VARIABLE,
     MANAGED_LABEL,
-    WHEELHOUSE_VARIABLE,
     BuildPlan,
     plan_build,
     render_build_plan,
@@ -52,6 +50,7 @@ from reprobox.image._wheelhouse import (
     LOCKS,
     wheel_pin,
 )
+from reprobox.offline import BASE_IMAGE_VARIABLE, WHEELHOUSE_VARIABLE
 
 __all__ = [
     "BASE_IMAGE_VARIABLE",

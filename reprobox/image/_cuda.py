@@ -14,10 +14,10 @@ import os
 from collections.abc import Mapping
 
 from reprobox.errors import UsageError
-from reprobox.image._plan import BASE_IMAGE_VARIABLE
 from reprobox.image._wheelhouse import LOCKS
 from reprobox.image.offline_base import DEFAULT_TAG
 from reprobox.jobfile import ImageSpec
+from reprobox.offline import BASE_IMAGE_VARIABLE
 
 CUDA_LOCK = "cuda"
 OFFLINE_BASE_VARIABLE = "REPROBOX_OFFLINE_BASE"  # the offline base's tag, as `reprobox offline-base` names it

@@ -25,13 +25,12 @@ from reprobox.image._lock import check_extra_lock
 from reprobox.image._project import ProjectFiles, default_base_image, project_files
 from reprobox.image._wheelhouse import resolve_lock, wheel_members, wheelhouses
 from reprobox.jobfile import ImageSpec
+from reprobox.offline import BASE_IMAGE_VARIABLE, WHEELHOUSE_VARIABLE
 
 IMAGE_REPOSITORY = "reprobox/env"
 LABEL_PREFIX = "io.reprobox."
 MANAGED_LABEL = f"{LABEL_PREFIX}managed"
 TAG_HEX_LENGTH = 16
-BASE_IMAGE_VARIABLE = "REPROBOX_BASE_IMAGE"
-WHEELHOUSE_VARIABLE = "REPROBOX_WHEELHOUSE"
 LOCK_VARIABLE = "REPROBOX_LOCK"
 
 

@@ -194,7 +194,7 @@ def test_wheels_enter_the_tag_by_name_and_size(project: image.ProjectFiles, tmp_
 
 def test_missing_wheel_is_named(project: image.ProjectFiles, tmp_path: Path) -> None:
     house = fake_wheelhouse(tmp_path / "wheels", project.env_dir / "requirements-cpu.lock", skip="numpy")
-    with pytest.raises(EnvironmentProblem, match=r"numpy==.*reprobox lock --wheelhouse"):
+    with pytest.raises(EnvironmentProblem, match=r"numpy==.*reprobox lock --base cpu --wheelhouse"):
         plan(project, wheelhouse=house, lock="cpu")
     with pytest.raises(EnvironmentProblem, match=r"lacks wheels for every lock.*numpy=="):
         plan(project, wheelhouse=house)
@@ -211,7 +211,7 @@ def test_lock_names_and_bad_locks(project: image.ProjectFiles) -> None:
 
 
 def test_missing_wheelhouse_directory_is_a_usage_error(project: image.ProjectFiles, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="reprobox lock --wheelhouse"):
+    with pytest.raises(UsageError, match="reprobox lock --base cpu --wheelhouse"):
         plan(project, wheelhouse=tmp_path / "absent")
 
 

@@ -14,6 +14,7 @@ from reprobox import image
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
 from reprobox.jobfile import ImageSpec
 from reprobox.pipfailure import explain_pip_failure
+from tests.offline_messages import assert_names_the_offline_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_LOCKS = sorted(ROOT.glob("examples/*/requirements.lock"))
@@ -143,8 +144,7 @@ def test_missing_extra_wheel_names_the_lock_line_and_the_fix(
     assert message.startswith(f"neither wheelhouse {own} nor {shared} has a wheel for regex==2026.11.15")
     assert f"regex==2026.11.15 ({job}:5)" in message
     assert "tqdm" not in message
-    assert f"reprobox lock --wheelhouse {own} --locked {job}`" in message
-    assert f"pip download --only-binary=:all: --no-deps -d {own} -r {job}" in message
+    assert_names_the_offline_path(message, f"reprobox lock --wheelhouse {own} --locked {job}", own)
 
 
 def test_missing_base_wheel_names_its_line(project: image.ProjectFiles, tmp_path: Path) -> None:
@@ -156,6 +156,38 @@ def test_missing_base_wheel_names_its_line(project: image.ProjectFiles, tmp_path
     assert f"numpy=={numpy.version} (" in caught.value.message
     assert f"requirements-cpu.lock:{numpy.line})" in caught.value.message
     assert cpu.read_text().splitlines()[numpy.line - 1].startswith("numpy==")
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+    assert_names_the_offline_path(
+        caught.value.message, f"reprobox lock --base cpu --wheelhouse {house}", house
+    )
+
+
+def test_a_wheelhouse_that_serves_no_lock_names_the_offline_path(
+    project: image.ProjectFiles, tmp_path: Path
+) -> None:
+    house = wheels_for(tmp_path / "shared", project.env_dir / "requirements-cpu.lock", skip="numpy")
+    with pytest.raises(EnvironmentProblem) as caught:
+        plan(project, wheelhouse=house)
+    assert caught.value.message.startswith(
+        f"wheelhouse {house} lacks wheels for every lock (for the CPU lock: numpy=="
+    )
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+    assert_names_the_offline_path(
+        caught.value.message, f"reprobox lock --base cpu --wheelhouse {house}", house
+    )
+
+
+def test_a_wheelhouse_that_is_not_there_names_the_offline_path(
+    project: image.ProjectFiles, tmp_path: Path
+) -> None:
+    house = tmp_path / "not-yet"
+    with pytest.raises(UsageError) as caught:
+        plan(project, environ={image.WHEELHOUSE_VARIABLE: str(house)})
+    assert caught.value.message.startswith(f"wheelhouse {house} is not a directory; ")
+    assert caught.value.exit_code == EXIT_BAD_INPUT
+    assert_names_the_offline_path(
+        caught.value.message, f"reprobox lock --base cpu --wheelhouse {house}", house
+    )
 
 
 # -- the extra lock itself ---------------------------------------------------------------------------------
@@ -254,7 +286,8 @@ def test_pip_without_wheelhouse_or_index_is_one_sentence(project: image.ProjectF
         in error.message
     )
     assert "no wheelhouse and no package index answered" in error.message
-    assert "reprobox lock --wheelhouse DIR" in error.message
+    assert error.exit_code == EXIT_ENVIRONMENT
+    assert_names_the_offline_path(error.message, "reprobox lock --base cpu --wheelhouse DIR")
     assert "Retry" not in error.message and "\n" not in error.message and not error.log_tail
 
 
@@ -268,6 +301,9 @@ def test_pip_finding_no_fitting_wheel_in_the_wheelhouse(
     assert isinstance(error, EnvironmentProblem)
     assert f"regex==2026.11.15 ({job}:5)" in error.message
     assert "CPython 3.11, Linux x86_64" in error.message and str(house) in error.message
+    assert error.exit_code == EXIT_ENVIRONMENT
+    fill = f"reprobox lock --base cpu --image-lock --wheelhouse {house} --locked {job}"
+    assert_names_the_offline_path(error.message, fill, house)
 
 
 def test_pip_hash_mismatch_names_the_wheel(project: image.ProjectFiles, tmp_path: Path, job: Path) -> None:
