@@ -33,7 +33,7 @@ SHARD_SUFFIX = ".distcp"
 LAYOUT = "layout."
 CHUNKS = "layout.chunks."
 MOVED = "present in one run only"  # how a value in one shard of one run only is listed
-WHOLE_TENSOR = "the whole tensor differs (assembled from its chunks)"
+WHOLE_TENSOR = "whole tensor differs"  # assembled from its chunks
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class _Folder:
             return False
         changed = sorted(fqn for fqn in tensors if values_a[fqn] != values_b[fqn])
         self.take_out(tensors)
+        values_before = len(self.out.value_differences)
         self.name_changes(changed, stored_a, stored_b)
         self.out.resharded.append(
             {
@@ -131,6 +132,7 @@ class _Folder:
                 "tensors": len(tensors),
                 "values": len(set(stored_a) | set(stored_b)),
                 "differing_tensors": len(changed),
+                "differing_values": len(self.out.value_differences) - values_before,
             }
         )
         return True

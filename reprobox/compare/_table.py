@@ -102,9 +102,10 @@ class _Findings:
         real |= {str(r.get("a")) for r in c.renamed}  # its row: the other runs' names are merged into it
         unreadable = {str(u.get("checkpoint")) for u in c.unreadable}
         excused = {str(e.get("checkpoint")) for e in c.run_specific if e.get("name") != WHOLE_FILE}
-        resharded = {  # the index and every shard of each folder, in any run
+        resharded = {  # the index and every shard of each folder cut otherwise with equal content, any run
             f"{r['checkpoint']}/{name}".removeprefix("./")
             for r in c.resharded
+            if not r["differing_tensors"] and not r["differing_values"]
             for name in [".metadata", *r["a"]["shards"], *r["b"]["shards"]]
         }
         return cls(real, unreadable, excused, resharded)
