@@ -19,6 +19,7 @@ run on one rank, the job saves the same tensors, cut into one shard instead of t
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -146,8 +147,17 @@ def main() -> None:
     dcp.save({"app": AppState(model, optimizer)}, checkpoint_id=checkpoint)
     if rank == 0:
         print(f"saved {checkpoint} (world size {world}, one shard per rank)", flush=True)
-    dist.barrier()
+    # Teardown while the interpreter is whole, in an order that cannot deadlock: FSDP's modules and their
+    # sharded tensors are freed now rather than at exit; then, while this thread frees the process group it
+    # joins gloo's worker threads holding the GIL, so no worker may be the one to free a collective's
+    # tensors then (that needs the GIL): keeping the last collective's handle until after the group is
+    # gone makes this thread free them.
+    del model, optimizer
+    gc.collect()
+    finished = dist.barrier(async_op=True)
+    finished.wait()
     dist.destroy_process_group()
+    del finished
 
 
 if __name__ == "__main__":

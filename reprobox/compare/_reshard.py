@@ -275,4 +275,5 @@ def layout_text(entry: dict[str, Any]) -> str:
         shards, chunks = len(cut.get("shards") or []), int(cut.get("chunks") or 0)
         return f"{shards} shard{'' if shards == 1 else 's'}, {chunks} chunk{'' if chunks == 1 else 's'}"
 
-    return f"{entry['checkpoint']} (resharded: {side(entry['a'])} vs {side(entry['b'])})"
+    folder = entry["checkpoint"] if entry["checkpoint"] != "." else "the output folder"
+    return f"{folder} (resharded: {side(entry['a'])} vs {side(entry['b'])})"

@@ -80,9 +80,10 @@ def _first_difference(comparison: Comparison) -> str:
 
 
 def _resharded(comparison: Comparison) -> str:
-    """``checkpoint (resharded: 2 shards, 36 chunks vs 1 shard, 18 chunks)``, the first of them."""
+    """``checkpoint (resharded: 2 shards, 36 chunks vs 1 shard, 18 chunks)``, the first of them (a folder
+    per run compared with the reference)."""
     more = len(comparison.resharded) - 1
-    return layout_text(comparison.resharded[0]) + (f" and {_count(more, 'more folder')}" if more else "")
+    return layout_text(comparison.resharded[0]) + (f" and {more} more" if more else "")
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
