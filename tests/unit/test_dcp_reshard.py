@@ -22,6 +22,7 @@ import torch.multiprocessing as mp
 from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
 
 from reprobox import compare
+from reprobox.forensics.variation.matrix import SENSITIVE, FactorResult, judge
 from reprobox.guest.hashing import _bounds
 from reprobox.render import terminal
 from reprobox.runspecific._drawn import RANDOM_ID
@@ -145,6 +146,15 @@ def test_the_same_tensors_saved_by_one_and_two_ranks_reproduce_as_a_reshard(
     assert json.loads(json.dumps(result.to_json()))["resharded"] == [entry]
     text = terminal.comparison_text(result)
     assert "[resharded] ckpt/__1_0.distcp" in text and "cut into other shards" in text
+
+
+def test_a_factor_that_reshards_the_checkpoint_is_sensitive_in_bytes_not_tensors(
+    tmp_path: Path, saves: Path
+) -> None:
+    """verify --vary (world size): the same numbers, another layout; the matrix says so, never invariant."""
+    row = judge(FactorResult("world_size", "", "1 vs 2"), compared(tmp_path, saves, ("one", "two")))
+    assert (row.status, row.files, row.tensors) == (SENSITIVE, ["ckpt/.metadata"], [])
+    assert "resharded" in row.note
 
 
 def test_a_changed_weight_in_a_resharded_checkpoint_is_named_by_its_fqn(tmp_path: Path, saves: Path) -> None:
