@@ -1,9 +1,11 @@
 """One run's output files against the reference's: tensors, values, text, file names.
 
 Every difference lands in the Comparison, real (``differences``, ``value_differences``, ``renamed``,
-``notes``) or excused (``run_specific``, ``ignored``, ``format_only``); ``grade_of`` then reads them.
+``notes``) or excused (``run_specific``, ``ignored``, ``format_only``, ``resharded``); ``grade_of`` then
+reads them.
 Which files pair up is decided in ``_pairing``, which tensors differ in ``_tensors``, whether differing
-bytes are only the formats' framing in ``_accounting``, what the job file ignores in ``_ignore``.
+bytes are only the formats' framing in ``_accounting``, what the job file ignores in ``_ignore``, and
+which differences of a torch Distributed Checkpoint are only its layout (a reshard) in ``_reshard``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from reprobox.compare._ignore import ignore_rules, ignored_by
 from reprobox.compare._marks import WHOLE_FILE
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, Comparison
 from reprobox.compare._pairing import FilePairing, Side
+from reprobox.compare._reshard import Since, fold_reshards
 from reprobox.compare._tensors import differing_tensor_names, tensor_differences
 from reprobox.compare._timed_tensors import excuse_timed_tensors
 from reprobox.records.manifest import RunRecord
@@ -36,11 +39,16 @@ from reprobox.runspecific import (
 
 
 def compare_pair(a: RunRecord, b: RunRecord, out: Comparison, tensor_details: bool) -> None:
+    since = Since.of(out)
     pairing = FilePairing(Side.of(a), Side.of(b), ignore_rules(a), out)
     pairs = pairing.pairs()
     pair = _Pair(pairing.a, pairing.b, pairing.rules, out, tensor_details, pairing.structure)
+    counted: dict[str, int] = {}  # the differing tensors each file added
     for path_a, path_b in pairs:
+        before = out.differing_tensor_total
         pair.compare_file(path_a, path_b)
+        counted[path_a] = out.differing_tensor_total - before
+    fold_reshards(a, b, out, pairs=pairs, since=since, counted=counted)
 
 
 @dataclass

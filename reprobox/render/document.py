@@ -29,12 +29,13 @@ STATUS_TEXT = {  # a checkpoint row's status (compare._table), as the table's re
     "same": "same bytes",
     "equal": "equal tensors and values (other bytes)",
     "run-specific": "equal but run-specific values",
+    "resharded": "equal tensors by name, other shards",
     "ignored": "ignored by the job file",
     "unreadable": "DIFFERS, format not readable",
     "differs": "DIFFERS",
     "missing": "missing in a run",
 }
-AGREEING_TEXT = frozenset(STATUS_TEXT[s] for s in ("same", "equal", "run-specific", "ignored"))
+AGREEING_TEXT = frozenset(STATUS_TEXT[s] for s in ("same", "equal", "run-specific", "resharded", "ignored"))
 TENSOR_HEADERS = ("checkpoint", "tensor", "dtype", "differing elements", "max abs", "max rel", "max ULP")
 
 

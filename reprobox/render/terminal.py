@@ -24,6 +24,7 @@ ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
     "same": "same",
     "equal": "equal",
     "run-specific": "run-specific",
+    "resharded": "resharded",
     "ignored": "ignored",
     "unreadable": "unread",
     "differs": "DIFF",
@@ -31,6 +32,7 @@ ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
 }
 ROW_NOTES = {
     "equal": "  (same tensors and values, other file bytes)",
+    "resharded": "  (same tensors by name, cut into other shards)",
     "unreadable": "  (differs; reprobox cannot read its format)",
 }
 LISTED_FIELDS = 12

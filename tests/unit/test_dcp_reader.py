@@ -92,6 +92,26 @@ def test_two_saves_reproduce_with_the_save_id_excused_by_the_runs_draws(
     ]
 
 
+def test_a_checkpoint_id_under_each_runs_own_folder_is_excused_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dcp.save(..., checkpoint_id=<outputs>/ckpt)`` records a pathlib path: read as the path it names,
+    each run's own folder in it is recognised as in any path value."""
+    facts: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+
+    def write(out: Path, run: int) -> None:
+        drawing(facts[run], monkeypatch)
+        save(out / "ckpt", state())
+        monkeypatch.undo()
+
+    result = two_runs(tmp_path, write, facts=facts)
+    assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.REPRODUCED)
+    assert sorted((e["name"], e["reason"]) for e in result.run_specific) == [
+        ("storage_meta.checkpoint_id", "a path under the run's own directory"),
+        ("storage_meta.save_id", RANDOM_ID),
+    ]
+
+
 def test_without_a_record_the_save_id_is_a_value_difference_not_a_tensor_one(
     tmp_path: Path, in_outputs: Callable[[Path], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -279,8 +299,12 @@ def test_the_same_weights_saved_by_one_or_two_ranks_differ_only_in_layout(tmp_pa
     differing = {name for name in one.keys() | two.keys() if one.get(name) != two.get(name)}
     assert {name for name in differing if not name.startswith("layout.")} == {
         "storage_meta.save_id",
-        "storage_meta.checkpoint_id.__args__",
+        "storage_meta.checkpoint_id",  # each save's own folder, a pathlib path read as the path it names
     }
+    assert (one["storage_meta.checkpoint_id"], two["storage_meta.checkpoint_id"]) == (
+        str(tmp_path / "one"),
+        str(tmp_path / "two"),
+    )
     assert (
         one["model.weight"] == two["model.weight"] == "sha256:" + sha256(WEIGHT.numpy().tobytes()).hexdigest()
     )

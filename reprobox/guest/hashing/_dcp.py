@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 
 from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, OverLimit, check_shape
 from reprobox.guest.hashing._layout import Layout
@@ -88,7 +88,7 @@ class DcpIndex:
     folder: Path
     tensors: dict[str, TensorEntry]
     items: tuple[Item, ...]
-    other: list[tuple[str, object]]  # storage_meta (save_id, checkpoint_id), version, planner_data
+    other: list[tuple[str, object]]  # storage_meta (save_id, checkpoint_id as text), version, planner_data
     layout: Layout  # the index file's bytes the pickle reader parsed
 
     def items_in(self, shard: str) -> list[Item]:
@@ -112,7 +112,9 @@ def read_index(path: Path) -> DcpIndex:
             raise ValueError(f"it names {named!r}, which is not a class of a DCP index")
     tensors = _tensors(tree.get("state_dict_metadata"))
     items = _items(tree.get("storage_data"), path.parent)
-    other = [(key, tree[key]) for key in ("storage_meta", "version", "planner_data") if key in tree]
+    other = [
+        (key, _path_text(tree[key])) for key in ("storage_meta", "version", "planner_data") if key in tree
+    ]
     return DcpIndex(
         path.parent, tensors, items, other, Layout.of(read.identity.size, read.parsed, read.framing)
     )
@@ -129,6 +131,29 @@ def _classes(value: object, depth: int) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for inner in value:
             yield from _classes(inner, depth + 1)
+
+
+_PATH_CLASSES: dict[str, type[PurePath]] = {
+    "pathlib.PosixPath": PurePosixPath,
+    "pathlib.WindowsPath": PureWindowsPath,
+}
+
+
+def _path_text(value: object) -> object:
+    """The index's values with each pathlib path (``storage_meta.checkpoint_id`` when the save was given
+    one) as the path it names, a value like any other path: the run's own folders in it are then
+    recognised, as in a path saved as text, rather than compared part by part."""
+    if isinstance(value, dict):
+        kind = _PATH_CLASSES.get(str(value.get(CLASS_KEY)))
+        parts = value.get("__args__")
+        parts = list(parts) if isinstance(parts, (list, tuple)) else None
+        texts = [part for part in parts or () if isinstance(part, str)]
+        if kind is not None and set(value) == {CLASS_KEY, "__args__"} and parts == texts:
+            return str(kind(*texts))
+        return {key: _path_text(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_path_text(inner) for inner in value]
+    return value
 
 
 def _natural(value: object, what: str) -> int:
