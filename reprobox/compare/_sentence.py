@@ -61,7 +61,8 @@ def _first_difference(comparison: Comparison) -> str:
     if tensors:
         first = tensors[0]
         count = comparison.differing_tensor_total
-        text = f"{count} tensors differ (first: {first['name']} in {first['checkpoint']})"
+        verb = "differs" if count == 1 else "differ"
+        text = f"{_count(count, 'tensor')} {verb} (first: {first['name']} in {first['checkpoint']})"
         if values:
             first = values[0]
             text += f"; {_count(len(values), 'value')} too (first: {first['name']} in {first['checkpoint']})"

@@ -161,7 +161,7 @@ def test_a_changed_weight_in_a_resharded_checkpoint_is_named_by_its_fqn(tmp_path
     result = compared(tmp_path, saves, ("one", "changed"))
     assert result.grade == compare.NOT_REPRODUCIBLE
     assert result.sentence == (
-        "not reproducible: 1 tensors differ (first: model.weight in ckpt/.metadata); "
+        "not reproducible: 1 tensor differs (first: model.weight in ckpt/.metadata); "
         "ckpt (resharded: 1 shard, 2 chunks vs 2 shards, 4 chunks) too"
     )
     assert [(d["checkpoint"], d["name"]) for d in result.differences] == [("ckpt/.metadata", "model.weight")]
