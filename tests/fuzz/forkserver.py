@@ -46,6 +46,8 @@ TARGET_FILES: dict[str, str] = {
     "hdf5": "model.weights.h5",
     "sqlite": "study.db",
     "compressed": "values",  # the seed's own suffixes (.json.gz, .npy.xz) are kept
+    "pt2": "model.pt2",
+    "torchscript": "traced_model.pt",
 }
 SUFFIXED = frozenset({"text", "compressed"})
 """Targets whose inputs keep their seed's suffix: it picks the reader (of the file a stream holds)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import random
+import re
 import struct
 import zipfile
 from collections.abc import Callable
@@ -284,6 +285,48 @@ def _pickle(rng: random.Random, data: bytes) -> bytes:
     return _pickle_opcodes(rng, data) if rng.random() < 0.5 else mutate_bytes(rng, data)
 
 
+_JSON_INT = re.compile(rb"-?\d+")
+_JSON_VALUES = [b"0", b"-1", b"7", b"4294967296", b"281474976710656", b"1e400", b'"x"', b"null", b"[]", b"{}"]
+
+
+def _json_numbers(rng: random.Random, data: bytes) -> bytes:
+    """One number of a JSON text (a dtype, a size, a stride, an offset) set to an interesting value."""
+    found = list(_JSON_INT.finditer(data))
+    if not found or rng.random() < 0.2:
+        return mutate_bytes(rng, data)
+    match = rng.choice(found)
+    return data[: match.start()] + rng.choice(_JSON_VALUES) + data[match.end() :]
+
+
+def _torch_archive(rng: random.Random, data: bytes) -> bytes:
+    """A torch writer's archive (TorchScript, PT2): one member mutated as what it is (a JSON config's
+    numbers, a pickle's opcodes, other bytes) and the archive written again, each member stored or
+    compressed as it was; or its bytes mutated as they stand."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = [(info, archive.read(info)) for info in archive.infolist()]
+    except Exception:  # noqa: BLE001 - a mutated archive the writer side cannot read: mutate bytes
+        return mutate_bytes(rng, data)
+    if not members or rng.random() < 0.15:
+        return mutate_bytes(rng, data)
+    index = rng.randrange(len(members))
+    info, payload = members[index]
+    if info.filename.endswith(".json"):
+        payload = _json_numbers(rng, payload)
+    elif info.filename.endswith("pkl") and rng.random() < 0.6:
+        payload = _pickle_opcodes(rng, payload)
+    else:
+        payload = mutate_bytes(rng, payload)
+    members[index] = (info, payload)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for old, content in members:
+            entry = zipfile.ZipInfo(old.filename)
+            entry.compress_type = old.compress_type
+            archive.writestr(entry, content)
+    return out.getvalue()
+
+
 HDF5_SIGNATURES = (b"OHDR", b"OCHK", b"TREE", b"HEAP", b"SNOD", b"GCOL", b"FRHP", b"FHDB", b"FHIB")
 HDF5_SIGNATURES += (b"BTHD", b"BTIN", b"BTLF", b"FAHD", b"FADB")
 
@@ -405,4 +448,6 @@ MUTATORS: dict[str, Mutator] = {
     "hdf5": _hdf5,
     "sqlite": _sqlite,
     "compressed": _compressed,
+    "pt2": _torch_archive,
+    "torchscript": _torch_archive,
 }

@@ -259,3 +259,58 @@ PROBES["hdf5-groups-400-deep"] = ("hdf5", "", _hdf5_deep_groups)
 PROBES["hdf5-a-terabyte-of-fill-value"] = ("hdf5", "", _hdf5_terabyte_of_fill)
 PROBES["hdf5-200-000-chunks"] = ("hdf5", "", _hdf5_many_chunks)
 PROBES["hdf5-20-000-links-to-one-dataset"] = ("hdf5", "", _hdf5_many_links)
+
+
+def _pt2_archive(config: dict[str, object], model: bytes = b"{}", weight: bytes = b"\x00" * 8) -> bytes:
+    """A PT2 archive as zipfile writes one (torch's writer aligns its members; the reader needs none)."""
+    import json
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("archive/archive_format", "pt2")
+        archive.writestr("archive/models/model.json", model)
+        archive.writestr("archive/data/weights/model_weights_config.json", json.dumps({"config": config}))
+        archive.writestr("archive/data/weights/weight_0", weight)
+    return out.getvalue()
+
+
+def _pt2_weight(sizes: list[int], strides: list[int], path: str = "weight_0") -> dict[str, object]:
+    def ints(values: list[int]) -> list[dict[str, int]]:
+        return [{"as_int": v} for v in values]
+
+    meta = {"dtype": 7, "sizes": ints(sizes), "strides": ints(strides), "storage_offset": {"as_int": 0}}
+    meta |= {"layout": 7, "requires_grad": False, "device": {"type": "cpu", "index": None}}
+    return {"fc.weight": {"path_name": path, "is_param": True, "use_pickle": False, "tensor_meta": meta}}
+
+
+def _torchscript_missing_storage() -> bytes:
+    """A TorchScript archive whose constants.pkl names a storage its constants/ folder lacks."""
+    persistent = (  # a persistent id ("storage", torch.FloatStorage, "0", "cpu", 4), loaded
+        b"\x80\x02(X\x07\x00\x00\x00storagectorch\nFloatStorage\n"
+        b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x04tQ."
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({"training": True}, protocol=2))
+        archive.writestr("archive/constants.pkl", persistent)
+        archive.writestr("archive/code/__torch__.py", "class M(Module):\n  pass\n")
+        archive.writestr("archive/version", "3\n")
+    return out.getvalue()
+
+
+PROBES["pt2-weight-expanded-to-a-terabyte"] = (
+    "pt2",
+    "",
+    lambda: _pt2_archive(_pt2_weight([2**20, 2**20], [0, 0])),
+)
+PROBES["pt2-weight-named-outside-its-folder"] = (
+    "pt2",
+    "",
+    lambda: _pt2_archive(_pt2_weight([2], [1], path="../../../etc/passwd")),
+)
+PROBES["pt2-program-nested-a-million-levels"] = (
+    "pt2",
+    "",
+    lambda: _pt2_archive(_pt2_weight([2], [1]), model=b"[" * 1_000_000 + b"]" * 1_000_000),
+)
+PROBES["torchscript-constants-over-a-missing-storage"] = ("torchscript", "", _torchscript_missing_storage)

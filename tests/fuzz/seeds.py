@@ -320,6 +320,31 @@ def _compressed() -> list[tuple[str, bytes]]:
     ]
 
 
+def _exported() -> dict[str, bytes]:
+    """torch's exported and compiled forms of one small module (``tests.exported_models``), saved once."""
+    import tempfile
+
+    from tests.exported_models import save_all
+
+    if not _EXPORTED:
+        with tempfile.TemporaryDirectory() as folder:
+            _EXPORTED.update(save_all(Path(folder)))
+    return _EXPORTED
+
+
+_EXPORTED: dict[str, bytes] = {}
+
+
+def _pt2() -> list[bytes]:
+    """torch.export.save's archive; package_pt2's of two models, an extra file, an ExecuTorch program."""
+    return [_exported()["exported.pt2"], _exported()["packaged.pt2"]]
+
+
+def _torchscript() -> list[bytes]:
+    """torch.jit.save of a scripted and of a traced module (constants, traced inputs, extra files)."""
+    return [_exported()["scripted.pt"], _exported()["traced.pt"]]
+
+
 BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, bytes]]]] = {
     "npy": _npy,
     "npz": _npz,
@@ -333,6 +358,8 @@ BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, byt
     "hdf5": _hdf5,
     "sqlite": _sqlite,
     "compressed": _compressed,
+    "pt2": _pt2,
+    "torchscript": _torchscript,
 }
 
 

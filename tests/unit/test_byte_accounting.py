@@ -366,5 +366,6 @@ def test_a_record_without_accounting_still_loads() -> None:
 
 def test_gaps_are_what_no_span_covers() -> None:
     assert complement(10, [(2, 4), (3, 6), (8, 20)]) == [(0, 2), (6, 8)]
+    assert complement(10, [(2, 4), (12, 20)]) == [(0, 2), (4, 10)]  # a span past the end covers nothing
     assert Layout.of(5, [(0, 5)]).whole_file
     assert Layout(5).gaps() == [(0, 5)]
