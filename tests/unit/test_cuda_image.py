@@ -1,5 +1,5 @@
 """`--cuda`: the CUDA lock on a base without CUDA, and the CUDA lock carrying the libraries the
-fingerprint names (tests/integration/test_cuda_image.py builds the image and probes it)."""
+fingerprint names (tests/integration/test_cuda_image_build.py builds the image and probes it)."""
 
 from __future__ import annotations
 

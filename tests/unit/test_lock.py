@@ -639,11 +639,13 @@ def test_a_failure_writes_nothing(in_tmp: Path, wheels: Path, capsys: pytest.Cap
     assert code == EXIT_BAD_INPUT
     assert err.count("error: ") == 1 and "pins tinyb==2.0" in err
     if resolve_module.uv_binary() is not None:  # uv's reason, then why pip resolves again, in one line
-        assert (
-            "reprobox: uv found no resolution (Because all versions of tinyc depend on tinyb<2 and "
-            "tinyb==2.0, we can conclude that all versions of tinyc cannot be used); pip resolves them "
-            "again, to name the requirement at fault and its fix ...\n"
-        ) in err
+        line = next(
+            line for line in err.splitlines() if line.startswith("reprobox: uv found no resolution (")
+        )
+        assert "tinyc" in line and "tinyb" in line, line  # uv's own reason, in its words
+        assert line.endswith(
+            "); pip resolves them again, to name the requirement at fault and its fix ..."
+        ), line
     assert not (in_tmp / "requirements.lock").exists()
     assert not (in_tmp / "house").exists()
 
