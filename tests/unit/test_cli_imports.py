@@ -49,7 +49,9 @@ def test_reprobox_run_imports_no_other_commands_module() -> None:
     done = subprocess.run([sys.executable, "-c", RUN_IMPORTS], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
     assert "reprobox.commands.run" in loaded
-    others = {f"reprobox.commands.{module}" for module in commands.COMMANDS.values()} - {"reprobox.commands.run"}
+    others = {f"reprobox.commands.{module}" for module in commands.COMMANDS.values()} - {
+        "reprobox.commands.run"
+    }
     assert not loaded & others, loaded & others
     # nor what compares runs: the comparison, its evidence and NumPy cost every run's start
     assert not {"reprobox.reproduce", "reprobox.bundle", "reprobox.cost", "reprobox.compare"} & loaded

@@ -98,6 +98,19 @@ def check_cpu_budget(done: str) -> None:
         raise OverLimit(f"reading it takes over {FILE_CPU_SECONDS:g} s of CPU time, the limit ({done})")
 
 
+def budget_running() -> bool:
+    """Whether a file's CPU budget runs (hashing), rather than none (comparison's read-back)."""
+    return _FILE_DEADLINE.get() is not None
+
+
+def charge_cpu(seconds: float) -> None:
+    """Count ``seconds`` against the running budget as if spent here: work done once for several files
+    (a DCP index, read for each of its shards) costs each of them alike, whichever did it."""
+    deadline = _FILE_DEADLINE.get()
+    if deadline is not None:
+        _FILE_DEADLINE.set(deadline - seconds)
+
+
 def over_limit(exc: BaseException) -> bool:
     """Whether a reader's error is a limit refused (rather than a file that merely does not parse)."""
     return isinstance(exc, (OverLimit, JsonTooDeep, RecursionError, MemoryError, OverflowError))
