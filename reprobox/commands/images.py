@@ -75,9 +75,10 @@ def build_command(args: argparse.Namespace, out: Output) -> int:
             spec, base_image=args.base_image, lock=args.lock, wheelhouse=args.wheelhouse
         )
         rendered = image_module.render_build_plan(plan)
-        out.result(
-            rendered, "\n".join(f"{key}: {value}" for key, value in rendered.items() if key != "files")
-        )
+        shown = [f"{key}: {value}" for key, value in rendered.items() if key not in ("files", "shared")]
+        if plan.shared is not None:  # a job's extras: one layer over the shared image, built first if missing
+            shown.append(f"shared image: {plan.shared.tag}")
+        out.result(rendered, "\n".join(shown))
         return EXIT_OK
     from reprobox import engine
     from reprobox.runtimes.docker import ensure_image

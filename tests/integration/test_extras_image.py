@@ -8,6 +8,7 @@ import base64
 import hashlib
 import io
 import json
+import os
 import subprocess
 import time
 import zipfile
@@ -22,6 +23,7 @@ from reprobox.jobfile import ImageSpec
 from reprobox.runtimes.docker import ensure_image
 
 pytestmark = pytest.mark.integration
+OFFLINE_BASE = os.environ.get("REPROBOX_OFFLINE_BASE", "reprobox/offline-base:bookworm")  # as conftest.py
 SMALL = 1_000_000  # bytes: a tiny package's layer, its bytecode included, stays well under this
 
 
@@ -63,11 +65,12 @@ def tiny_job(folder: Path, *names: str) -> ImageSpec:
     return ImageSpec(requirements=lock, wheelhouse=house)
 
 
-def build(spec: ImageSpec, built_image: Any, wheelhouse: Path, project: image.ProjectFiles) -> ImageInfo:
+def build(engine: Engine, spec: ImageSpec, wheelhouse: Path, project: image.ProjectFiles) -> ImageInfo:
+    """The job's image as `verify` builds it: offline, over the session's shared image (reused)."""
     return ensure_image(
         spec,
-        engine=built_image.engine,
-        base_image=built_image.plan.base_image,
+        engine=engine,
+        base_image=OFFLINE_BASE,
         wheelhouse=wheelhouse,
         lock="cpu",
         network=False,
@@ -108,9 +111,9 @@ def in_image(image_id: str, code: str) -> str:
     return done.stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def shared(built_image: Any, engine: Engine) -> Any:
-    built_image.engine = engine
+@pytest.fixture
+def shared(built_image: Any) -> Any:
+    """The session's shared image (built once, offline, by tests/integration/conftest.py)."""
     return built_image
 
 
@@ -118,10 +121,13 @@ def test_a_jobs_extras_are_one_small_layer_over_the_shared_image(
     shared: Any, engine: Engine, wheelhouse: Path, project: image.ProjectFiles, tmp_path: Path, created: Any
 ) -> None:
     spec = tiny_job(tmp_path, "tinyextra_alpha", "tinyextra_beta")
-    plan = image.plan_build(spec, lock="cpu", wheelhouse=wheelhouse, project=project, environ={})
+    base = shared.plan.base_image
+    plan = image.plan_build(
+        spec, base_image=base, lock="cpu", wheelhouse=wheelhouse, project=project, environ={}
+    )
     created.images.append(plan.tag)
     with progress.reporting(progress.Recorder()) as reported:
-        info = build(spec, shared, wheelhouse, project)
+        info = build(engine, spec, wheelhouse, project)
     assert reported.lines[0] == f"image {shared.plan.tag} is up to date; no build needed"
     assert info.tags == (plan.tag,) and plan.tag.startswith(shared.plan.tag + "-")
     assert info.layers[:-1] == shared.info.layers, "the extras image is the shared image plus one layer"
@@ -150,11 +156,11 @@ def test_rebuilding_a_jobs_extras_gives_the_same_layer(
     shared: Any, engine: Engine, wheelhouse: Path, project: image.ProjectFiles, tmp_path: Path, created: Any
 ) -> None:
     spec = tiny_job(tmp_path, "tinyextra_again")
-    first = build(spec, shared, wheelhouse, project)
+    first = build(engine, spec, wheelhouse, project)
     created.images.append(first.tags[0])
     engine.remove_image(first.tags[0])  # with its untagged steps: nothing is left to reuse
     assert not engine.image_exists(first.id)
-    again = build(spec, shared, wheelhouse, project)
+    again = build(engine, spec, wheelhouse, project)
     assert again.layers == first.layers
     assert untagged_on(engine, shared.info) == []
 
@@ -176,7 +182,7 @@ def test_ten_jobs_leave_one_shared_image_and_ten_small_images(
     built = []
     for index in range(10):
         spec = tiny_job(tmp_path / f"job{index}", f"tinyextra_{index}")
-        info = build(spec, shared, wheelhouse, project)
+        info = build(engine, spec, wheelhouse, project)
         created.images.append(info.tags[0])
         built.append(info)
     seconds = time.monotonic() - started
