@@ -55,7 +55,7 @@ PACKAGES = [
 ]
 TRAIN = '''\
 """A small model trained on synthetic data, using each extra package on the way."""
-import json, sys
+import json, os, sys
 from pathlib import Path
 import bs4, colorama, defusedxml.ElementTree, idna, markdown_it, platformdirs, pyparsing, sortedcontainers
 import tinycss2, tqdm, tzdata
@@ -84,7 +84,7 @@ for _ in tqdm.trange(20, file=sys.stdout, mininterval=60):
     loss = torch.nn.functional.cross_entropy(model(data), labels)
     loss.backward()
     optimizer.step()
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "outputs")
+out = Path(os.environ.get("REPROBOX_OUTPUT_DIR") or sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)
 torch.save(model.state_dict(), out / "model.pt")
 (out / "facts.json").write_text(json.dumps(facts, sort_keys=True))
@@ -120,7 +120,8 @@ def timed(command: list[str], **kwargs: object) -> tuple[float, subprocess.Compl
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
     if done.returncode not in (0, 1):
-        sys.exit(f"bench_extras: {' '.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+        said = done.stdout[-3000:] + done.stderr[-3000:]
+        sys.exit(f"bench_extras: {' '.join(command)} exited {done.returncode}:\n{said}")
     return time.perf_counter() - started, done
 
 
