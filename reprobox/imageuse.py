@@ -70,6 +70,8 @@ def runs_by_image(runs_dir: Path) -> dict[str, list[tuple[str, Path]]]:
     """Image id -> (job name, run dir) of each recorded run under `runs_dir` that ran in it."""
     users: dict[str, list[tuple[str, Path]]] = {}
     for manifest in sorted(runs_dir.glob(f"*/*/{MANIFEST_NAME}")):
+        if manifest.parent.is_symlink():  # runs/<job>/latest names a run that is listed under its own id
+            continue
         try:
             record = read_record(manifest)
         except SpecError:  # a damaged record elsewhere must not break the listing

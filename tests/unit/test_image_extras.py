@@ -163,6 +163,7 @@ def test_a_shared_image_stays_while_a_used_image_builds_on_it(tmp_path: Path) ->
     engine = Engine([shared, used, unused])
     record_run(tmp_path, "train", "run-1", used.id)
     record_run(tmp_path, "train", "run-2", used.id)
+    (tmp_path / "train" / "latest").symlink_to("run-2")  # as runs/<job>/latest: no run of its own
     removals = imageuse.unused_images(engine, tmp_path)  # type: ignore[arg-type]
     assert [(r.info.id, r.frees) for r in removals] == [("sha256:unused", 20)]
     listed = {use.info.id: use.to_json() for use in imageuse.image_uses(engine, tmp_path)}  # type: ignore[arg-type]
