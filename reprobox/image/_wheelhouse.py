@@ -68,20 +68,18 @@ def resolve_lock(lock: str | None, project: ProjectFiles, wheelhouses: Sequence[
     )
 
 
-def wheel_members(
-    project: ProjectFiles, lock: str, wheelhouses: Sequence[Path], extra: Path | None
-) -> tuple[ContextFile, ...]:
+def wheel_members(locks: Sequence[Path], wheelhouses: Sequence[Path], root: Path) -> tuple[ContextFile, ...]:
     """The wheels the locks pin, from every wheelhouse; fails early, naming them, when one is missing.
 
     A wheel file found in several wheelhouses is taken once, from the first (pip checks its hash).
     """
     present = _wheelhouse_pins(wheelhouses)
-    locks = [lock_lines(project.root / lock)] + ([lock_lines(extra)] if extra is not None else [])
-    for lines in locks:
-        missing = _missing_wheels(lines, present)
+    lines = [lock_lines(lock) for lock in locks]
+    for lock in lines:
+        missing = _missing_wheels(lock, present)
         if missing:
-            raise EnvironmentProblem(missing_wheels_message(missing, wheelhouses, project.root))
-    wanted = {(line.name, line.version) for lines in locks for line in lines}
+            raise EnvironmentProblem(missing_wheels_message(missing, wheelhouses, root))
+    wanted = {(line.name, line.version) for lock in lines for line in lock}
     chosen: dict[str, ContextFile] = {}
     for pin, paths in present.items():
         if pin in wanted:

@@ -76,14 +76,16 @@ def test_job_wheelhouse_adds_to_the_shared_one(
     assert made.lock == "env/requirements-cpu.lock"
     assert made.wheelhouses == (own, shared)
     assert made.offline and made.buildargs["WHEELHOUSE"] == image.CONTEXT_WHEELHOUSE
+    assert made.shared is not None and made.shared.wheelhouses == (own, shared)
     names = {wheel.name for wheel in made.wheels}
-    assert {"tqdm-4.70.1-py3-none-any.whl", "regex-2026.11.15-py3-none-any.whl"} <= names
-    assert "torch-2.13.0+cpu-py3-none-any.whl" in names
-    full = io.BytesIO()
-    image.write_build_context(made, full)
-    with tarfile.open(fileobj=io.BytesIO(full.getvalue())) as archive:
-        members = set(archive.getnames())
-    assert {f"wheelhouse/{name}" for name in names} <= members
+    assert names == {"tqdm-4.70.1-py3-none-any.whl", "regex-2026.11.15-py3-none-any.whl"}
+    assert "torch-2.13.0+cpu-py3-none-any.whl" in {wheel.name for wheel in made.shared.wheels}
+    for build, wanted in ((made, names), (made.shared, {w.name for w in made.shared.wheels})):
+        full = io.BytesIO()
+        image.write_build_context(build, full)
+        with tarfile.open(fileobj=io.BytesIO(full.getvalue())) as archive:
+            members = {name for name in archive.getnames() if name.startswith("wheelhouse/")}
+        assert members == {f"wheelhouse/{name}" for name in wanted}
     assert image.render_build_plan(made)["wheelhouses"] == [str(own), str(shared)]
 
 
@@ -107,6 +109,7 @@ def test_a_wheel_in_both_wheelhouses_is_taken_once_from_the_jobs(
     tqdm = [wheel for wheel in made.wheels if wheel.name.startswith("tqdm-")]
     assert [wheel.source.parent for wheel in tqdm] == [own]
     assert len({wheel.name for wheel in made.wheels}) == len(made.wheels)
+    assert made.shared is not None and not [w for w in made.shared.wheels if w.name.startswith("tqdm-")]
 
 
 def test_the_same_wheelhouse_twice_counts_once(
