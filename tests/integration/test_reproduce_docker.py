@@ -16,6 +16,7 @@ from publishing import machine_strings_in
 
 from reprobox import attest, bundle
 from reprobox.engine import Engine
+from reprobox.image import SHARED_IMAGE_LABEL
 from reprobox.jobfile import load_job
 from reprobox.reproduce import BIT_IDENTICAL, ReproduceOptions, reproduce
 from reprobox.runner import RunOptions
@@ -52,6 +53,12 @@ def test_a_packed_bundle_reproduces_after_the_image_is_deleted(
     pack_seconds = time.monotonic() - started
     assert packed.image == built_image.info.id
 
+    # the jobs' extras images of this session are layers over it: gone first, or it would only be untagged
+    over_it = [
+        child for tag in built_image.info.tags for child in engine.list_images({SHARED_IMAGE_LABEL: tag})
+    ]
+    for child in over_it:
+        engine.remove_image(child.id, force=True)
     for tag in built_image.info.tags or (built_image.info.id,):
         engine.remove_image(tag, force=True)
     assert not engine.image_exists(built_image.info.id)
