@@ -6,13 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from reprobox import runner, runtimes
-from reprobox.commands.common import (
-    add_command,
-    add_run_flags,
-    check_runs_dir,
-    load_job_with_flags,
-    runtime_options,
-)
+from reprobox.commands import common
 from reprobox.errors import EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -48,7 +42,7 @@ settings; 2 bad input; 3 the job failed under its own settings; 4 environment pr
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = add_command(
+    parser = common.add_command(
         commands,
         "cost",
         "measure what each determinism setting costs this job and which is the cheapest bit-exact one",
@@ -56,7 +50,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Measure what each determinism setting costs this job, on the job itself, and "
         "recommend the cheapest setting that is still bit-exact.",
     )
-    add_run_flags(parser)
+    common.add_run_flags(parser)
     parser.set_defaults(max_steps=DEFAULT_STEPS)
     parser.add_argument(
         "--runs", type=int, default=2, metavar="N", help="runs per setting, from 2 to 10 (default: 2)"
@@ -76,11 +70,11 @@ def cost_command(args: argparse.Namespace, out: Output) -> int:
 
     if args.trail is not None:
         raise UsageError("cost records a hash trail on every step itself; leave --trail out")
-    spec = load_job_with_flags(args)
-    check_runs_dir(args.runs_dir)
+    spec = common.load_job_with_flags(args)
+    common.check_runs_dir(args.runs_dir)
     only = tuple(name.strip() for name in (args.only or "").split(",") if name.strip())
     options = cost.CostOptions(max_steps=args.max_steps, runs=args.runs, only=only)
-    runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
+    runtime = runtimes.open_runtime(args.runtime, common.runtime_options(args, spec))
     run_options = runner.RunOptions(runs_dir=args.runs_dir)
     result = cost.measure_cost(spec, runtime, run_options, options)
     out.result(result.to_json(), cost_text(result))

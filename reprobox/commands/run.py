@@ -7,13 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from reprobox import claims, runner, runtimes
-from reprobox.commands.common import (
-    add_command,
-    add_run_flags,
-    check_runs_dir,
-    load_job_with_flags,
-    runtime_options,
-)
+from reprobox.commands import common
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_OK
 from reprobox.render import terminal
 
@@ -32,14 +26,14 @@ runs/<job>/<run-id>/manifest.json with the hashes, the fingerprint and the exit 
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    run = add_command(
+    run = common.add_command(
         commands,
         "run",
         "run a job once and record its checkpoint hashes",
         RUN_EPILOG,
         description="Run a job once, deterministically, and record its checkpoints' hashes.",
     )
-    add_run_flags(run)
+    common.add_run_flags(run)
     run.set_defaults(handler=run_command)
 
 
@@ -48,9 +42,9 @@ def run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
 
 
 def run_command(args: argparse.Namespace, out: Output) -> int:
-    spec = load_job_with_flags(args)
-    check_runs_dir(args.runs_dir)
-    runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
+    spec = common.load_job_with_flags(args)
+    common.check_runs_dir(args.runs_dir)
+    runtime = runtimes.open_runtime(args.runtime, common.runtime_options(args, spec))
     record = runner.execute(spec, runtime, run_options(args, out))
     judged = claims.judge_recorded(spec.claims, record.claims)
     data = {

@@ -5,26 +5,20 @@ checkpoint was resharded too, so that a reshard is never read as a change of num
 
 from __future__ import annotations
 
+from reprobox.compare import _model
 from reprobox.compare._coverage import equal_text
 from reprobox.compare._marks import WHOLE_FILE
-from reprobox.compare._model import (
-    BIT_IDENTICAL,
-    FAILED,
-    IDENTICAL,
-    NO_VERDICT,
-    NOT_REPRODUCIBLE,
-    REPRODUCED,
-    Comparison,
-)
 from reprobox.compare._reshard import layout_text
 
 
-def grade_of(comparison: Comparison) -> tuple[str, str]:
+def grade_of(comparison: _model.Comparison) -> tuple[str, str]:
     """The grade and the one sentence that leads the verdict."""
     n = len(comparison.runs)
-    if comparison.verdict == FAILED:
-        return NO_VERDICT, "no verdict: " + (comparison.notes[0] if comparison.notes else "a run failed")
-    if comparison.verdict == IDENTICAL:
+    if comparison.verdict == _model.FAILED:
+        return _model.NO_VERDICT, "no verdict: " + (
+            comparison.notes[0] if comparison.notes else "a run failed"
+        )
+    if comparison.verdict == _model.IDENTICAL:
         coverage = comparison.coverage
         values_only = coverage is not None and not coverage.holds_tensors  # a tokenizer, a metrics file
         excused = (
@@ -33,7 +27,7 @@ def grade_of(comparison: Comparison) -> tuple[str, str]:
         if not excused:
             what = f" ({coverage.text()})" if coverage is not None and values_only else ""
             return (
-                BIT_IDENTICAL,
+                _model.BIT_IDENTICAL,
                 f"bit-identical: every output file is byte for byte the same across {n} runs{what}",
             )
         parts = []
@@ -48,12 +42,12 @@ def grade_of(comparison: Comparison) -> tuple[str, str]:
         if comparison.resharded:
             parts.append(f"the layout of {_resharded(comparison)}")
         equal = equal_text(coverage, f" across {n} runs")
-        return REPRODUCED, f"reproduced: {equal}, except {', '.join(parts)}"
+        return _model.REPRODUCED, f"reproduced: {equal}, except {', '.join(parts)}"
     also = f"; {_resharded(comparison)} too" if comparison.resharded else ""
-    return NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison) + also
+    return _model.NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison) + also
 
 
-def _first_difference(comparison: Comparison) -> str:
+def _first_difference(comparison: _model.Comparison) -> str:
     """The difference that leads the sentence: tensors before values (a checkpoint's path or name, a
     logged duration), since they are the model."""
     tensors = [d for d in comparison.differences if d.get("name") != WHOLE_FILE]
@@ -80,7 +74,7 @@ def _first_difference(comparison: Comparison) -> str:
     return comparison.notes[0] if comparison.notes else "the runs differ"
 
 
-def _resharded(comparison: Comparison) -> str:
+def _resharded(comparison: _model.Comparison) -> str:
     """``checkpoint (resharded: 2 shards, 36 chunks vs 1 shard, 18 chunks)``, the first of them (a folder
     per run compared with the reference)."""
     more = len(comparison.resharded) - 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -45,6 +46,17 @@ _TOO_OLD = re.compile(r"no such option: (--\S+)")
 _FIND_LINKS = "pass a folder holding the wheel with --find-links DIR"
 
 
+@dataclass(frozen=True)
+class Resolving:
+    """What pip was asked to resolve: the requirements as written in `source`, on top of `base`, for
+    `target`."""
+
+    requirements: Sequence[Requirement]
+    base: BaseLock
+    target: Target
+    source: Path
+
+
 def resolution_failure(
     run: PipRun, requirements: Sequence[Requirement], base: BaseLock, target: Target, source: Path
 ) -> ReproboxError:
@@ -63,10 +75,10 @@ def resolution_failure(
     causes = _CAUSES.search(run.output)
     if causes:
         lines = [line.strip() for line in causes.group(1).splitlines()]
-        return _conflict(lines, run, requirements=requirements, base=base, target=target, source=source)
+        return _conflict(lines, run, Resolving(requirements, base, target, source))
     missing = _NOT_FOUND.search(run.output)
     if missing:
-        return _no_wheel(missing, run, requirements=requirements, base=base, target=target, source=source)
+        return _no_wheel(missing, run, Resolving(requirements, base, target, source))
     return _unexplained(run, f"resolving {source}")
 
 
@@ -119,20 +131,13 @@ def _common_failure(run: PipRun, target: Target) -> ReproboxError | None:
     return None
 
 
-def _conflict(
-    causes: list[str],
-    run: PipRun,
-    *,
-    requirements: Sequence[Requirement],
-    base: BaseLock,
-    target: Target,
-    source: Path,
-) -> ReproboxError:
+def _conflict(causes: list[str], run: PipRun, asked: Resolving) -> ReproboxError:
     """A conflict: with one of the image's pins (named with both versions), or among the requirements.
 
     pip also calls it a conflict when a pinned version has no wheel it may install; its log, which
     lists every file it found, tells that case apart.
     """
+    requirements, base, target, source = asked.requirements, asked.base, asked.target, asked.source
     pins = set(base.pins.items())
     pinned = next((pin for pin in map(_constraint_pin, causes) if pin is not None and pin in pins), None)
     wants = []
@@ -187,16 +192,9 @@ def _found(log: str, name: str, version: str) -> bool:
     return False
 
 
-def _no_wheel(
-    missing: re.Match[str],
-    run: PipRun,
-    *,
-    requirements: Sequence[Requirement],
-    base: BaseLock,
-    target: Target,
-    source: Path,
-) -> ReproboxError:
+def _no_wheel(missing: re.Match[str], run: PipRun, asked: Resolving) -> ReproboxError:
     """Nothing pip may install matches a requirement: no wheel for the platform, or no such version."""
+    requirements, base, target, source = asked.requirements, asked.base, asked.target, asked.source
     requirement = missing.group("requirement").strip()
     name = _name(requirement)
     parent = missing.group("parent")

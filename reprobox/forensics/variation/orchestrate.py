@@ -21,19 +21,10 @@ from functools import partial
 from reprobox import progress
 from reprobox.compare import IDENTICAL, compare_runs
 from reprobox.errors import UsageError
+from reprobox.forensics.variation import matrix
 from reprobox.forensics.variation.bisect import smallest_combination
 from reprobox.forensics.variation.change import Change, Machine, apply_change
 from reprobox.forensics.variation.factors import WATCHED, Factor
-from reprobox.forensics.variation.matrix import (
-    INVARIANT,
-    SENSITIVE,
-    UNDECIDED,
-    UNSUPPORTED,
-    FactorResult,
-    VariationResult,
-    excused,
-    judge,
-)
 from reprobox.jobfile import JobSpec
 from reprobox.records.manifest import RunRecord
 from reprobox.runinputs import RunInputs
@@ -96,17 +87,21 @@ def _key(change: Change) -> tuple[object, ...]:
     )
 
 
-def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryOptions) -> VariationResult:
+def vary(
+    job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryOptions
+) -> matrix.VariationResult:
     """The variation matrix of `job` on `runtime` (each run reported to the current progress reporter)."""
     if options.parallel < 1:
         raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
     machine = Machine.probe(job, WATCHED)
     applies = runtime_variations(runtime)
-    rows: dict[str, FactorResult] = {}
+    rows: dict[str, matrix.FactorResult] = {}
     tried: list[Factor] = []
     for factor in options.factors:
         reason = factor.unsupported_reason(machine, runtime.name, applies)
-        row = FactorResult(factor.name, UNSUPPORTED if reason else "", factor.values, reason=reason or "")
+        row = matrix.FactorResult(
+            factor.name, matrix.UNSUPPORTED if reason else "", factor.values, reason=reason or ""
+        )
         row.applicable = factor.applicable(machine) is None
         rows[factor.name] = row
         if reason is None:
@@ -143,7 +138,7 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
     for factor in options.factors:
         rows[factor.name].baseline = factor.baseline(machine)
         rows[factor.name].varied = " | ".join(change.describe() for change in factor.variants(machine))
-    result = VariationResult(
+    result = matrix.VariationResult(
         baseline_runs=[str(reference.run_dir), str(records["baseline 2/2"].run_dir)],
         baseline=self_check,
         rows=[rows[f.name] for f in options.factors],
@@ -151,9 +146,9 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
     )
     if self_check.verdict != IDENTICAL:
         for factor in tried:  # nothing can be attributed to a factor: the sentence says why
-            rows[factor.name].status = UNDECIDED
+            rows[factor.name].status = matrix.UNDECIDED
         return result
-    noise = excused(self_check)
+    noise = matrix.excused(self_check)
     for factor in tried:
         rows[factor.name].pin = factor.pin(machine)
         varied_records = [records[f"{factor.name}#{i}"] for i in range(len(factor.variants(machine)))]
@@ -180,7 +175,7 @@ def vary(job: JobSpec, runtime: Runtime, run_options: RunOptions, options: VaryO
 
 
 def _judge_variants(
-    row: FactorResult,
+    row: matrix.FactorResult,
     reference: RunRecord,
     varied_records: Sequence[RunRecord],
     noise: frozenset[tuple[str, str]],
@@ -189,13 +184,13 @@ def _judge_variants(
     """The row from its varied runs: the first that failed or differs decides; invariant when none."""
     for record in varied_records:
         row.run = str(record.run_dir)
-        judge(row, compare_runs([reference, record], tensor_details=tensor_details), noise)
-        if row.status != INVARIANT:
+        matrix.judge(row, compare_runs([reference, record], tensor_details=tensor_details), noise)
+        if row.status != matrix.INVARIANT:
             return
 
 
 def _find_combination(
-    result: VariationResult,
+    result: matrix.VariationResult,
     tried: list[Factor],
     reference: RunRecord,
     runner: _Runner,
@@ -206,15 +201,19 @@ def _find_combination(
     noise: frozenset[tuple[str, str]],
 ) -> None:
     """Every factor at once; if that differs, bisect to a smallest combination that still does."""
-    rows: dict[tuple[str, ...], FactorResult] = {}
+    rows: dict[tuple[str, ...], matrix.FactorResult] = {}
 
     def differs(subset: tuple[Factor, ...]) -> bool:
         names = tuple(f.name for f in subset)
         change = varied(subset)
         record = runner.cached(change, "vary " + "+".join(names))
-        row = FactorResult("+".join(names), "", "combined", varied=change.describe(), run=str(record.run_dir))
-        rows[names] = judge(row, compare_runs([reference, record], tensor_details=tensor_details), noise)
-        return row.status == SENSITIVE
+        row = matrix.FactorResult(
+            "+".join(names), "", "combined", varied=change.describe(), run=str(record.run_dir)
+        )
+        rows[names] = matrix.judge(
+            row, compare_runs([reference, record], tensor_details=tensor_details), noise
+        )
+        return row.status == matrix.SENSITIVE
 
     if not differs(tuple(tried)):
         return

@@ -20,14 +20,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from reprobox.guest.filehash import FILE_CHUNK_BYTES
-from reprobox.guest.hashing._arrays import (
-    _Array,
-    _Content,
-    _ContentError,
-    _numpy_buffers,
-    _refused,
-    _unreadable,
-)
+from reprobox.guest.hashing import _arrays
 from reprobox.guest.hashing._bounds import (
     OverLimit,
     check_in_memory,
@@ -128,7 +121,7 @@ def _is_damage(exc: BaseException) -> bool:
     return isinstance(exc, _NPZ_ERRORS)
 
 
-def plan_npy(path: Path) -> _Content:
+def plan_npy(path: Path) -> _arrays._Content:
     """The array of an .npy file, hashed from the file by ``pread`` once its header is checked."""
     try:
         with path.open("rb") as f:
@@ -142,7 +135,7 @@ def plan_npy(path: Path) -> _Content:
     except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc):
             raise
-        return _refused("NumPy", exc)
+        return _arrays._refused("NumPy", exc)
     swap = dtype if dtype != dtype.newbyteorder("<") else None
 
     def buffers(budget: int) -> Iterator[bytes | memoryview]:
@@ -151,9 +144,9 @@ def plan_npy(path: Path) -> _Content:
             return _swapped(chunks, swap)
         return _in_order(b"".join(chunks), shape, fortran_order, dtype, budget)
 
-    array = _Array(ROOT_NAME, numpy_dtype_name(dtype), shape, nbytes, buffers)
+    array = _arrays._Array(ROOT_NAME, numpy_dtype_name(dtype), shape, nbytes, buffers)
     layout = Layout.of(identity.size, [(offset, offset + nbytes)], [(0, offset)])  # after them: a gap
-    return _Content("numpy", [array], {}, reader="numpy", layout=layout)
+    return _arrays._Content("numpy", [array], {}, reader="numpy", layout=layout)
 
 
 def _swapped(chunks: Iterator[bytes], swap: np.dtype[Any] | None) -> Iterator[bytes]:
@@ -178,7 +171,7 @@ def _in_order(
     import numpy as np
 
     array = np.frombuffer(raw, dtype=dtype).reshape(shape, order="F" if fortran_order else "C")
-    yield from _numpy_buffers(array, budget)
+    yield from _arrays._numpy_buffers(array, budget)
 
 
 def _npz_bomb(path: Path, infos: list[zipfile.ZipInfo]) -> str | None:
@@ -215,10 +208,10 @@ def _streamable(shape: tuple[int, ...], fortran_order: bool, dtype: np.dtype[Any
     return (not fortran_order or len(shape) <= 1) and (plain or dtype == dtype.newbyteorder("<"))
 
 
-def plan_npz(path: Path) -> _Content:
+def plan_npz(path: Path) -> _arrays._Content:
     """Each member's array; a member's bytes in the file are content when its header and array are all
     it holds (the zip's own framing around them, ``_ziplayout``)."""
-    arrays: list[_Array] = []
+    arrays: list[_arrays._Array] = []
     whole: set[int] = set()  # members (by id) that hold their header and array and nothing more
     try:
         check_zip_members(path, "the archive")
@@ -236,22 +229,22 @@ def plan_npz(path: Path) -> _Content:
     except _NPZ_OR_STREAM_ERRORS as exc:
         if not _is_damage(exc):
             raise
-        return _refused("NumPy .npz", exc)
+        return _arrays._refused("NumPy .npz", exc)
     content = [
         span
         for info, span in zip(members, zipped.data, strict=True)
         if span is not None and (id(info) in whole or info.is_dir())
     ]
     layout = Layout.of(zipped.size, content, zipped.framing)
-    return _Content("numpy", arrays, {}, reader="numpy", layout=layout)
+    return _arrays._Content("numpy", arrays, {}, reader="numpy", layout=layout)
 
 
 def _npz_member(
     path: Path, member: str, shape: tuple[int, ...], fortran_order: bool, dtype: np.dtype[Any]
-) -> _Array:
+) -> _arrays._Array:
     nbytes = element_count(shape) * dtype.itemsize
     swap = dtype if dtype != dtype.newbyteorder("<") else None
-    return _Array(
+    return _arrays._Array(
         name=member.removesuffix(".npy"),
         dtype=numpy_dtype_name(dtype),
         shape=shape,
@@ -262,8 +255,10 @@ def _npz_member(
     )
 
 
-def _content_error(exc: BaseException) -> _ContentError:
-    return _ContentError(_unreadable("NumPy .npz", exc), limit_reason(exc) if over_limit(exc) else None)
+def _content_error(exc: BaseException) -> _arrays._ContentError:
+    return _arrays._ContentError(
+        _arrays._unreadable("NumPy .npz", exc), limit_reason(exc) if over_limit(exc) else None
+    )
 
 
 def _npz_stream(path: Path, member: str, nbytes: int, swap: np.dtype[Any] | None) -> Iterator[bytes]:
@@ -299,7 +294,7 @@ def _npz_loaded(path: Path, member: str, budget: int) -> Iterator[memoryview]:
         if not _is_damage(exc):
             raise
         raise _content_error(exc) from exc
-    yield from _numpy_buffers(array, budget)
+    yield from _arrays._numpy_buffers(array, budget)
 
 
 def load_npz(path: Path) -> list[tuple[str, np.ndarray[Any, Any]]]:
