@@ -40,6 +40,7 @@ RIGHT_TODAY = {  # case: the module its library installs
     "statsmodels-ols": "statsmodels",
     "tabnet-save-model": "pytorch_tabnet",
     "torch-jit-export": "torch",
+    "torch-onnx-export": "onnx",
     "torch-save-model": "torch",
     "torchrl-dqn": "torchrl",
     "xgboost-native": "xgboost",
