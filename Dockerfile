@@ -10,7 +10,10 @@
 #                       env/requirements-cpu.lock)
 #   WHEELHOUSE          "wheelhouse" when the context's wheelhouse/ directory holds every locked wheel:
 #                       pip then installs from it alone (--no-index), hashes still checked
-#   EXTRA_REQUIREMENTS  the job's own hash-locked requirements inside the context (extra/...), or empty
+#   SOURCE_DATE_EPOCH   the mtime of every file the install writes, so a rebuild gives the same layers
+#
+# This is the shared image every job starts from. A job's own packages (image.requirements) go into one
+# more layer on top of it, which reprobox/image/_extras.py renders: jobs never reinstall this stack.
 
 # CUDA 13.0.3 + cuDNN runtime on Ubuntu 24.04, matching torch 2.13.0's cuda-toolkit==13.0.3 pin, by tag
 # and by the digest public projects pin for this tag (its linux/amd64 manifest is published as
@@ -34,29 +37,33 @@ RUN if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 FROM runtime AS builder
 ARG LOCK=env/requirements-cuda.lock
 ARG WHEELHOUSE=
-ARG EXTRA_REQUIREMENTS=
+ARG SOURCE_DATE_EPOCH=946684800
 COPY env/ /build/env/
-# "Dockerfile extra*" always matches something, so these work with or without the optional directories.
-COPY Dockerfile extra* /build/extra/
+# "Dockerfile wheelhouse*" always matches something, so this works with or without the directory.
 COPY Dockerfile wheelhouse* /build/wheelhouse/
 # Installed files depend only on the locked wheels: no caches, and no timestamp-based bytecode. The
 # bytecode is compiled once with hash-based invalidation (no mtimes inside, byte-identical across builds)
 # so imports in the read-only container do not recompile torch every run (~3-5 s each time otherwise).
+# The venv moves under /build/layer/ with every mtime set to SOURCE_DATE_EPOCH, its parents included, so
+# the layer the next stage copies is the same bytes whenever the same wheels are installed. reprobox
+# removes this stage's image after the build: its wheelhouse copy is nobody's to keep.
 RUN python3 -m venv /opt/venv; \
     source_args=""; \
     if [ -n "${WHEELHOUSE}" ]; then source_args="--no-index --find-links /build/wheelhouse"; fi; \
-    extra_args=""; \
-    if [ -n "${EXTRA_REQUIREMENTS}" ]; then extra_args="--requirement /build/${EXTRA_REQUIREMENTS}"; fi; \
     PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -m pip install \
         --require-hashes --only-binary=:all: --no-compile --no-cache-dir --disable-pip-version-check \
-        --no-warn-script-location ${source_args} --requirement "/build/${LOCK}" ${extra_args}; \
+        --no-warn-script-location ${source_args} --requirement "/build/${LOCK}"; \
     PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -m pip check --disable-pip-version-check; \
     find /opt/venv -name __pycache__ -prune -exec rm -rf {} +; \
     PYTHONHASHSEED=0 /opt/venv/bin/python -B -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv/lib \
-        >/dev/null || true
+        >/dev/null || true; \
+    mkdir -p /build/layer/opt; \
+    mv /opt/venv /build/layer/opt/venv; \
+    find /build/layer -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +
 
 FROM runtime
-COPY --from=builder /opt/venv /opt/venv
+ARG SOURCE_DATE_EPOCH=946684800
+COPY --from=builder /build/layer/ /
 COPY reprobox/ /opt/reprobox/reprobox/
 # The package is found through a .pth file: no build step, no generated metadata.
 # /reprobox/runs belongs to the job user, so a named volume mounted there (docker compose) is writable.
@@ -64,7 +71,9 @@ RUN install -d -o 10001 -g 10001 /reprobox/runs; \
     purelib="$(/opt/venv/bin/python -B -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
     echo /opt/reprobox >"${purelib}/reprobox.pth"; \
     find /opt/reprobox -name __pycache__ -prune -exec rm -rf {} +; \
-    PYTHONHASHSEED=0 /opt/venv/bin/python -B -m compileall -q --invalidation-mode unchecked-hash /opt/reprobox
+    PYTHONHASHSEED=0 /opt/venv/bin/python -B -m compileall -q --invalidation-mode unchecked-hash /opt/reprobox; \
+    touch -d "@${SOURCE_DATE_EPOCH}" "${purelib}"; \
+    find /reprobox /opt/reprobox "${purelib}/reprobox.pth" -exec touch -h -d "@${SOURCE_DATE_EPOCH}" {} +
 ENV PATH=/opt/venv/bin:${PATH} \
     VIRTUAL_ENV=/opt/venv
 # The deterministic environment: exactly env/deterministic.env (tests/unit/test_image.py checks it).

@@ -14,7 +14,7 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from reprobox.records.files import write_text_atomic
+from reprobox.fileio import write_text_atomic
 
 CONTROLLER_VARIABLE = "REPROBOX_CONTROLLER"  # in every local job process: "host pid start"
 PID_LABEL = "io.reprobox.controller-pid"

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from reprobox._version import __version__
-from reprobox.records.files import write_text_atomic
+from reprobox.fileio import write_text_atomic
 
 
 def crash_dirs() -> list[Path]:

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from reprobox.records.space import DiskFullFact, is_full
+from reprobox.diskspace import DiskFullFact, is_full
 
 EXIT_OK = 0
 EXIT_NOT_REPRODUCIBLE = 1

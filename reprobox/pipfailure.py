@@ -15,6 +15,7 @@ from pathlib import Path
 
 from reprobox import image as image_module
 from reprobox.errors import EnvironmentProblem, ReproboxError, UsageError
+from reprobox.offline import offline_path
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\[9[0-9]m|\[0m")
 _NOT_FOUND = re.compile(
@@ -76,16 +77,21 @@ def _not_found(
     if not plan.offline:
         cause = "no package index answered" if _NO_NETWORK.search(text) else "the package index has no wheel"
         return EnvironmentProblem(
-            f"building image {plan.tag} needs {pin}, but it has no wheelhouse and {cause}; fill one with "
-            f"`{_FIX_WHEELS} DIR` (add `--locked LOCK` for a job's own lock) and pass it with "
-            "--wheelhouse, REPROBOX_WHEELHOUSE or image.wheelhouse"
+            f"building image {plan.tag} needs {pin}, but it has no wheelhouse and {cause}; "
+            f"{offline_path('DIR', *_filling(plan))}"
         )
     houses = " and ".join(str(house) for house in plan.wheelhouses)
     return EnvironmentProblem(
         f"the wheelhouse ({houses}) holds no wheel of {pin} that installs on the image's Python "
-        f"(CPython 3.11, Linux x86_64); fetch the right one with `{_FIX_WHEELS} "
-        f"{plan.wheelhouses[0]} --locked LOCK`"
+        f"(CPython 3.11, Linux x86_64); {offline_path(plan.wheelhouses[0], *_filling(plan))}"
     )
+
+
+def _filling(plan: image_module.BuildPlan) -> tuple[list[str], str]:
+    """What fills a wheelhouse for `plan`: its job's lock, if any, and the image's lock by name."""
+    names = {path: name for name, path in image_module.LOCKS.items()}
+    locked = [_shown(plan.extra_requirements)] if plan.extra_requirements is not None else []
+    return locked, names.get(plan.lock, plan.lock)
 
 
 def _hash_mismatch(

@@ -7,7 +7,6 @@ it or tampered with reprobox's records.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,7 @@ from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import WORKDIR_COPY, redact_env, redact_values
 from reprobox.nondeterministic_ops import explain_nondeterministic_op
-from reprobox.records.files import PRIVATE
-from reprobox.records.guest import GuestRecord, write_guest_record
+from reprobox.records.guest import GuestRecord
 from reprobox.records.manifest import (
     STATUS_CANCELLED,
     STATUS_FAILED,
@@ -41,16 +39,6 @@ FIXED_PATHS_NOTE = (
     "the local runtime could not make a private mount namespace here: data sources were linked at "
     "their fixed paths, not mounted read-only"
 )
-
-
-def redact_guest_record(run_dir: Path, guest: GuestRecord, hidden: tuple[str, ...]) -> None:
-    """Rewrite the guest's record with secret values replaced, so a published run dir holds none
-    (it holds the expanded command)."""
-    data = guest.to_json()
-    redacted = redact_values(data, hidden)
-    if redacted != data:
-        with contextlib.suppress(OSError):
-            write_guest_record(run_dir, redacted, mode=PRIVATE)
 
 
 def build_manifest(

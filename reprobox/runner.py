@@ -7,34 +7,26 @@ interrupted it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
-import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
-from reprobox import codetree, controller, progress, runspace
+from reprobox import codetree, progress
 from reprobox.errors import Interrupted
 from reprobox.guest import settings
 from reprobox.jobfile import WORKDIR_COPY, JobSpec, checkpoint_globs
-from reprobox.recording import build_manifest, redact_guest_record
-from reprobox.records.files import replace_symlink
-from reprobox.records.guest import read_guest_result
+from reprobox.recording import build_manifest
 from reprobox.records.manifest import (
     STATUS_CANCELLED,
     STATUS_INTERRUPTED,
-    STDOUT_LOG,
     RunRecord,
-    move_aside_planted,
     rewrite_record,
 )
-from reprobox.records.space import DiskFullFact, is_full
+from reprobox.runfolder import RunFolder
 from reprobox.runinputs import PreparedRun, RunInputs
 from reprobox.runprogress import watching
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation
@@ -75,70 +67,6 @@ class RunOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
     variation: Variation = field(default_factory=Variation)  # verify --vary: what this run changes
     start: StartPlan | None = None  # start from a checkpoint, stop after a step (a resumed run, a segment)
-
-
-class _TeeSink:
-    """Writes the job's output to stdout.log and, live, to the terminal.
-
-    It never raises: a log that cannot be written (a full disk) is given up and `lost` says why, and
-    the output keeps flowing, so that the runtime keeps draining the job's pipe and the job never blocks.
-    """
-
-    def __init__(self, log: IO[bytes], echo: Callable[[bytes], None] | None) -> None:
-        self.log = log
-        self.echo = echo
-        self.lost: str | None = None
-        self.full: DiskFullFact | None = None  # the log met a full disk
-
-    def write(self, chunk: bytes) -> None:
-        if self.lost is None:
-            try:
-                self.log.write(chunk)
-                self.log.flush()
-            except OSError as exc:
-                self.lost = exc.strerror or str(exc)
-                if is_full(exc):
-                    self.full = DiskFullFact.met(exc, Path(str(getattr(self.log, "name", "."))).parent)
-                with contextlib.suppress(OSError):  # closed now: what it buffers could not be written at exit
-                    self.log.close()
-        if self.echo is not None:
-            try:
-                self.echo(chunk)
-            except OSError:  # the terminal went away (a closed pipe): the log still has the output
-                self.echo = None
-
-
-def new_run_id() -> str:
-    """Sortable by start time, unique across concurrent runs."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{stamp}Z-{secrets.token_hex(3)}"
-
-
-def make_run_dir(runs_dir: Path, job_name: str) -> tuple[str, Path]:
-    parent = runs_dir / job_name
-    parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        run_id = new_run_id()
-        run_dir = parent / run_id
-        try:
-            run_dir.mkdir()
-        except FileExistsError:
-            continue
-        try:
-            (run_dir / OUTPUTS_SUBDIR).mkdir()
-            controller.claim(run_dir)  # whose run it is, for `reprobox clean`
-        except BaseException:  # a signal or a full disk here: no folder without a record is left
-            shutil.rmtree(run_dir, ignore_errors=True)
-            raise
-        return run_id, run_dir.resolve()
-
-
-LATEST = "latest"
-
-
-def point_latest(run_dir: Path) -> None:
-    """Make runs/<job>/latest point at this run (atomically), for scripts and `compare .../latest`."""
-    replace_symlink(run_dir.parent / LATEST, run_dir.name)
 
 
 def list_runs(runs_dir: Path, job_name: str) -> list[Path]:
@@ -220,14 +148,15 @@ def prepare_inputs(job: JobSpec, options: RunOptions) -> RunInputs:
 def prepare(job: JobSpec, options: RunOptions, inputs: RunInputs | None = None) -> PreparedRun:
     if inputs is None:
         inputs = prepare_inputs(job, options)
-    run_id, run_dir = make_run_dir(options.runs_dir, job.name)
+    folder = RunFolder.make(
+        options.runs_dir, job.name
+    )  # with room for the records, should the job fill the disk
     try:
-        plan = _plan(job, options, inputs, run_id, run_dir)
-        runspace.reserve(run_dir)  # room for the records, should the job fill the disk
+        plan = _plan(job, options, inputs, folder.run_id, folder.path)
         if options.start is not None:
-            options.start.place(run_dir / OUTPUTS_SUBDIR)
+            options.start.place(folder.path / OUTPUTS_SUBDIR)
     except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        folder.discard()
         raise
     return PreparedRun(plan, inputs, job)
 
@@ -259,60 +188,41 @@ def finish(
     recorded as failed for it, then raises DiskFull. The run's start, trail steps and end go to the
     progress reporter, under `label` ("run 2/3") where the caller numbers its runs."""
     plan = prepared.plan
-    lost: str | None = None
-    with (
-        watching(progress.RunSeen(prepared.job.name, plan.run_dir, label)) as watched,
-        runspace.releasing(plan.run_dir) as room,
-    ):
+    folder = RunFolder(plan.run_dir)
+    with watching(progress.RunSeen(prepared.job.name, plan.run_dir, label)) as watched, folder.running():
         try:
-            with (plan.run_dir / STDOUT_LOG).open("wb") as log:
-                sink = _TeeSink(log, options.echo)
-                outcome = runtime.run(plan, sink, stop)
-                lost = sink.lost
-                room.met(sink.full)
+            with folder.job_log(options.echo) as log:
+                outcome = runtime.run(plan, log, stop)
         except KeyboardInterrupt:  # a signal before the runtime could take it: the job never started
             outcome = RunOutcome(interrupted=True, started_at=utc_now(), ended_at=utc_now())
         try:
-            record = _record(prepared, runtime, options, outcome, lost, room=room)
+            record = _record(prepared, folder, runtime, options, outcome)
         except KeyboardInterrupt:  # a signal while recording: record it again, now as interrupted
             outcome.interrupted = True
-            record = _record(prepared, runtime, options, outcome, lost, room=room)
+            record = _record(prepared, folder, runtime, options, outcome)
         watched.status = record.status
-    point_latest(plan.run_dir)
+    folder.point_latest()
     if outcome.interrupted:
         raise Interrupted(plan.run_dir)
-    room.check()
+    folder.check()
     return record
 
 
 def _record(
-    prepared: PreparedRun,
-    runtime: Runtime,
-    options: RunOptions,
-    outcome: RunOutcome,
-    lost: str | None,
-    *,
-    room: runspace.RunSpace,
+    prepared: PreparedRun, folder: RunFolder, runtime: Runtime, options: RunOptions, outcome: RunOutcome
 ) -> RunRecord:
     """The run's manifest, written atomically, from what the runtime and the guest left."""
-    plan = prepared.plan
-    guest = read_guest_result(plan.run_dir)
-    room.met_by_guest(guest.record)
-    if guest.record is not None and plan.job.secrets:
-        redact_guest_record(plan.run_dir, guest.record, plan.job.secrets)
-    problems = [p for p in (guest.problem, move_aside_planted(plan.run_dir)) if p]
-    if lost is not None:
-        problems.append(f"{STDOUT_LOG} could not be written ({lost}) and is incomplete")
+    guest = folder.guest_record(prepared.plan.job.secrets)
     data = build_manifest(
         prepared,
         runtime_facts=runtime.describe(),
         outcome=outcome,
         guest=guest.record,
         max_steps=options.max_steps,
-        problems=problems,
+        problems=folder.problems(guest),
         resume=options.start.to_json() if options.start is not None else None,
     )
-    return room.write(data)
+    return folder.write_manifest(data)
 
 
 def mark_interrupted(record: RunRecord) -> RunRecord:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import EXIT_JOB_FAILED, ReproboxError
-from reprobox.records.files import JsonTooDeep, loads_bounded
+from reprobox.fileio import JsonTooDeep, loads_bounded
 
 KIB = 1 << 10
 MIB = 1 << 20

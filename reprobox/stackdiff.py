@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeGuard
 
 from reprobox.guest.fingerprint import field_spec, is_absent, iter_fields
-from reprobox.render.values import show_value
+from reprobox.valuetext import show_value
 
 SAME_STACK: Final = "same stack, different result: a real nondeterminism"
 UNRANKED: Final = 10_000

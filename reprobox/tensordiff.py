@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox.errors import EnvironmentProblem
+from reprobox.fileio import json_number
 from reprobox.guest.hashing import load_tensors, torch_dtype_name
 from reprobox.guest.hashing._filebytes import FileChanged
-from reprobox.records.files import json_number
 
 if TYPE_CHECKING:
     import torch

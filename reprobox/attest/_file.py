@@ -11,8 +11,8 @@ from reprobox.attest._model_signature import model_signature_path_for, sign_chec
 from reprobox.attest._signing import open_envelope, signed_envelope, verify_envelope
 from reprobox.attest._validate import validate_statement
 from reprobox.errors import Problem, SpecError
+from reprobox.fileio import JsonTooDeep, loads_bounded, write_text_atomic
 from reprobox.records.attestation import MAX_ATTESTATION_BYTES, Attestation
-from reprobox.records.files import JsonTooDeep, loads_bounded, write_text_atomic
 
 
 def check_statement(statement: dict[str, Any], path: Path = Path(ATTESTATION_NAME)) -> None:

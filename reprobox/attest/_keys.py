@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox.errors import UsageError
-from reprobox.records.files import write_bytes_atomic
+from reprobox.fileio import write_bytes_atomic
 
 if TYPE_CHECKING:
     from typing import TypeAlias

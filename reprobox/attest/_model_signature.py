@@ -24,8 +24,8 @@ from reprobox import codetree
 from reprobox.attest._keys import is_ecdsa, load_private_key, load_public_key
 from reprobox.attest._signing import open_envelope, verify_envelope
 from reprobox.errors import EnvironmentProblem, Problem, SpecError, UsageError
+from reprobox.fileio import loads_bounded
 from reprobox.guest.filehash import file_sha256
-from reprobox.records.files import loads_bounded
 
 OMS_PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 MAX_MODEL_SIGNATURE_BYTES = 64 << 20

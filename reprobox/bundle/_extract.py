@@ -29,8 +29,8 @@ from reprobox.bundle._index import read_index
 from reprobox.bundle._model import CHUNK, Bundle, digest_file_for, refused
 from reprobox.bundle._streams import HashingReader
 from reprobox.bundle._tarsafe import CheckedTarInfo, Unsafe, is_sparse
+from reprobox.diskspace import DiskFullFact, is_full
 from reprobox.errors import DiskFull, EnvironmentProblem, UsageError
-from reprobox.records.space import DiskFullFact, is_full
 
 MAX_MEMBERS = 200_000  # code trees and data folders; far more files than any job ships
 MAX_MEMBER_BYTES = 64 << 30  # one member: an image archive is the largest, a few GiB to tens

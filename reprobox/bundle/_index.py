@@ -22,7 +22,7 @@ from reprobox.bundle._model import (
     refused,
 )
 from reprobox.errors import Problem, SpecError
-from reprobox.records.files import loads_bounded
+from reprobox.fileio import loads_bounded
 
 
 def build_index(

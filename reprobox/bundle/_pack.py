@@ -35,8 +35,8 @@ from reprobox.bundle._model import (
 )
 from reprobox.bundle._streams import HashingReader, HashingWriter
 from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.fileio import AtomicFile, write_text_atomic
 from reprobox.guest.filehash import file_sha256
-from reprobox.records.files import AtomicFile, write_text_atomic
 
 
 def pack(

@@ -20,10 +20,10 @@ from typing import Any
 from reprobox import saferead
 from reprobox.claims._check import as_number
 from reprobox.errors import SpecError
+from reprobox.fileio import loads_bounded
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import Claim
 from reprobox.jobfile._claims import STDOUT, is_checkpoint_source, is_text_source
-from reprobox.records.files import loads_bounded
 from reprobox.yamlsource import parse_yaml
 
 MAX_CLAIM_FILE_BYTES = 64 << 20  # a metrics file; a larger one is not read whole

@@ -16,8 +16,8 @@ from typing import Any
 
 from reprobox import stackdiff
 from reprobox.errors import ReproboxError
+from reprobox.fileio import write_json_atomic
 from reprobox.jobfile import JobSpec
-from reprobox.records.files import write_json_atomic
 from reprobox.records.manifest import RunRecord, read_record
 from reprobox.runtimes.base import Runtime
 from reprobox.saferead import read_json

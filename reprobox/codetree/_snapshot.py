@@ -23,8 +23,8 @@ from reprobox import saferead
 from reprobox.codetree._digest import digest_selection
 from reprobox.codetree._select import IGNORED_DIRS, IGNORED_SUFFIXES, select_files
 from reprobox.codetree._tree import CodeTree, executable_mark, tree_digest
+from reprobox.diskspace import DiskFullFact, is_full
 from reprobox.errors import DiskFull, UsageError
-from reprobox.records.space import DiskFullFact, is_full
 
 SNAPSHOTS_DIR = ".code"  # under runs/<job>/: a dot name, so listings of runs skip it
 _CHUNK = 1 << 20

@@ -1,4 +1,4 @@
-"""The subcommands: each module adds its parsers and handlers; handlers print only through cli.Output.
+"""The subcommands: each module adds its parsers and handlers; handlers print only through output.Output.
 
 A command's module is imported only when that command runs (or when every command is listed, for
 `reprobox --help`): with every command's module, `reprobox run` loaded 174 of reprobox's modules where
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 COMMANDS: dict[str, str] = {
     "init": "init",
-    "run": "jobs",
+    "run": "run",
     "verify": "jobs",
     "compare": "jobs",
     "explain": "explain",

@@ -19,7 +19,7 @@ from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK
 from reprobox.guest import settings
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 AUDIT_EPILOG = """\
 examples:

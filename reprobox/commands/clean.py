@@ -12,7 +12,7 @@ from reprobox.errors import EXIT_OK, EnvironmentProblem
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
     from reprobox.engine import Engine
 
 CLEAN_EPILOG = """\
@@ -20,10 +20,16 @@ examples:
   reprobox clean --dry-run            list what would be removed, remove nothing
   reprobox clean                      remove it, listing each item
   reprobox clean --runs-dir /data/runs --json
+  reprobox clean --images --dry-run   also list the images no run record uses, and what removing each frees
 
 Only leftovers whose controller is gone are touched: containers labelled io.reprobox.managed, local
 job processes, and run dirs with no manifest. Runs of a live reprobox, and anything a controller on
 another host made, are left alone (run clean on that host).
+
+With --images, also the images reprobox built that no run record under --runs-dir names (a job's
+image first, then a shared image nothing left builds on); each is listed with the space its removal
+frees. Records in other runs dirs do not count: their images are rebuilt from the same inputs when
+next needed. An image a container still uses stays.
 """
 
 
@@ -36,6 +42,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     clean.add_argument("--runs-dir", type=Path, default=runs_dir_default(), help="where to look for runs")
     clean.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    clean.add_argument(
+        "--images", action="store_true", help="also remove the images reprobox built that no run record uses"
+    )
     add_output_flags(clean)
     clean.set_defaults(handler=clean_command)
 
@@ -72,12 +81,49 @@ def clean_command(args: argparse.Namespace, out: Output) -> int:
             f"{verb} {leftover.kind} {leftover.target}{pids}: {leftover.reason}"
             + (f": {error}" if error else "")
         )
+    images: list[dict[str, Any]] = []
+    if args.images:
+        images, image_lines = _clean_images(args, engine)
+        lines += image_lines
     if not lines:
         lines.append("nothing to clean")
     if engine is None:
         lines.append("no container engine answered: containers were not checked")
-    out.result(
-        {"dry_run": bool(args.dry_run), "leftovers": items, "containers_checked": engine is not None},
-        "\n".join(lines),
-    )
+    data: dict[str, Any] = {
+        "dry_run": bool(args.dry_run),
+        "leftovers": items,
+        "containers_checked": engine is not None,
+    }
+    if args.images:
+        data["images"] = images
+    out.result(data, "\n".join(lines))
     return EXIT_OK
+
+
+def _clean_images(args: argparse.Namespace, engine: Engine | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Remove (or list) the images no record uses: one JSON item and one line each, and a total."""
+    from reprobox import imageuse
+
+    if engine is None:
+        return [], ["no container engine answered: images were not checked"]
+    items, lines, freed = [], [], 0
+    for removal in imageuse.unused_images(engine, args.runs_dir):
+        error = None
+        if not args.dry_run:
+            try:
+                for ref in removal.info.tags or (removal.info.id,):  # its last tag removes it
+                    engine.remove_image(ref)
+            except EnvironmentProblem as exc:
+                error = exc.message
+        verb = "would remove" if args.dry_run else "could not remove" if error else "removed"
+        size = f"{'freed' if verb == 'removed' else 'frees'} {imageuse.size_text(removal.frees)}"
+        reason = f"no run record under {args.runs_dir} uses it" + (f": {error}" if error else "")
+        lines.append(f"{verb} image {removal.name} ({size}): {reason}")
+        item = {"id": removal.info.id, "tags": list(removal.info.tags), "frees": removal.frees}
+        items.append(
+            {**item, "removed": not args.dry_run and error is None, **({"error": error} if error else {})}
+        )
+        freed += removal.frees if error is None else 0
+    if items:
+        lines.append(f"{'would free' if args.dry_run else 'freed'} {imageuse.size_text(freed)} in all")
+    return items, lines

@@ -46,6 +46,24 @@ def add_image_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lock", help="lock file: cpu, cuda or a path under env/ (default: chosen by the wheelhouse)"
     )
+    parser.add_argument(
+        "--cuda",
+        action="store_true",
+        help="the CUDA image from torch's CUDA wheels (the cuda lock), on the offline base unless "
+        "--base-image or $REPROBOX_BASE_IMAGE names another: no CUDA base image needed",
+    )
+
+
+def image_build_flags(
+    args: argparse.Namespace, spec: jobfile.ImageSpec | None = None
+) -> tuple[str | None, str | None]:
+    """(--base-image, --lock) as the image build takes them; with --cuda, the CUDA image's."""
+    base_image, lock = getattr(args, "base_image", None), getattr(args, "lock", None)
+    if not getattr(args, "cuda", False):
+        return base_image, lock
+    from reprobox.image import cuda_build  # only when asked: most commands never build
+
+    return cuda_build(spec, base_image=base_image, lock=lock)
 
 
 def add_replay_flags(parser: argparse.ArgumentParser, *, runs: str, folder: str) -> None:
@@ -67,10 +85,11 @@ def add_replay_flags(parser: argparse.ArgumentParser, *, runs: str, folder: str)
 
 def runtime_options(args: argparse.Namespace, job: jobfile.JobSpec | None = None) -> RuntimeOptions:
     """The runtime flags as the library takes them, made once per command (absent flags: the defaults)."""
+    base_image, lock = image_build_flags(args, job.image if job is not None else None)
     return RuntimeOptions(
-        base_image=getattr(args, "base_image", None),
+        base_image=base_image,
         wheelhouse=getattr(args, "wheelhouse", None),
-        lock=getattr(args, "lock", None),
+        lock=lock,
         image=getattr(args, "image", None),
         job=job,
         slurm_container=getattr(args, "slurm_container", None),

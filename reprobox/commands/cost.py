@@ -16,7 +16,7 @@ from reprobox.commands.common import (
 from reprobox.errors import EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 DEFAULT_STEPS = 20
 

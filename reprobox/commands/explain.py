@@ -20,7 +20,7 @@ from reprobox.records.manifest import read_record
 from reprobox.render import terminal
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
     from reprobox.forensics.drilldown import DrillDown
 
 EXPLAIN_EPILOG = """\

@@ -4,31 +4,36 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reprobox import jobfile
-from reprobox.commands.common import add_command, add_image_flags, add_output_flags
-from reprobox.errors import EXIT_OK, SpecError
-from reprobox.records.manifest import MANIFEST_NAME, read_record
+from reprobox.commands.common import add_command, add_image_flags, add_output_flags, image_build_flags
+from reprobox.errors import EXIT_OK
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 BUILD_EPILOG = """\
 examples:
   reprobox build examples/tiny-mlp/job.yaml                       build (or reuse) the job's image
   reprobox build job.yaml --base-image reprobox/offline-base:bookworm --wheelhouse ./wheelhouse
   reprobox build job.yaml --dry-run --json                        the tag, base, lock and build args only
+  reprobox build --cuda --wheelhouse ~/wheels-cuda                the CUDA image from torch's CUDA wheels
 
 The tag is a hash of the build context and arguments: an unchanged job reuses its image with no build
-step. Without a registry, build the offline base first: reprobox offline-base
+step. Without a registry: `reprobox offline-base` makes the base REPROBOX_BASE_IMAGE names, and
+`reprobox lock --base cpu --wheelhouse DIR` (where the package index answers) the wheelhouse
+REPROBOX_WHEELHOUSE names.
 """
 
 IMAGES_EPILOG = """\
 examples:
-  reprobox images                     reprobox images on this engine, and the jobs whose runs used them
+  reprobox images                     reprobox images on this engine, their size, and the runs that used them
   reprobox images --runs-dir /data/runs --json
+
+A job with extra packages gets the shared image plus one layer of them: its line says what that layer adds.
+Remove the images no run record uses with `reprobox clean --images` (`--dry-run` first).
 """
 
 
@@ -53,10 +58,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     images = add_command(
         commands,
         "images",
-        "list reprobox images and the jobs that used them",
+        "list reprobox images, their size, and the jobs and runs that used them",
         IMAGES_EPILOG,
-        description="List the reprobox images on this engine with their base, lock and version, and the "
-        "jobs whose recorded runs used each one.",
+        description="List the reprobox images on this engine: each shared image with its size and base, "
+        "each job's extras image with what it adds over its shared image, and the jobs and run records "
+        "that used each one.",
     )
     images.add_argument("--runs-dir", type=Path, default=runs_dir_default(), help="where to look for runs")
     add_output_flags(images)
@@ -67,14 +73,14 @@ def build_command(args: argparse.Namespace, out: Output) -> int:
     from reprobox import image as image_module
 
     spec = jobfile.load_job(args.job).image if args.job is not None else jobfile.ImageSpec()
+    base_image, lock = image_build_flags(args, spec)
     if args.dry_run:
-        plan = image_module.plan_build(
-            spec, base_image=args.base_image, lock=args.lock, wheelhouse=args.wheelhouse
-        )
+        plan = image_module.plan_build(spec, base_image=base_image, lock=lock, wheelhouse=args.wheelhouse)
         rendered = image_module.render_build_plan(plan)
-        out.result(
-            rendered, "\n".join(f"{key}: {value}" for key, value in rendered.items() if key != "files")
-        )
+        shown = [f"{key}: {value}" for key, value in rendered.items() if key not in ("files", "shared")]
+        if plan.shared is not None:  # a job's extras: one layer over the shared image, built first if missing
+            shown.append(f"shared image: {plan.shared.tag}")
+        out.result(rendered, "\n".join(shown))
         return EXIT_OK
     from reprobox import engine
     from reprobox.runtimes.docker import ensure_image
@@ -82,9 +88,9 @@ def build_command(args: argparse.Namespace, out: Output) -> int:
     info = ensure_image(
         spec,
         engine=engine.connect(),
-        base_image=args.base_image,
+        base_image=base_image,
         wheelhouse=args.wheelhouse,
-        lock=args.lock,
+        lock=lock,
         rebuild=args.rebuild,
     )
     data = {"id": info.id, "tags": list(info.tags), "repo_digest": info.repo_digest, "labels": info.labels}
@@ -93,41 +99,30 @@ def build_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def images_command(args: argparse.Namespace, out: Output) -> int:
-    from reprobox import engine
+    from reprobox import engine, imageuse
 
-    found = engine.connect().list_images(["io.reprobox.image"])
-    users = _jobs_by_image(args.runs_dir)
-    rows: list[dict[str, Any]] = []
-    for info in found:
-        rows.append(
-            {
-                "id": info.id,
-                "tags": list(info.tags),
-                "base": info.labels.get("io.reprobox.base"),
-                "lock": info.labels.get("io.reprobox.lock"),
-                "reprobox_version": info.labels.get("io.reprobox.version"),
-                "jobs": sorted(users.get(info.id, set())),
-            }
+    uses = imageuse.image_uses(engine.connect(), args.runs_dir)
+    lines = []
+    for use in uses:
+        if use.shared is not None:
+            count = len(use.info.labels.get("io.reprobox.extras", "").split())
+            what = f"+{imageuse.size_text(use.adds)}: {count} extra packages over {use.shared}"
+        else:
+            what = (
+                f"{imageuse.size_text(use.info.size)}  base {use.info.labels.get('io.reprobox.base') or '-'}"
+            )
+        jobs = ", ".join(
+            f"{job} ({runs} run{'s' if runs != 1 else ''})" for job, runs in sorted(use.jobs.items())
         )
-    lines = [
-        f"{', '.join(r['tags']) or r['id'][:19]}  base {r['base']}  jobs: {', '.join(r['jobs']) or '-'}"
-        for r in rows
-    ]
+        lines.append(f"{use.name}  {what}\n  jobs: {jobs or '-'}")
+    if uses:
+        unused = sum(1 for use in uses if not use.runs)
+        lines.append(
+            f"{unused} of {len(uses)} images no run record under {args.runs_dir} uses; "
+            "`reprobox clean --images --dry-run` lists what removing them frees"
+        )
     out.result(
-        {"images": rows},
+        {"images": [use.to_json() for use in uses], "runs_dir": str(args.runs_dir)},
         "\n".join(lines) or "no reprobox images on this engine; build one: reprobox build JOB",
     )
     return EXIT_OK
-
-
-def _jobs_by_image(runs_dir: Path) -> dict[str, set[str]]:
-    """Image id -> names of jobs with a recorded run in that image."""
-    users: dict[str, set[str]] = {}
-    for manifest in runs_dir.glob(f"*/*/{MANIFEST_NAME}"):
-        try:
-            record = read_record(manifest)
-        except SpecError:  # a damaged record elsewhere must not break the listing
-            continue
-        if record.image_id:
-            users.setdefault(record.image_id, set()).add(record.job_name)
-    return users

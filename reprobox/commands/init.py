@@ -10,7 +10,7 @@ from reprobox.commands.common import add_command, add_output_flags, check_output
 from reprobox.errors import EXIT_OK
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 INIT_EPILOG = """\
 examples:

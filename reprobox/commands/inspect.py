@@ -21,7 +21,7 @@ from reprobox.errors import EXIT_OK, ReproboxError, UsageError
 from reprobox.records.manifest import read_record
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
     from reprobox.guest.hashing import CheckpointDigest
 
 T = TypeVar("T")

@@ -1,4 +1,5 @@
-"""`run`, `verify` and `compare`: the everyday commands."""
+"""`verify` and `compare`: the everyday commands that compare runs (`run` is `commands.run`, which loads
+no comparison)."""
 
 from __future__ import annotations
 
@@ -17,23 +18,14 @@ from reprobox.commands.common import (
     load_job_with_flags,
     runtime_options,
 )
+from reprobox.commands.run import run_options
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
 from reprobox.records.manifest import read_record
 from reprobox.render import terminal
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
     from reprobox.jobfile import JobSpec
-
-RUN_EPILOG = """\
-examples:
-  reprobox run examples/tiny-mlp/job.yaml
-  reprobox run job.yaml --runtime local --runs-dir /tmp/runs
-  reprobox run job.yaml --json | jq -r .run_dir
-
-The job's checkpoints go to $REPROBOX_OUTPUT_DIR; reprobox hashes them after the job exits and writes
-runs/<job>/<run-id>/manifest.json with the hashes, the fingerprint and the exit status.
-"""
 
 VERIFY_EPILOG = """\
 examples:
@@ -83,16 +75,6 @@ exit: 0 identical, 1 different, 3 one of the runs failed
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    run = add_command(
-        commands,
-        "run",
-        "run a job once and record its checkpoint hashes",
-        RUN_EPILOG,
-        description="Run a job once, deterministically, and record its checkpoints' hashes.",
-    )
-    add_run_flags(run)
-    run.set_defaults(handler=run_command)
-
     ver = add_command(
         commands,
         "verify",
@@ -175,28 +157,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     cmp.set_defaults(handler=compare_command)
 
 
-def _run_options(args: argparse.Namespace, out: Output) -> runner.RunOptions:
-    return runner.RunOptions(runs_dir=args.runs_dir, echo=out.job_output(), max_steps=args.max_steps)
-
-
-def run_command(args: argparse.Namespace, out: Output) -> int:
-    spec = load_job_with_flags(args)
-    check_runs_dir(args.runs_dir)
-    runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
-    record = runner.execute(spec, runtime, _run_options(args, out))
-    judged = claims.judge_recorded(spec.claims, record.claims)
-    data = {
-        "status": record.status,
-        "failure": record.failure,
-        "run_dir": str(record.run_dir),
-        "manifest": str(record.run_dir / "manifest.json"),
-        "checkpoints": record.checkpoints,
-        "claims": judged,
-    }
-    out.result(data, "\n".join([terminal.run_summary(record), *terminal.claim_lines(judged)]))
-    return EXIT_OK if record.succeeded else EXIT_JOB_FAILED
-
-
 def verify_command(args: argparse.Namespace, out: Output) -> int:
     if args.seeds is not None and args.vary is not None:
         raise UsageError("--seeds and --vary are separate checks; run one, then the other")
@@ -225,14 +185,14 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
     if args.seeds is not None:
         return _verify_seeds(args, out, spec, runtime, settings)
-    run_options = _run_options(args, out)
-    inputs = runner.prepare_inputs(spec, run_options)
-    comparison, records = verify.verify(spec, runtime, run_options, settings, inputs=inputs)
+    options = run_options(args, out)
+    inputs = runner.prepare_inputs(spec, options)
+    comparison, records = verify.verify(spec, runtime, options, settings, inputs=inputs)
     if comparison.verdict == compare.DIFFERENT and comparison.first_divergence and not args.no_drill_down:
         from reprobox.forensics import drilldown
 
         out.early(explain.verdict_line(comparison))  # known now: the replays that follow only explain it
-        found = drilldown.drill_down(spec, runtime, run_options, comparison.first_divergence, inputs=inputs)
+        found = drilldown.drill_down(spec, runtime, options, comparison.first_divergence, inputs=inputs)
         explain.attach(comparison, found)
     data = comparison.to_json()
     judged = claims.judge_recorded(spec.claims, records[0].claims if records else [])
@@ -266,9 +226,7 @@ def _verify_resume(args: argparse.Namespace, out: Output) -> int:
     exact.require_resume(spec)
     check_runs_dir(args.runs_dir)
     runtime = runtimes.open_runtime(args.runtime, runtime_options(args, spec))
-    check = exact.verify_resume(
-        spec, runtime, _run_options(args, out), args.resume_at, parallel=args.parallel
-    )
+    check = exact.verify_resume(spec, runtime, run_options(args, out), args.resume_at, parallel=args.parallel)
     data = check.comparison.to_json()
     data["resume"] = check.to_json()
     runs = f"  stopped run {check.stopped.run_dir} (its step-{args.resume_at} checkpoint resumed)"
@@ -283,7 +241,7 @@ def _verify_seeds(
     runtime: runtimes.Runtime,
     settings: verify.VerifyOptions,
 ) -> int:
-    result = seeds.verify_seeds(spec, runtime, _run_options(args, out), settings, args.seeds)
+    result = seeds.verify_seeds(spec, runtime, run_options(args, out), settings, args.seeds)
     data = result.to_json()
     lines = [f"seed {seed}: {c.sentence}" for seed, c in zip(result.seeds, result.comparisons, strict=False)]
     lines += [f"  claim {name} = {spread.text()}" for name, spread in result.spread.items()]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox.commands.common import add_command, add_output_flags, check_output_file, check_output_folder
 from reprobox.errors import EXIT_OK, UsageError
+from reprobox.offline import WHEELHOUSE_VARIABLE
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
     from reprobox.locking import LockOptions, LockReport
 
 LOCK_EPILOG = """\
@@ -25,21 +27,24 @@ examples:
 Then name them in the job file: image: {requirements: requirements.lock, wheelhouse: ./wheels}.
 
 REQUIREMENTS is a requirements.in or requirements.txt (names, versions, extras, markers, -r and -c
-includes) or a pyproject.toml (its [project] dependencies). uv resolves it in seconds (pip where uv
-finds no resolution, to say why) for the image's Python and platform (CPython 3.11, manylinux x86_64;
---python-version) with every pin of the image's own lock as a constraint: --base cpu, cuda or a lock
-file, by default the lock an image build takes ($REPROBOX_LOCK, else the one $REPROBOX_WHEELHOUSE holds
-whole, else cuda). Packages that lock pins are left out (the image installs them); a requirement that
-needs another version of one is refused, naming both. Every package must have a wheel: the image
-builds nothing from source, so editable, VCS, URL and path requirements are refused. Environment
-markers are evaluated for the machine it runs on.
+includes) or a pyproject.toml (its [project] dependencies). uv resolves it in seconds (where uv finds
+no resolution, pip resolves again to name the requirement at fault) for the image's Python and
+platform (CPython 3.11, manylinux x86_64; --python-version) with every pin of the image's own lock as a
+constraint: --base cpu, cuda or a lock file, by default the lock an image build takes ($REPROBOX_LOCK,
+else the one $REPROBOX_WHEELHOUSE holds whole, else cuda). Packages that lock pins are left out (the
+image installs them); a requirement that needs another version of one is refused, naming both. Every
+package must have a wheel: the image builds nothing from source, so editable, VCS, URL and path
+requirements are refused. Environment markers are evaluated for the machine it runs on.
 
 --wheelhouse DIR downloads every wheel of the new lock (pip download --require-hashes: a file whose
 sha256 the lock does not list is refused), then checks DIR holds each one as the build looks for it.
-With no REQUIREMENTS it fills the image's own lock (--base); --image-lock adds it to a job's lock, and
---locked LOCK adds a lock already written. pip's own configuration (index, find-links, constraints)
-applies, to uv's resolution too, and --find-links / --no-index add to it. The lock is written last: a
-failure leaves it as it was.
+Where $REPROBOX_WHEELHOUSE is set (the wheelhouse image builds read), it is the default, as for
+`reprobox init`: a lock's wheels land where its build looks. With no REQUIREMENTS it fills the image's
+own lock (--base); --image-lock adds it to a job's lock, and --locked LOCK adds a lock already written.
+pip's own configuration (index, find-links, constraints) applies, to uv's resolution too, and
+--find-links / --no-index add to it. Where no index answers, it says so at once; with a wheelhouse
+that holds wheels, it locks and checks from that wheelhouse alone, offline. The lock is written last:
+a failure leaves it as it was.
 
 exit: 0 locked (and the wheelhouse filled), 2 bad input (a file, a requirement, a conflict with the
 image's pins, a package with no wheel for the image), 4 no network or no pip
@@ -79,7 +84,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--wheelhouse",
         type=Path,
         metavar="DIR",
-        help="also download every locked wheel into DIR (hashes checked) and check it holds them all",
+        help="also download every locked wheel into DIR (hashes checked) and check it holds them all "
+        f"(default: ${WHEELHOUSE_VARIABLE}, where set)",
     )
     parser.add_argument(
         "--image-lock",
@@ -125,20 +131,21 @@ def lock_options(args: argparse.Namespace) -> LockOptions:
         raise UsageError(
             f"-o {args.output} needs REQUIREMENTS to lock, e.g. reprobox lock requirements.in -o LOCK"
         )
-    if args.wheelhouse is None and (args.image_lock or args.locked):
+    wheelhouse, flag = args.wheelhouse, "--wheelhouse"
+    if wheelhouse is None and (args.requirements is not None or args.image_lock or args.locked):
+        wheelhouse, flag = locking.shared_wheelhouse(os.environ), f"${WHEELHOUSE_VARIABLE}"
+    if wheelhouse is None and (args.image_lock or args.locked):
         flag = "--image-lock" if args.image_lock else "--locked"
         raise UsageError(f"{flag} says what to put in a wheelhouse; add --wheelhouse DIR")
-    if args.requirements is None and args.wheelhouse is None:
+    if args.requirements is None and wheelhouse is None:
         raise UsageError(
             "nothing to do: give REQUIREMENTS -o LOCK to lock a job's packages, or --wheelhouse DIR to fill "
             "a wheelhouse (see reprobox lock --help)"
         )
     if args.output is not None:  # missing folders are made at the end
         check_output_file(args.output, "-o", make_folders=True, example="requirements.lock")
-    if args.wheelhouse is not None:
-        check_output_folder(
-            args.wheelhouse, "--wheelhouse", "pass a folder you can write, e.g. --wheelhouse ./wheels"
-        )
+    if wheelhouse is not None:
+        check_output_folder(wheelhouse, flag, "pass a folder you can write, e.g. --wheelhouse ./wheels")
     for source in args.find_links:
         if "://" not in source and not Path(source).is_dir():
             raise UsageError(f"--find-links {source} is not a folder; pass a folder of wheels")
@@ -152,7 +159,7 @@ def lock_options(args: argparse.Namespace) -> LockOptions:
         output=args.output,
         base=args.base,
         target=target,
-        wheelhouse=args.wheelhouse,
+        wheelhouse=wheelhouse,
         image_lock=args.image_lock,
         locked=tuple(args.locked),
     )

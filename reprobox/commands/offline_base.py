@@ -10,7 +10,7 @@ from reprobox.commands.common import add_command
 from reprobox.image.offline_base import DEFAULT_TAG, offline_base_command
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 OFFLINE_BASE_EPILOG = f"""\
 examples:
@@ -18,7 +18,10 @@ examples:
   reprobox offline-base --tag my/base:bookworm    another name
   reprobox offline-base --refresh                 debootstrap again instead of the cached rootfs
 
-Then build on it: export REPROBOX_BASE_IMAGE={DEFAULT_TAG} (or reprobox build --base-image ...).
+Then build on it, from a wheelhouse of the image's wheels (filled where the package index answers by
+reprobox lock --base cpu --wheelhouse DIR):
+  export REPROBOX_BASE_IMAGE={DEFAULT_TAG} REPROBOX_WHEELHOUSE=DIR
+(or reprobox build --base-image ... --wheelhouse ...).
 debootstrap needs root: as a normal user the recipe runs again through sudo. It needs the Debian
 mirror (DEBIAN_MIRROR) once; the rootfs is cached under $REPROBOX_CACHE/offline-base after that.
 """

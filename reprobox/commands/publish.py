@@ -12,12 +12,12 @@ from reprobox.commands.common import add_command, add_output_flags, check_runs_d
 from reprobox.commands.targets import check_output_file, check_output_folder
 from reprobox.errors import EXIT_OK
 from reprobox.records.manifest import read_record
-from reprobox.render.reproduction import reproduce_text
+from reprobox.reproduce.report import reproduce_text
 from reprobox.resume import spot
 from reprobox.runner import runs_dir_default
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 ATTEST_EPILOG = """\
 examples:

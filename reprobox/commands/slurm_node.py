@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from reprobox.commands.common import Commands
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 NAME = "slurm-node"
 

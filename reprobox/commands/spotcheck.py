@@ -20,7 +20,7 @@ from reprobox.resume import spot
 from reprobox.timestamps import utc_now
 
 if TYPE_CHECKING:
-    from reprobox.cli import Output
+    from reprobox.commands.output import Output
 
 SPOT_CHECK_EPILOG = """\
 examples:

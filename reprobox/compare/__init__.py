@@ -49,7 +49,7 @@ from reprobox.compare._tensors import (
     differing_tensor_names,
 )
 from reprobox.records.manifest import STATUS_CANCELLED, RunRecord
-from reprobox.render.values import show_number
+from reprobox.valuetext import show_number
 
 __all__ = [
     "BIT_IDENTICAL",

@@ -41,6 +41,7 @@ class Comparison:
     ignored: list[dict[str, Any]] = field(default_factory=list)  # left out by the job's compare.ignore
     renamed: list[dict[str, Any]] = field(default_factory=list)  # same content under other file names
     format_only: list[str] = field(default_factory=list)  # same tensors and values, other file bytes
+    resharded: list[dict[str, Any]] = field(default_factory=list)  # DCP folders cut otherwise (_reshard)
     one_sided: list[dict[str, Any]] = field(default_factory=list)  # real: checkpoint, the run that wrote it
     unreadable: list[dict[str, Any]] = field(default_factory=list)  # differ, format unknown: no verdict
     compared_files: int = 0  # outputs whose content was compared (equal bytes count): none is no verdict
@@ -60,6 +61,7 @@ class Comparison:
             "ignored": self.ignored,
             "renamed_files": self.renamed,
             "format_only": self.format_only,
+            "resharded": self.resharded,
             "one_sided_files": self.one_sided,
             "unreadable_files": self.unreadable,
             "compared_files": self.compared_files,

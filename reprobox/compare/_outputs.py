@@ -1,9 +1,11 @@
 """One run's output files against the reference's: tensors, values, text, file names.
 
 Every difference lands in the Comparison, real (``differences``, ``value_differences``, ``renamed``,
-``notes``) or excused (``run_specific``, ``ignored``, ``format_only``); ``grade_of`` then reads them.
+``notes``) or excused (``run_specific``, ``ignored``, ``format_only``, ``resharded``); ``grade_of`` then
+reads them.
 Which files pair up is decided in ``_pairing``, which tensors differ in ``_tensors``, whether differing
-bytes are only the formats' framing in ``_accounting``, what the job file ignores in ``_ignore``.
+bytes are only the formats' framing in ``_accounting``, what the job file ignores in ``_ignore``, and
+which differences of a torch Distributed Checkpoint are only its layout (a reshard) in ``_reshard``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from reprobox.compare._ignore import ignore_rules, ignored_by
 from reprobox.compare._marks import WHOLE_FILE
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, Comparison
 from reprobox.compare._pairing import FilePairing, Side
+from reprobox.compare._reshard import Since, fold_reshards
 from reprobox.compare._tensors import differing_tensor_names, tensor_differences
+from reprobox.compare._timed_tensors import excuse_timed_tensors
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import (
     CLOCK_MARK,
@@ -27,19 +31,24 @@ from reprobox.runspecific import (
     StructuralPairs,
     for_file,
     judge_value,
-    mask,
     mask_file_name,
+    mask_pair,
     reason_by_key,
     unexplained_duration,
 )
 
 
 def compare_pair(a: RunRecord, b: RunRecord, out: Comparison, tensor_details: bool) -> None:
+    since = Since.of(out)
     pairing = FilePairing(Side.of(a), Side.of(b), ignore_rules(a), out)
     pairs = pairing.pairs()
     pair = _Pair(pairing.a, pairing.b, pairing.rules, out, tensor_details, pairing.structure)
+    counted: dict[str, int] = {}  # the differing tensors each file added
     for path_a, path_b in pairs:
+        before = out.differing_tensor_total
         pair.compare_file(path_a, path_b)
+        counted[path_a] = out.differing_tensor_total - before
+    fold_reshards(a, b, out, pairs=pairs, since=since, counted=counted)
 
 
 @dataclass
@@ -85,6 +94,9 @@ class _Pair:
         contexts = self.contexts(path_a, path_b)
         names = differing_tensor_names(ca, cb, contexts=contexts)
         names = [n for n in names if not self.ignore_value(path_a, n, None, None)]
+        if names and names != [WHOLE_FILE]:
+            names, timed = excuse_timed_tensors(a.record, b.record, (path_a, path_b), names, contexts)
+            out.run_specific.extend(timed)
         if names == [WHOLE_FILE]:
             self.compare_opaque(path_a, path_b, contexts)
         elif names:
@@ -272,11 +284,11 @@ def _masked_texts(
     log is decoded only where it differs), whole where the lines do not align."""
     lines_a, lines_b = text_a.splitlines(), text_b.splitlines()
     if len(lines_a) != len(lines_b):
-        return mask(text_a, contexts[0]), mask(text_b, contexts[1])
+        return mask_pair(text_a, text_b, *contexts)
     out_a, out_b, why_a, why_b = [], [], set[str](), set[str]()
     for plain_a, plain_b in zip(lines_a, lines_b, strict=True):
         (line_a, more_a), (line_b, more_b) = (
-            (mask(plain_a, contexts[0]), mask(plain_b, contexts[1]))
+            mask_pair(plain_a, plain_b, *contexts)
             if plain_a != plain_b
             else ((plain_a, set()), (plain_b, set()))
         )

@@ -1,6 +1,7 @@
 """The grade of a comparison and the one sentence that leads its verdict: what was excused (run-specific
-values, ignored outputs, container bytes) when the runs reproduced, and the difference that leads when
-they did not (tensors before values, since they are the model)."""
+values, ignored outputs, container bytes, a checkpoint's layout) when the runs reproduced, and the
+difference that leads when they did not (tensors before values, since they are the model), saying when a
+checkpoint was resharded too, so that a reshard is never read as a change of numbers nor hides one."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from reprobox.compare._model import (
     REPRODUCED,
     Comparison,
 )
+from reprobox.compare._reshard import layout_text
 
 
 def grade_of(comparison: Comparison) -> tuple[str, str]:
@@ -25,7 +27,9 @@ def grade_of(comparison: Comparison) -> tuple[str, str]:
     if comparison.verdict == IDENTICAL:
         coverage = comparison.coverage
         values_only = coverage is not None and not coverage.holds_tensors  # a tokenizer, a metrics file
-        excused = comparison.run_specific or comparison.ignored or comparison.format_only
+        excused = (
+            comparison.run_specific or comparison.ignored or comparison.format_only or comparison.resharded
+        )
         if not excused:
             what = f" ({coverage.text()})" if coverage is not None and values_only else ""
             return (
@@ -41,9 +45,12 @@ def grade_of(comparison: Comparison) -> tuple[str, str]:
             )
         if comparison.format_only:
             parts.append(f"the container bytes of {_count(len(comparison.format_only), 'file')}")
+        if comparison.resharded:
+            parts.append(f"the layout of {_resharded(comparison)}")
         equal = equal_text(coverage, f" across {n} runs")
         return REPRODUCED, f"reproduced: {equal}, except {', '.join(parts)}"
-    return NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison)
+    also = f"; {_resharded(comparison)} too" if comparison.resharded else ""
+    return NOT_REPRODUCIBLE, "not reproducible: " + _first_difference(comparison) + also
 
 
 def _first_difference(comparison: Comparison) -> str:
@@ -54,7 +61,8 @@ def _first_difference(comparison: Comparison) -> str:
     if tensors:
         first = tensors[0]
         count = comparison.differing_tensor_total
-        text = f"{count} tensors differ (first: {first['name']} in {first['checkpoint']})"
+        verb = "differs" if count == 1 else "differ"
+        text = f"{_count(count, 'tensor')} {verb} (first: {first['name']} in {first['checkpoint']})"
         if values:
             first = values[0]
             text += f"; {_count(len(values), 'value')} too (first: {first['name']} in {first['checkpoint']})"
@@ -70,6 +78,13 @@ def _first_difference(comparison: Comparison) -> str:
     if comparison.differences:
         return f"{comparison.differences[0]['checkpoint']} differs byte for byte"
     return comparison.notes[0] if comparison.notes else "the runs differ"
+
+
+def _resharded(comparison: Comparison) -> str:
+    """``checkpoint (resharded: 2 shards, 36 chunks vs 1 shard, 18 chunks)``, the first of them (a folder
+    per run compared with the reference)."""
+    more = len(comparison.resharded) - 1
+    return layout_text(comparison.resharded[0]) + (f" and {more} more" if more else "")
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

@@ -26,6 +26,8 @@ _KINDS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"concurrent writers", "log line of concurrent writers", "log lines of concurrent writers"),
         (r"file's own path|name part", "run name in the file's path", "run names in the files' paths"),
         (r"random run id|\brun id\b", "run id", "run ids"),
+        (r"cut from its clock", "clock-derived id", "clock-derived ids"),
+        (r"monotonic clock", "monotonic clock reading", "monotonic clock readings"),
         (r"counter of earlier runs", "run counter", "run counters"),
         (r"memory address", "memory address", "memory addresses"),
         (

@@ -18,6 +18,7 @@ from reprobox.compare._marks import (
     EQUAL,
     IGNORED,
     MISSING,
+    RESHARDED,
     RUN_SPECIFIC,
     SAME,
     UNREADABLE,
@@ -92,8 +93,8 @@ def checkpoint_table(
 class _Findings:
     """The files the comparison names, by what it found in them."""
 
-    def __init__(self, real: set[str], unreadable: set[str], excused: set[str]) -> None:
-        self.real, self.unreadable, self.excused = real, unreadable, excused
+    def __init__(self, real: set[str], unreadable: set[str], excused: set[str], resharded: set[str]) -> None:
+        self.real, self.unreadable, self.excused, self.resharded = real, unreadable, excused, resharded
 
     @classmethod
     def of(cls, c: Comparison) -> _Findings:
@@ -101,7 +102,13 @@ class _Findings:
         real |= {str(r.get("a")) for r in c.renamed}  # its row: the other runs' names are merged into it
         unreadable = {str(u.get("checkpoint")) for u in c.unreadable}
         excused = {str(e.get("checkpoint")) for e in c.run_specific if e.get("name") != WHOLE_FILE}
-        return cls(real, unreadable, excused)
+        resharded = {  # the index and every shard of each folder cut otherwise with equal content, any run
+            f"{r['checkpoint']}/{name}".removeprefix("./")
+            for r in c.resharded
+            if not r["differing_tensors"] and not r["differing_values"]
+            for name in [".metadata", *r["a"]["shards"], *r["b"]["shards"]]
+        }
+        return cls(real, unreadable, excused, resharded)
 
 
 def _status(
@@ -113,15 +120,16 @@ def _status(
 ) -> str:
     if ignored_by(rules, path, None) is not None:
         return IGNORED
+    resharded = found is not None and path in found.resharded and path not in found.real
     if any(cell["path"] is None for cell in cells):
-        return MISSING
+        return RESHARDED if resharded else MISSING  # a shard of one layout alone is the layout's
     if found is not None and path in found.real:  # a value, a tensor, or the file's very name
         return DIFFERS
     if len({cell["file_sha256"] for cell in cells}) == 1:
         return SAME
     if found is None:  # the hashes alone
         return EQUAL if len({cell["content_sha256"] for cell in cells}) == 1 else DIFFERS
-    return _compared_status(path, entries, rules, found)
+    return RESHARDED if resharded else _compared_status(path, entries, rules, found)
 
 
 def _compared_status(

@@ -9,13 +9,12 @@ exception becomes.
 from __future__ import annotations
 
 from reprobox.errors import EnvironmentProblem
+from reprobox.offline import offline_path
 
 START_ENGINE_HINT = "start one with: sudo systemctl start docker"
 CHECK_ENGINE_HINT = "check the Docker engine (docker info)"
 RUN_LOCAL_HINT = "or run with --runtime local to run without isolation"
-OFFLINE_BASE_HINT = (
-    "build the offline base with `reprobox offline-base` and pass --base-image / REPROBOX_BASE_IMAGE"
-)
+OFFLINE_BASE_HINT = f"{offline_path()}, or --base-image and --wheelhouse"
 NO_GPU = "the job asks for GPUs but this Docker engine cannot provide them"
 GPU_FIX = "install the NVIDIA Container Toolkit, or remove resources.gpus from the job"
 NO_ENGINE = "no Docker engine answers"

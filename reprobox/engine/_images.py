@@ -22,6 +22,8 @@ from reprobox.engine._translate import image_absent, status_in, translated
 
 LOG_TAIL_LINES = 20
 _STEP = re.compile(r"^Step \d+/\d+ : ")
+_FROM_STEP = re.compile(r"^(?:\[\d+/\d+\] )?(?:Step \d+/\d+ : |STEP \d+/\d+: )FROM\s", re.IGNORECASE)
+_MADE = re.compile(r"^\s*-{2,3}> ([0-9a-f]{12,64})\s*$")
 
 Progress = Callable[[str], None]
 
@@ -35,6 +37,8 @@ class ImageInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     user: str = ""  # the image's configured user (Config.User), "" for root
     tags: tuple[str, ...] = ()
+    size: int = 0  # bytes of all its layers, those it shares with other images included
+    layers: tuple[str, ...] = ()  # the diff ids of its layers, bottom first (RootFS.Layers)
 
     @property
     def repo_digest(self) -> str | None:
@@ -62,11 +66,19 @@ class ImageVerbs:
             data = self.client.api.inspect_image(ref)
         return _image_info(data)
 
-    def list_images(self, labels: Mapping[str, str] | Sequence[str]) -> list[ImageInfo]:
-        """Images carrying every given label (`{"k": "v"}` or `["k", "k=v"]`)."""
+    def list_images(
+        self, labels: Mapping[str, str] | Sequence[str] = (), *, intermediate: bool = False
+    ) -> list[ImageInfo]:
+        """Images carrying every given label (`{"k": "v"}` or `["k", "k=v"]`); with `intermediate`, also
+        the untagged steps of builds that other images are built on (which layers each holds)."""
+        filters = {"label": label_filters(labels)} if labels else None
         with translated("listing images failed"):
-            found = self.client.api.images(filters={"label": label_filters(labels)})
-        return [self.inspect_image(item["Id"]) for item in found]
+            found = self.client.api.images(all=intermediate, filters=filters)
+        infos = []
+        for item in found:
+            with translated(f"inspecting image {item['Id']} failed", tolerate=image_absent):
+                infos.append(_image_info(self.client.api.inspect_image(item["Id"])))  # unless gone since
+        return infos
 
     def pull(self, ref: str, progress: Progress) -> ImageInfo:
         with translated(pull_action(ref), error=lambda _action, why: PullFailed(ref, why)):
@@ -103,32 +115,47 @@ class ImageVerbs:
             return self._build_failure(tag, step, reason, tail, base_image)
 
         failure: str | None = None
-        with translated(f"building image {tag} failed", refused=refused):
-            stream = self.client.api.build(
-                fileobj=_as_file(context),
-                custom_context=True,
-                tag=tag,
-                buildargs=dict(buildargs),
-                labels=dict(labels),
-                decode=True,
-                rm=True,
-                forcerm=True,
-                pull=False,
-                network_mode=None if network else "none",
-            )
-            for event in stream:  # read to the end even after an error, so the connection is released
-                for line in _event_lines(event):
-                    tail.append(line)
-                    if _STEP.match(line) and failure is None:
-                        step = line
-                    progress(line)
-                if failure is None and ("error" in event or "errorDetail" in event):
-                    detail = event.get("errorDetail", {}).get("message") or event.get("error")
-                    failure = str(detail or "unknown error")
-                    tail.append(f"error: {failure}")
+        stages = _StageImages()
+        try:
+            with translated(f"building image {tag} failed", refused=refused):
+                stream = self.client.api.build(
+                    fileobj=_as_file(context),
+                    custom_context=True,
+                    tag=tag,
+                    buildargs=dict(buildargs),
+                    labels=dict(labels),
+                    decode=True,
+                    rm=True,
+                    forcerm=True,
+                    pull=False,
+                    network_mode=None if network else "none",
+                )
+                for event in stream:  # read to the end even after an error, so the connection is released
+                    for line in _event_lines(event):
+                        tail.append(line)
+                        stages.read(line)
+                        if _STEP.match(line) and failure is None:
+                            step = line
+                        progress(line)
+                    if failure is None and ("error" in event or "errorDetail" in event):
+                        detail = event.get("errorDetail", {}).get("message") or event.get("error")
+                        failure = str(detail or "unknown error")
+                        tail.append(f"error: {failure}")
+        finally:
+            self._remove_untagged(stages.left_behind(finished=failure is None))
         if failure is not None:
             raise self._build_failure(tag, step, failure, tail, base_image)
         return self.inspect_image(tag)
+
+    def _remove_untagged(self, image_ids: Sequence[str]) -> None:
+        """Remove each image that has no tag and no digest (a finished stage, or the last step a failed
+        build made), with its untagged parents; one that others still build on stays (the engine refuses)."""
+        for image_id in image_ids:
+            # Gone already, or still the parent of another image (409): nothing of ours is left either way.
+            with translated(f"removing image {image_id} failed", tolerate=_gone_or_in_use):
+                data = self.client.api.inspect_image(image_id)
+                if not (data.get("RepoTags") or data.get("RepoDigests")):
+                    self.client.api.remove_image(image_id)
 
     def _build_failure(
         self, tag: str, step: str, detail: str, tail: Sequence[str], base_image: str | None
@@ -137,6 +164,32 @@ class ImageVerbs:
         if base_image and not self.image_exists(base_image):
             return BaseImageMissing(base_image, log_tail=log_tail)
         return BuildFailed(tag, step, detail, log_tail=log_tail)
+
+
+class _StageImages:
+    """The images a multi-stage build leaves untagged, read from its output: the last image of each stage
+    before the next `FROM`, and (when the build fails) the last image it made. Docker writes
+    `Step 3/9 : FROM ...` and ` ---> 1a2b3c4d5e6f`; Podman (buildah) `STEP 3/9: FROM ...` and
+    `--> 1a2b3c4d5e6f`."""
+
+    def __init__(self) -> None:
+        self.stage_ends: list[str] = []
+        self.last: str | None = None
+
+    def read(self, line: str) -> None:
+        made = _MADE.match(line)
+        if made:
+            self.last = made.group(1)
+        elif _FROM_STEP.match(line) and self.last is not None:
+            self.stage_ends.append(self.last)
+
+    def left_behind(self, *, finished: bool) -> list[str]:
+        ends = list(dict.fromkeys(self.stage_ends))
+        return ends if finished or self.last is None else [*ends, self.last]
+
+
+def _gone_or_in_use(exc: Exception) -> bool:
+    return image_absent(exc) or status_in(exc, 404, 409)
 
 
 def _cannot_exist(exc: Exception) -> bool:
@@ -152,6 +205,8 @@ def _image_info(data: Mapping[str, Any]) -> ImageInfo:
         labels=dict(config.get("Labels") or {}),
         user=str(config.get("User") or ""),
         tags=tuple(data.get("RepoTags") or ()),
+        size=int(data.get("Size") or 0),
+        layers=tuple((data.get("RootFS") or {}).get("Layers") or ()),
     )
 
 

@@ -6,9 +6,9 @@ import os
 import sys
 from pathlib import Path
 
+from reprobox.diskspace import DiskFullFact, is_full
 from reprobox.guest import settings
 from reprobox.guest.entrypoint import main
-from reprobox.records.space import DiskFullFact, is_full
 
 EXIT_DISK_FULL = 1  # the controller tells the full disk from the records it then cannot write either
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from reprobox.fileio import write_json_atomic
 from reprobox.guest import settings
 from reprobox.guest.post_import import when_imported
-from reprobox.records.files import write_json_atomic
 
 
 @dataclass(frozen=True)

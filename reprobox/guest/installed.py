@@ -16,7 +16,7 @@ import json
 import locale
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib.machinery import all_suffixes
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -25,6 +25,7 @@ INFO_SUFFIXES = (".dist-info", ".egg-info")
 MAX_HEADERS = 64 << 10  # of METADATA: its headers come before the long description
 MAX_FILE_LIST = 32 << 20  # of a RECORD (torch's is 1.5 MB)
 MAX_SMALL = 1 << 20  # top_level.txt, direct_url.json, a path file
+MAX_LISTED = 20_000  # files under a namespace package's parts, looked for in the distributions' lists
 MODULE_SUFFIXES = tuple(sorted(all_suffixes(), key=len, reverse=True))  # `.cpython-311-x86_64-linux-gnu.so`
 
 
@@ -177,6 +178,7 @@ class Installed:
     def __init__(self, search: Sequence[str]) -> None:
         self.search = [os.path.abspath(p) for p in dict.fromkeys(search) if p and "\0" not in p]  # noqa: PTH100
         self._all: list[Distribution] | None = None
+        self._real: set[str] | None = None
 
     def distributions(self) -> list[Distribution]:
         if self._all is None:
@@ -189,33 +191,84 @@ class Installed:
                 self._all += [Distribution(Path(folder, n)) for n in names if n.endswith(INFO_SUFFIXES)]
         return self._all
 
-    def providing(self, root: str, location: str) -> list[Distribution]:
+    def providing(self, root: str, location: str, modules: Sequence[str] = ()) -> list[Distribution]:
         """The distributions that install the top-level module `root`, found at `location` (a folder
         ending in a separator for a namespace package): those whose top_level.txt names it, then those
         without one whose files hold it, read most likely first (in the module's own site directory,
         named like it: `sklearn`, scikit-learn). A module or a regular package is one file of one
-        distribution, so the search stops at its first owner; a namespace package may have several.
-        One of each name, the first on the search path (the one an import finds)."""
+        distribution, so the search stops at its first owner; a namespace package may have several, and
+        of those, with `modules` (the names imported under it: `google.protobuf`), only the ones holding
+        one (protobuf, not google-auth), or all where none does. A module that lies at the top of no
+        folder of the search path (one a package put in `sys.modules` under a short name) is installed
+        as a top-level module by none. One of each name, the first on the search path (the one an
+        import finds)."""
         namespace = location.endswith(os.sep)
         own_site = _site_of(root, location)
+        if namespace and modules:
+            held = self._holding(root, modules, own_site)
+            if held:
+                return _first_of_each_name(held, own_site)
         candidates = self.distributions()
         found = [d for d in candidates if root in d.declared()]
-        if not found or namespace:
+        top_level = namespace or not location or self._searched(own_site)
+        if top_level and (not found or namespace):
             undeclared = sorted(
-                (d for d in candidates if not d.declared()), key=lambda d: _unlikeness(root, d, own_site)
+                (d for d in candidates if not d.declared()), key=lambda d: _unlikeness([root], d, own_site)
             )
             for distribution in undeclared:
                 if root in distribution.top_level():
                     found.append(distribution)
                     if not namespace:
                         break
-        found.sort(key=lambda d: d.site != own_site)
-        unique: dict[str, Distribution] = {}
-        for distribution in found:
-            identity = distribution.identity()
-            if identity is not None:
-                unique.setdefault(_normalized(identity[0]), distribution)
-        return list(unique.values())
+        return _first_of_each_name(found, own_site)
+
+    def _holding(self, root: str, modules: Sequence[str], own_site: str) -> list[Distribution]:
+        """Those of the distributions that may hold namespace package `root` whose files hold one of
+        `modules`, read most likely first (`google.auth`: google-auth), until the files on disk there
+        (`google/auth/...`) are each one's that was read: those that hold them all are then found."""
+        wanted = {"/".join(name.split(".")[:2]) for name in modules}
+        unread = self._files_under(wanted)  # None: not known, so every candidate is read
+        names = [w.replace("/", "_") for w in wanted] + [w.partition("/")[2] for w in wanted]
+        candidates = sorted(
+            (d for d in self.distributions() if root in d.declared() or not d.declared()),
+            key=lambda d: _unlikeness(names, d, own_site),
+        )
+        found = []
+        for distribution in candidates:
+            files = distribution.files()
+            if any(f"{w}.py" in files or any(n.startswith(f"{w}/") for n in files) for w in wanted):
+                found.append(distribution)
+            if unread is not None:
+                unread.difference_update((distribution.site, name) for name in files)
+                if not unread:
+                    break
+        return found
+
+    def _files_under(self, paths: Iterable[str]) -> set[tuple[str, str]] | None:
+        """Every file a distribution installs as one of `paths` (`google/auth.py`, or under
+        `google/auth/`) in each folder of the search path, as (folder, path in it); bytecode caches
+        aside. None where one has none there, or too many to list, or cannot be listed."""
+        present: set[tuple[str, str]] = set()
+        for path in paths:
+            before = len(present)
+            for site in self.search:
+                if os.path.isfile(os.path.join(site, f"{path}.py")):  # noqa: PTH113, PTH118
+                    present.add((site, f"{path}.py"))
+                for folder, subfolders, names in os.walk(os.path.join(site, path)):  # noqa: PTH118
+                    subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+                    inside = os.path.relpath(folder, site).replace(os.sep, "/")
+                    present.update((site, f"{inside}/{name}") for name in names)
+                    if len(present) > MAX_LISTED:
+                        return None
+            if len(present) == before:
+                return None
+        return present
+
+    def _searched(self, folder: str) -> bool:
+        """Whether `folder` is one of the search path's (as written, or where its links lead)."""
+        if self._real is None:
+            self._real = {os.path.realpath(p) for p in self.search}
+        return folder in self.search or os.path.realpath(folder) in self._real
 
     def installed_from(self, distribution: Distribution) -> str | None:
         """The local folder a distribution was installed from (`pip install .`, `pip install -e .`,
@@ -242,16 +295,15 @@ class Installed:
         return None
 
 
-def holding(distributions: list[Distribution], modules: Sequence[str]) -> list[Distribution]:
-    """Those of the distributions sharing a namespace package (`google`) whose files hold one of the
-    modules imported under it (`google.protobuf`: protobuf, not google-auth)."""
-    wanted = {"/".join(name.split(".")[:2]) for name in modules}
-    found = []
-    for distribution in distributions:
-        names = distribution.files()
-        if any(f"{w}.py" in names or any(n.startswith(f"{w}/") for n in names) for w in wanted):
-            found.append(distribution)
-    return found
+def _first_of_each_name(found: list[Distribution], own_site: str) -> list[Distribution]:
+    """One distribution of each name: the one in the module's own site directory, else the first."""
+    found = sorted(found, key=lambda d: d.site != own_site)
+    unique: dict[str, Distribution] = {}
+    for distribution in found:
+        identity = distribution.identity()
+        if identity is not None:
+            unique.setdefault(_normalized(identity[0]), distribution)
+    return list(unique.values())
 
 
 def _site_of(root: str, location: str) -> str:
@@ -262,13 +314,16 @@ def _site_of(root: str, location: str) -> str:
     return str(folder.parent if folder.name == root else folder)
 
 
-def _unlikeness(root: str, distribution: Distribution, own_site: str) -> tuple[bool, int, str]:
-    """How unlikely a distribution is to hold `root`: elsewhere than the module's site directory, then
-    named otherwise (the same name, then its letters in order: sklearn in scikit_learn, PIL in Pillow)."""
+def _unlikeness(wanted: Sequence[str], distribution: Distribution, own_site: str) -> tuple[bool, int, str]:
+    """How unlikely a distribution is to hold what is named `wanted`: elsewhere than the module's site
+    directory, then named otherwise (the same name, then one holding the other or its letters in order:
+    sklearn in scikit_learn, PIL in Pillow, cv2 in opencv_python, reprobox in _editable_impl_reprobox)."""
     name = _normalized(distribution.label.partition("-")[0])
-    wanted = _normalized(root)
-    letters = iter(name)
-    rank = 0 if name == wanted else 1 if all(c in letters for c in wanted) else 2
+    rank = 2
+    for each in map(_normalized, wanted):
+        letters = iter(name)
+        spelt = [c for c in each if c.isalpha()] or each  # cv2 in opencv_python
+        rank = min(rank, 0 if name == each else 1 if name in each or all(c in letters for c in spelt) else 2)
     return distribution.site != own_site, rank, name
 
 

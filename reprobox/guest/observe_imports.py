@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from reprobox.guest.code_imports import CodeImport, imports_in_code, tolerates_failure
-from reprobox.guest.installed import Installed, holding
+from reprobox.guest.installed import Installed
 
 Where = tuple[str, int]  # a file and line
 
@@ -76,11 +76,12 @@ def _distributions(
     watched: Watched, installed: Installed, root: str, in_code: Mapping[str, CodeImport]
 ) -> None:
     location = _location(root) or ""
-    owners = installed.providing(root, location)
+    modules: list[str] = []
     if location.endswith(os.sep):  # a namespace package: only who provides what is imported
         found = in_code.get(root)
         modules = [name for name in list(sys.modules) if name.startswith(f"{root}.")]
-        owners = holding(owners, [*modules, *(found.modules if found else ())]) or owners
+        modules += found.modules if found else ()
+    owners = installed.providing(root, location, modules)
     why = _why(watched, root, in_code)
     for distribution in owners:
         identity = distribution.identity()

@@ -164,16 +164,14 @@ def _children_files(pid: int) -> list[Path]:
 def stop_other_group_members() -> int:
     """SIGTERM, then SIGKILL, every other process of our process group (background jobs left behind)."""
     me = os.getpid()
+    table = _process_table()  # one look at every process: /proc is read once, not once per ancestor
+    live = {pid: (ppid, group) for pid, (state, ppid, group) in table.items() if pid != me and state != "Z"}
     if me == 1:  # PID 1 of a container: every other process in it is the job's
-        members = [pid for pid in _all_pids() if pid != me and _alive(pid)]
+        members = list(live)
     elif os.getpgrp() == me:  # our own process group, as the local runtime starts us, and what we adopted
-        members = [
-            pid
-            for pid in _all_pids()
-            if pid != me and (_in_group(pid, me) or (_alive(pid) and _descends_from(pid, me)))
-        ]
+        members = [pid for pid, (_, group) in live.items() if group == me or _descends(pid, me, table)]
     else:  # started inside someone else's group: only our descendants are ours
-        members = [pid for pid in _all_pids() if pid != me and _alive(pid) and _descends_from(pid, me)]
+        members = [pid for pid in live if _descends(pid, me, table)]
     if not members:
         return 0
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -194,9 +192,14 @@ def _all_pids() -> list[int]:
     return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
 
-def _in_group(pid: int, group: int) -> bool:
-    stat = _stat_fields(pid)
-    return stat is not None and stat[0] != "Z" and int(stat[2]) == group
+def _process_table() -> dict[int, tuple[str, int, int]]:
+    """Every process's state, parent and process group, from one pass over /proc."""
+    table = {}
+    for pid in _all_pids():
+        stat = _stat_fields(pid)
+        if stat is not None:
+            table[pid] = (stat[0], int(stat[1]), int(stat[2]))
+    return table
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -208,12 +211,14 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text[text.rindex(")") + 2 :].split()
 
 
-def _descends_from(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        stat = _stat_fields(pid)
-        if stat is None:
+def _descends(pid: int, ancestor: int, table: dict[int, tuple[str, int, int]]) -> bool:
+    seen = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        entry = table.get(pid)
+        if entry is None:
             return False
-        pid = int(stat[1])
+        pid = entry[1]
         if pid == ancestor:
             return True
     return False

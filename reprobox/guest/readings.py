@@ -13,7 +13,9 @@ latest earlier reading of some site. Bounds, so that the hot path stays cheap an
 
 ``os.urandom`` (and so ``uuid.uuid4``, ``secrets``, ``random.SystemRandom``) is wrapped the same way: the
 first ``MAX_DRAWS`` draws and the latest ``MAX_DRAWS`` (ids are named at a job's start or end), up to
-``MAX_DRAW_BYTES`` each; an id drawn between them is not recognised and stays a difference. At exit
+``MAX_DRAW_BYTES`` each; an id drawn between them is not recognised and stays a difference. Each
+``uuid.uuid1`` the job makes is kept as it returned (``clock_ids``: the C library reads the clock it is
+cut from, no wrapper of ``time`` sees that reading). At exit
 the address ranges of the process's memory map (``/proc/self/maps``, at most ``MAX_RANGES``) are added,
 and the whole written to ``<run dir>/.reprobox/readings-<pid>.json`` for the entrypoint to merge into the
 run's facts. A process that ends without running ``atexit`` (``os._exit``, a forked worker) records
@@ -29,6 +31,8 @@ import time
 from collections import deque
 
 from reprobox.guest import settings
+from reprobox.guest.clock_ids import ClockIds
+from reprobox.guest.post_import import when_imported
 
 TYPE_CHECKING = False  # imported in every process of the job at start-up: typing costs more than this
 if TYPE_CHECKING:
@@ -105,6 +109,7 @@ class Recorder:
         self.draws: list[str] = []
         self.latest_draws: deque[str] = deque(maxlen=MAX_DRAWS)
         self.draws_dropped = 0
+        self.clock_ids = ClockIds()
 
     def wrap_clock(self, name: str, clock: Callable[[], Any]) -> Callable[[], Any]:
         log = self.clocks[name] = ClockLog(self.site_index)
@@ -154,6 +159,8 @@ class Recorder:
             "clocks": {name: log.finish() for name, log in self.clocks.items() if log.values or log.pending},
             "draws": [*self.draws, *self.latest_draws],
             "draws_dropped": self.draws_dropped,
+            "clock_ids": self.clock_ids.kept(),
+            "clock_ids_dropped": self.clock_ids.dropped,
             "memory": memory_ranges(),
         }
 
@@ -180,7 +187,8 @@ def memory_ranges(maps: str = "/proc/self/maps") -> list[list[int]]:
 
 
 def install(run_dir: str) -> Recorder:
-    """Wrap the clocks and ``os.urandom`` of this process; write the record at exit."""
+    """Wrap the clocks, ``os.urandom`` and (once imported) ``uuid.uuid1`` of this process; write the
+    record at exit."""
     recorder = Recorder()
     for name in CLOCKS:
         setattr(time, name, recorder.wrap_clock(name, getattr(time, name)))
@@ -189,6 +197,7 @@ def install(run_dir: str) -> Recorder:
     random_module = sys.modules.get("random")
     if random_module is not None and hasattr(random_module, "_urandom"):  # SystemRandom, secrets
         random_module._urandom = drawn  # type: ignore[attr-defined]
+    when_imported("uuid", recorder.clock_ids.wrap_module)
     atexit.register(_write, recorder, os.path.join(run_dir, settings.GUEST_STATE))  # noqa: PTH118
     return recorder
 

@@ -1,7 +1,9 @@
 """The job's processes' records of their clock readings, entropy draws and memory maps, merged into the
 run's facts (``runfacts``) within bounds: at most ``MAX_PROCESSES`` files of ``MAX_FILE_BYTES`` each, and
-``MAX_READINGS`` readings, ``MAX_DRAWS`` draws and ``MAX_RANGES`` address ranges in all. What lies past a
-bound is counted as dropped, so the verdict knows the record is incomplete and judges nothing by it alone.
+``MAX_READINGS`` readings, ``MAX_DRAWS`` draws, ``MAX_CLOCK_IDS`` clock-derived uuids and ``MAX_RANGES``
+address ranges in all. What lies past a bound is counted as dropped, so the verdict knows the record is
+incomplete and judges nothing by it alone (a uuid past its bound leaves the clock's record whole: it is
+counted as ``clock_ids_dropped``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ MAX_FILE_BYTES = 4 * saferead.MIB
 MAX_READINGS = 32768
 MAX_DRAWS = 8192
 MAX_RANGES = 16384
+MAX_CLOCK_IDS = 4096
 PYTHONS = (
     "python",
     "pypy",
@@ -28,17 +31,21 @@ SHELLS = frozenset(
     {"bash", "sh", "dash", "zsh", "ksh", "fish", "env", "timeout", "nohup", "nice", "stdbuf", "tini"}
 )
 _HEX = re.compile(r"[0-9a-f]{2,128}")
+_UUID_HEX = re.compile(r"[0-9a-f]{32}")
 
 
 def merged(folder: Path, programs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``{clocks: [{pid, clock, site_names, sites, values, skipped, dropped}], draws, memory, dropped}``:
-    the readings of each process and clock in order, each site an index into ``site_names``
-    (``file:line``); ``dropped`` counts what no bound kept; ``programs`` are the job's long-lived
-    processes (pid -> executable) and ``unrecorded_programs`` those of them, shells aside, that left no
-    record, whose clocks no record holds."""
+    """``{clocks: [{pid, clock, site_names, sites, values, skipped, dropped}], draws, clock_ids, memory,
+    dropped}``: the readings of each process and clock in order, each site an index into ``site_names``
+    (``file:line``); ``clock_ids`` the uuid1s the job made (32 hex digits); ``dropped`` counts what no
+    bound kept; ``programs`` are the job's long-lived processes (pid -> executable) and
+    ``unrecorded_programs`` those of them, shells aside, that left no record, whose clocks no record
+    holds."""
     files = sorted(folder.glob(f"{readings.FILE_PREFIX}*.json")) if folder.is_dir() else []
     clocks: list[dict[str, Any]] = []
     draws: list[str] = []
+    clock_ids: list[str] = []
+    clock_ids_dropped = 0
     memory: list[list[int]] = []
     dropped = max(0, len(files) - MAX_PROCESSES)
     written: set[int] = set()
@@ -61,11 +68,17 @@ def merged(folder: Path, programs: Mapping[str, Any] | None = None) -> dict[str,
         found = [d for d in data.get("draws") or [] if isinstance(d, str) and _HEX.fullmatch(d)]
         dropped += _int(data.get("draws_dropped")) + max(0, len(draws) + len(found) - MAX_DRAWS)
         draws += found[: max(0, MAX_DRAWS - len(draws))]
+        made = [u for u in data.get("clock_ids") or [] if isinstance(u, str) and _UUID_HEX.fullmatch(u)]
+        room = max(0, MAX_CLOCK_IDS - len(clock_ids))
+        clock_ids_dropped += _int(data.get("clock_ids_dropped")) + max(0, len(made) - room)
+        clock_ids += made[:room]
         memory += [r for r in data.get("memory") or [] if _range(r)][: max(0, MAX_RANGES - len(memory))]
     recorded = {entry["pid"] for entry in clocks} | written
     return {
         "clocks": clocks,
         "draws": sorted(set(draws)),
+        "clock_ids": sorted(set(clock_ids)),
+        "clock_ids_dropped": clock_ids_dropped,
         "memory": _merge(memory),
         "dropped": dropped,
         "programs": dict(programs or {}),

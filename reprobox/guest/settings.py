@@ -10,6 +10,9 @@ import os
 import re
 from collections.abc import Mapping
 
+# The run dir's names are the records' own; the guest's modules take them from here.
+from reprobox.records import layout
+
 SEED = "REPROBOX_SEED"
 RUN_ID = "REPROBOX_RUN_ID"
 OUTPUT_DIR = "REPROBOX_OUTPUT_DIR"
@@ -36,10 +39,10 @@ WORK_LINKS = "REPROBOX_WORK_LINKS"  # JSON {path in the working copy: what it li
 CWD = "REPROBOX_CWD"  # the job file's `cwd`: the folder of the code (or its copy) the command starts in
 WORKDIR = "REPROBOX_WORKDIR"  # "copy": the job starts in a writable copy of its code in the outputs folder
 STEP_TIMES = "REPROBOX_STEP_TIMES"  # "1": the trail's step hook times each optimizer step (reprobox cost)
+GUEST_STATE = layout.GUEST_STATE  # hidden folder in the run dir for the guest's own files
+GUEST_RESULT = layout.GUEST_RESULT
 HOOK_ACTIVE = "REPROBOX_HOOK"  # set by the entrypoint; the startup hook does nothing without it
 
-GUEST_STATE = ".reprobox"  # hidden folder in the run dir for the guest's own files
-GUEST_RESULT = "guest.json"
 TRAIL_FILE = "trail.jsonl"
 AUDIT_FILE = "audit.jsonl"
 

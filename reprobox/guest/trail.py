@@ -30,11 +30,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from reprobox.diskspace import stop_job
+from reprobox.fileio import write_json_atomic
 from reprobox.guest import settings, stepclock
 from reprobox.guest.tensorhash import bytes_digest, parameter_digest
 from reprobox.guest.trail_reference import ReferenceTrail
-from reprobox.records.files import write_json_atomic
-from reprobox.records.space import stop_job
 from reprobox.records.trail import (
     STOP_DIVERGED,
     STOP_FILE,

@@ -15,17 +15,22 @@ from reprobox.image._project import BUNDLED_IMAGE_FILES, ProjectFiles
 
 CONTEXT_MTIME = 946684800  # 2000-01-01T00:00:00Z, for every member of the build context
 CONTEXT_WHEELHOUSE = "wheelhouse"
-CONTEXT_EXTRA_REQUIREMENTS = "extra/requirements.lock"
 SKIPPED_NAMES = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".DS_Store"})
 SKIPPED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".swp")
 
 
 @dataclass(frozen=True)
 class ContextFile:
-    """One member of the build context: its name in the tar and the host file it comes from."""
+    """One member of the build context: its name in the tar and the host file it comes from, or the
+    bytes reprobox renders for it (`data`: a generated Dockerfile, a lock without its comments)."""
 
     name: str
     source: Path
+    data: bytes | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if self.data is not None else self.source.stat().st_size
 
 
 def context_tar(files: Iterable[ContextFile], wheels: Iterable[ContextFile] = ()) -> bytes:
@@ -43,13 +48,16 @@ def write_context(files: Iterable[ContextFile], out: IO[bytes], wheels: Iterable
     )
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for member in members:
-            stat = member.source.stat()
             info = tarfile.TarInfo(member.name)
-            info.size = stat.st_size
+            info.size = member.size
             info.mtime = CONTEXT_MTIME
-            info.mode = 0o755 if stat.st_mode & 0o111 else 0o644
+            executable = member.data is None and member.source.stat().st_mode & 0o111
+            info.mode = 0o755 if executable else 0o644
             info.uid = info.gid = 0
             info.uname = info.gname = ""
+            if member.data is not None:
+                archive.addfile(info, io.BytesIO(member.data))
+                continue
             with member.source.open("rb") as handle:
                 archive.addfile(info, handle)
 

@@ -11,6 +11,7 @@ from reprobox.image._context import ContextFile
 from reprobox.image._lock import LockLine, lock_lines, normalize_name
 from reprobox.image._project import ProjectFiles
 from reprobox.jobfile import ImageSpec
+from reprobox.offline import offline_path
 
 LOCKS = {"cuda": "env/requirements-cuda.lock", "cpu": "env/requirements-cpu.lock"}
 DEFAULT_LOCK = "cuda"
@@ -33,9 +34,7 @@ def wheelhouses(image: ImageSpec, shared: Path | None) -> tuple[Path, ...]:
         if house is None:
             continue
         if not house.is_dir():
-            raise UsageError(
-                f"wheelhouse {house} is not a directory; fill it with `reprobox lock --wheelhouse {house}`"
-            )
+            raise UsageError(f"wheelhouse {house} is not a directory; {offline_path(house)}")
         if all(house.resolve() != known.resolve() for known in houses):
             houses.append(house)
     return tuple(houses)
@@ -65,25 +64,22 @@ def resolve_lock(lock: str | None, project: ProjectFiles, wheelhouses: Sequence[
     missing = [str(line) for line in _missing_wheels(lock_lines(project.root / LOCKS["cpu"]), present)]
     raise EnvironmentProblem(
         f"{_houses(wheelhouses, 'lacks', 'together lack')} wheels for every lock "
-        f"(for the CPU lock: {_some(missing)}); "
-        f"fill it with `reprobox lock --wheelhouse {wheelhouses[-1]}`"
+        f"(for the CPU lock: {_some(missing)}); {offline_path(wheelhouses[-1])}"
     )
 
 
-def wheel_members(
-    project: ProjectFiles, lock: str, wheelhouses: Sequence[Path], extra: Path | None
-) -> tuple[ContextFile, ...]:
+def wheel_members(locks: Sequence[Path], wheelhouses: Sequence[Path], root: Path) -> tuple[ContextFile, ...]:
     """The wheels the locks pin, from every wheelhouse; fails early, naming them, when one is missing.
 
     A wheel file found in several wheelhouses is taken once, from the first (pip checks its hash).
     """
     present = _wheelhouse_pins(wheelhouses)
-    locks = [lock_lines(project.root / lock)] + ([lock_lines(extra)] if extra is not None else [])
-    for lines in locks:
-        missing = _missing_wheels(lines, present)
+    lines = [lock_lines(lock) for lock in locks]
+    for lock in lines:
+        missing = _missing_wheels(lock, present)
         if missing:
-            raise EnvironmentProblem(missing_wheels_message(missing, wheelhouses, project.root))
-    wanted = {(line.name, line.version) for lines in locks for line in lines}
+            raise EnvironmentProblem(missing_wheels_message(missing, wheelhouses, root))
+    wanted = {(line.name, line.version) for lock in lines for line in lock}
     chosen: dict[str, ContextFile] = {}
     for pin, paths in present.items():
         if pin in wanted:
@@ -95,14 +91,15 @@ def wheel_members(
 def missing_wheels_message(missing: Sequence[LockLine], wheelhouses: Sequence[Path], root: Path) -> str:
     """One sentence: which pins no wheelhouse holds, the lock lines that want them, and how to fetch them."""
     lock = missing[0].path
-    shown = _display_path(lock, root)
     dest = wheelhouses[0]
     wanted = _some([f"{line} ({_display_path(line.path, root)}:{line.line})" for line in missing])
-    return (
-        f"{_houses(wheelhouses, 'has no', 'has a')} wheel for {wanted}; fetch them with "
-        f"`reprobox lock --wheelhouse {dest} --locked {shown}` (or `pip download --only-binary=:all: "
-        f"--no-deps -d {dest} -r {shown}` on CPython 3.11, Linux x86_64)"
+    # the image's own lock is fetched by its name (cpu, cuda), a job's by its path
+    image_lock = next(
+        (name for name, path in LOCKS.items() if lock.resolve() == (root / path).resolve()), None
     )
+    locked = [] if image_lock else [_display_path(lock, root, under_root=False)]
+    fix = offline_path(dest, locked, base=image_lock)
+    return f"{_houses(wheelhouses, 'has no', 'has a')} wheel for {wanted}; {fix}"
 
 
 def _wheelhouse_pins(wheelhouses: Sequence[Path]) -> dict[tuple[str, str], list[Path]]:

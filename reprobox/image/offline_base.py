@@ -12,9 +12,10 @@ import shutil
 from pathlib import Path
 
 from reprobox.errors import EnvironmentProblem
+from reprobox.offline import OFFLINE_BASE_TAG
 
 RECIPE = Path(__file__).with_name("offline_base.sh")
-DEFAULT_TAG = "reprobox/offline-base:bookworm"
+DEFAULT_TAG = OFFLINE_BASE_TAG
 """The tag it is loaded as unless told otherwise (``REPROBOX_OFFLINE_BASE`` or ``--tag``)."""
 
 

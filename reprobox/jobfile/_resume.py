@@ -6,8 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from reprobox.jobfile._checker import Checker, describe
+from reprobox.jobfile.checkpoint_patterns import (
+    CHECKPOINT,
+    FRAMEWORK_PATTERNS,
+    STOP,
+    hash_globs,
+    pattern_problem,
+)
 from reprobox.jobfile.schema import RESUME_FRAMEWORKS, JobSpec, Resume
-from reprobox.resume.pattern import CHECKPOINT, FRAMEWORK_PATTERNS, STOP, hash_globs, pattern_problem
 
 RESUME_KEYS = ("checkpoint", "from", "stop", "framework")
 

@@ -10,22 +10,24 @@ image's interpreter is given explicitly, so the lock is one the build's pip acce
 reading of the job's requirements, the choice of the image's lock, the lock file and one sentence for
 each failure.
 
-Inputs `_inputs`; the image's lock `_base`; the interpreter and wheel sources `_target`; uv `_uv`; pip
-`_pip` and its failures `_failures`; the resolution and lock text `_resolve`; the wheelhouse `_fill`;
-the whole command `_run`.
+Inputs `_inputs`; the image's lock `_base`; the interpreter and wheel sources `_target`; pip's
+configuration and whether its indexes answer `_sources`; uv `_uv`; pip `_pip` and its failures
+`_failures`; the resolution and lock text `_resolve`; the wheelhouse `_fill`; the whole command `_run`.
 """
 
 from reprobox.locking._base import BaseLock, base_lock, shown
 from reprobox.locking._fill import Wheelhouse, check_hashed, check_wheelhouse, fill_wheelhouse
 from reprobox.locking._inputs import Requirement, RequirementSet, read_requirements
 from reprobox.locking._resolve import LockedPackage, Resolution, lock_text, resolve
-from reprobox.locking._run import LockOptions, LockReport, regenerate_command, run_lock
+from reprobox.locking._run import LockOptions, LockReport, regenerate_command, run_lock, shared_wheelhouse
+from reprobox.locking._sources import IndexSettings, any_answers, pip_settings
 from reprobox.locking._target import DEFAULT_PYTHON_VERSION, PLATFORMS, Target, check_python_version
 
 __all__ = [
     "DEFAULT_PYTHON_VERSION",
     "PLATFORMS",
     "BaseLock",
+    "IndexSettings",
     "LockOptions",
     "LockReport",
     "LockedPackage",
@@ -34,15 +36,18 @@ __all__ = [
     "Resolution",
     "Target",
     "Wheelhouse",
+    "any_answers",
     "base_lock",
     "check_hashed",
     "check_python_version",
     "check_wheelhouse",
     "fill_wheelhouse",
     "lock_text",
+    "pip_settings",
     "read_requirements",
     "regenerate_command",
     "resolve",
     "run_lock",
+    "shared_wheelhouse",
     "shown",
 ]

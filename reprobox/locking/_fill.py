@@ -19,6 +19,7 @@ from reprobox.locking._base import shown
 from reprobox.locking._failures import download_failure
 from reprobox.locking._pip import run_pip
 from reprobox.locking._target import Target
+from reprobox.offline import offline_path
 
 
 @dataclass(frozen=True)
@@ -101,17 +102,20 @@ def check_wheelhouse(
             present.setdefault(pin, path)
     wheels: dict[str, Path] = {}
     missing = []
+    wanting: dict[str, None] = {}  # the locks a missing wheel is of, in order
     for lock in locks:
+        label = (labels or {}).get(lock) or shown(lock)
         for line in check_hashed(lock):
             found = present.get((line.name, line.version or ""))
             if found is None:
-                missing.append(f"{line} ({(labels or {}).get(lock) or shown(lock)}:{line.line})")
+                missing.append(f"{line} ({label}:{line.line})")
+                wanting[label] = None
             else:
                 wheels[found.name] = found
     if missing:
         more = ", ..." if len(missing) > 5 else ""
         raise EnvironmentProblem(
-            f"wheelhouse {wheelhouse} has no wheel for {', '.join(missing[:5])}{more}; fetch them with "
-            f"`reprobox lock --wheelhouse {wheelhouse} --locked LOCK` on a machine with the network"
+            f"wheelhouse {wheelhouse} has no wheel for {', '.join(missing[:5])}{more}; "
+            f"{offline_path(wheelhouse, list(wanting), base=None)}"
         )
     return Wheelhouse(wheelhouse, tuple(locks), tuple(wheels[name] for name in sorted(wheels)))

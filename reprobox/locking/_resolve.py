@@ -24,6 +24,7 @@ from reprobox.locking._base import BaseLock
 from reprobox.locking._failures import resolution_failure
 from reprobox.locking._inputs import RequirementSet
 from reprobox.locking._pip import run_pip
+from reprobox.locking._sources import IndexSettings
 from reprobox.locking._target import Target
 from reprobox.locking._uv import resolve_with_uv, uv_binary
 
@@ -49,9 +50,12 @@ class Resolution:
     left_out: tuple[LockedPackage, ...]  # pinned by the image's lock, installed from it
 
 
-def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Resolution:
+def resolve(
+    requirements: RequirementSet, base: BaseLock, target: Target, settings: IndexSettings | None = None
+) -> Resolution:
     """The resolution of `requirements` for `target`, constrained by every pin of `base`: uv's, in
-    seconds, where uv is at hand and resolves them; else pip's, which also tells why it cannot."""
+    seconds, where uv is at hand and resolves them; else pip's, which also tells why it cannot.
+    `settings`: pip's configuration, where the caller has read it already."""
     with tempfile.TemporaryDirectory(prefix="reprobox-lock-") as folder:
         scratch = Path(folder)
         wanted = scratch / "requirements.txt"
@@ -64,12 +68,15 @@ def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Res
         if uv is not None:
             what = f"{requirements.source} on top of {base.shown()} for {target.describe()}"
             progress.say(f"resolving {what} with uv ...")
-            fast = resolve_with_uv(wanted, constraints, target, scratch, uv)
+            fast = resolve_with_uv(wanted, constraints, target, scratch, uv, settings=settings)
             if not fast.failure:
                 chosen = [LockedPackage(p.name, p.version, p.wheel, p.sha256) for p in fast.packages]
                 progress.say(f"resolved {len(chosen)} packages with uv in {fast.seconds:.1f} s")
                 return _split(chosen, base)
-            progress.say("uv found no lock for them; pip resolves them again to say why ...")
+            progress.say(
+                f"uv found no resolution ({uv_reason(fast.failure)}); pip resolves them again, to name "
+                "the requirement at fault and its fix ..."
+            )
         progress.say(
             f"resolving {requirements.source} on top of {base.shown()} for {target.describe()} with pip ..."
         )
@@ -95,6 +102,14 @@ def resolve(requirements: RequirementSet, base: BaseLock, target: Target) -> Res
             raise resolution_failure(run, everything, base, target, requirements.source)
         installed = _installed(report)
     return _split([_package(item) for item in installed], base)
+
+
+def uv_reason(failure: str, limit: int = 200) -> str:
+    """uv's own reason in a few words: its `cause:` line, else its last line, without `error:`."""
+    lines = [line.strip() for line in failure.splitlines() if line.strip()]
+    cause = next((line for line in lines if line.startswith("cause:")), lines[-1] if lines else "")
+    reason = cause.removeprefix("cause:").removeprefix("error:").strip().rstrip(".")
+    return reason if len(reason) <= limit else reason[: limit - 3].rstrip() + "..."
 
 
 def _split(chosen: list[LockedPackage], base: BaseLock) -> Resolution:

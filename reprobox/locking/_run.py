@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from reprobox.errors import UsageError
+from reprobox.fileio import write_text_atomic
 from reprobox.locking._base import BaseLock, base_lock
 from reprobox.locking._fill import Wheelhouse, check_hashed, fill_wheelhouse
 from reprobox.locking._inputs import read_requirements
 from reprobox.locking._resolve import Resolution, lock_text, resolve
+from reprobox.locking._sources import pip_settings, usable_target
 from reprobox.locking._target import DEFAULT_PYTHON_VERSION, Target
-from reprobox.records.files import write_text_atomic
+from reprobox.offline import WHEELHOUSE_VARIABLE
 
 
 @dataclass(frozen=True)
@@ -81,10 +83,12 @@ def run_lock(options: LockOptions, environ: Mapping[str, str] | None = None) -> 
             f"-o {options.output} is the requirements file itself; write the lock to another file, "
             "e.g. -o requirements.lock"
         )
+    settings = pip_settings()
+    target = usable_target(settings, options.target, options.wheelhouse)  # no index answers: said at once
     resolution = None
     text = ""
     if requirements is not None and base is not None:
-        resolution = resolve(requirements, base, options.target)
+        resolution = resolve(requirements, base, target, settings)
         text = lock_text(
             resolution,
             source=requirements.source.as_posix(),
@@ -94,10 +98,17 @@ def run_lock(options: LockOptions, environ: Mapping[str, str] | None = None) -> 
         )
     wheelhouse = None
     if options.wheelhouse is not None:
-        wheelhouse = _fill(options, base, text)
+        wheelhouse = _fill(options, base, text, target)
     if options.output is not None and resolution is not None:
         write_text_atomic(options.output, text, mode=None)
     return LockReport(options, base, resolution, wheelhouse)
+
+
+def shared_wheelhouse(environ: Mapping[str, str]) -> Path | None:
+    """The wheelhouse image builds read ($REPROBOX_WHEELHOUSE), where one is set: `reprobox lock` and
+    `reprobox init` fill it with every lock they write, so the build that follows finds its wheels."""
+    value = environ.get(WHEELHOUSE_VARIABLE, "").strip()
+    return Path(value) if value else None
 
 
 def regenerate_command(options: LockOptions, base: BaseLock) -> str:
@@ -113,7 +124,7 @@ def regenerate_command(options: LockOptions, base: BaseLock) -> str:
     return shlex.join(words)
 
 
-def _fill(options: LockOptions, base: BaseLock | None, text: str) -> Wheelhouse:
+def _fill(options: LockOptions, base: BaseLock | None, text: str, target: Target) -> Wheelhouse:
     """Fill the wheelhouse with the new lock (read from a scratch copy: it is not written yet), the
     image's lock where asked, and the locks given; the wheelhouse reports the lock's real path."""
     assert options.wheelhouse is not None
@@ -128,7 +139,7 @@ def _fill(options: LockOptions, base: BaseLock | None, text: str) -> Wheelhouse:
             new = [scratch]
         labels = {lock: str(options.output) for lock in new}
         locks = [*new, *image_locks, *options.locked]
-        filled = fill_wheelhouse(locks, options.wheelhouse, options.target, labels)
+        filled = fill_wheelhouse(locks, options.wheelhouse, target, labels)
     written = [options.output] if new and options.output is not None else []
     return Wheelhouse(filled.path, (*written, *image_locks, *options.locked), filled.wheels)
 

@@ -6,9 +6,9 @@ writes each package's wheels with their sha256 (PEP 751). Where it lists several
 pins the one pip prefers for the image (`wheel_rank`, by the target's tags); any of them installs there.
 
 uv reads pip's configuration, not its own: the index, extra indexes, find-links, no-index and constraint
-files pip would use (`pip config list`, which includes the PIP_* variables), so `reprobox lock` sees the
-same packages either way. Where uv is absent, fails, or cannot say which wheel (a wheel it has no tag
-for), the caller resolves with pip, whose failures are told as sentences (`_failures`).
+files pip would use (`_sources`: `pip config list`, which includes the PIP_* variables), so `reprobox
+lock` sees the same packages either way. Where uv is absent, fails, or cannot say which wheel (a wheel
+it has no tag for), the caller resolves with pip, whose failures are told as sentences (`_failures`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import importlib
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,36 +24,11 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from reprobox import image, progress
+from reprobox.locking._sources import IndexSettings, pip_settings
 from reprobox.locking._target import PLATFORMS, Target
 
 UV_PLATFORM = "x86_64-manylinux_2_28"  # the newest manylinux tag of the image's platforms (Target)
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_PIP_SECTIONS = ("global", "install", ":env:")  # pip's `config list` sections an install reads, in order
-_PIP_KEYS = frozenset({"index-url", "extra-index-url", "find-links", "no-index", "constraint"})
 _TIMEOUT_S = 600
-
-
-@dataclass(frozen=True)
-class IndexSettings:
-    """Where pip would look for packages, from its configuration and variables."""
-
-    index_url: str | None = None
-    extra_index_urls: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()
-    no_index: bool = False
-    constraints: tuple[str, ...] = ()
-
-    def flags(self) -> list[str]:
-        flags = ["--no-index"] if self.no_index else []
-        if self.index_url:
-            flags += ["--index-url", self.index_url]
-        for url in self.extra_index_urls:
-            flags += ["--extra-index-url", url]
-        for source in self.find_links:
-            flags += ["--find-links", source]
-        for constraint in self.constraints:
-            flags += ["--constraint", constraint]
-        return flags
 
 
 @dataclass(frozen=True)
@@ -86,44 +60,18 @@ def uv_binary() -> str | None:
     return found if found and os.access(found, os.X_OK) else shutil.which("uv")
 
 
-def pip_settings(scratch: Path) -> IndexSettings:
-    """The index settings of pip's own configuration (files and PIP_* variables), as pip reports them."""
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "config", "list"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=scratch,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return IndexSettings()
-    return parse_pip_config(done.stdout if done.returncode == 0 else "")
-
-
-def parse_pip_config(listing: str) -> IndexSettings:
-    """`pip config list` lines (`section.key='value'`), later ones winning as they win in pip."""
-    values: dict[str, str] = {}
-    for line in listing.splitlines():
-        key, _, value = line.partition("=")
-        section, _, name = key.rpartition(".")
-        if section in _PIP_SECTIONS and name in _PIP_KEYS:
-            values[name] = value.strip().strip("'\"")
-    return IndexSettings(
-        index_url=values.get("index-url") or None,
-        extra_index_urls=tuple(values.get("extra-index-url", "").split()),
-        find_links=tuple(values.get("find-links", "").split()),
-        no_index=values.get("no-index", "").lower() in _TRUE,
-        constraints=tuple(values.get("constraint", "").split()),
-    )
-
-
-def resolve_with_uv(requirements: Path, constraints: Path, target: Target, scratch: Path, uv: str) -> UvRun:
-    """uv's resolution of `requirements` under `constraints` for `target`."""
-    settings = pip_settings(scratch)
+def resolve_with_uv(
+    requirements: Path,
+    constraints: Path,
+    target: Target,
+    scratch: Path,
+    uv: str,
+    *,
+    settings: IndexSettings | None = None,
+) -> UvRun:
+    """uv's resolution of `requirements` under `constraints` for `target`, from the sources of pip's
+    configuration (`settings`, read here when not given)."""
+    settings = pip_settings(scratch) if settings is None else settings
     output = scratch / "pylock.toml"
     command = [
         uv,
@@ -154,13 +102,13 @@ def resolve_with_uv(requirements: Path, constraints: Path, target: Target, scrat
     started = time.monotonic()
     lines: list[str] = []
     try:
+        # in the caller's folder, not the scratch one: relative find-links are read as pip reads them
         with subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
-            cwd=scratch,
             env={**os.environ, "UV_NO_PROGRESS": "1"},
         ) as process:
             assert process.stdout is not None

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reprobox import diskspace as space
 from reprobox import saferead
-from reprobox.guest import settings
-from reprobox.records import space
+from reprobox.fileio import write_json_atomic
 from reprobox.records._shape import (
     ARRAY,
     OBJECT,
@@ -25,13 +25,13 @@ from reprobox.records._shape import (
     unknown_version,
     wrong_type,
 )
-from reprobox.records.files import write_json_atomic
+from reprobox.records.layout import GUEST_RESULT, GUEST_STATE
 from reprobox.records.trail import StoppedEarly
 
 GUEST_SCHEMA_PREFIX = "reprobox.guest/"
 GUEST_SCHEMA = GUEST_SCHEMA_PREFIX + "1"
 GUEST_RESULT_LIMIT = 64 * saferead.MIB
-RECORD = f"{settings.GUEST_STATE}/{settings.GUEST_RESULT}"
+RECORD = f"{GUEST_STATE}/{GUEST_RESULT}"
 
 # field -> the JSON types it may have (absent or null is fine for every field)
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -126,12 +126,12 @@ class GuestResult:
 
 
 def guest_record_path(run_dir: Path) -> Path:
-    return run_dir / settings.GUEST_STATE / settings.GUEST_RESULT
+    return run_dir / GUEST_STATE / GUEST_RESULT
 
 
 def guest_reserve_path(run_dir: Path) -> Path:
     """The bytes the controller sets aside for guest.json, in case the job fills the disk."""
-    return run_dir / settings.GUEST_STATE / space.RESERVE_NAME
+    return run_dir / GUEST_STATE / space.RESERVE_NAME
 
 
 def write_guest_record(

@@ -12,9 +12,10 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from reprobox.diskspace import DiskFullFact, is_full
 from reprobox.errors import DiskFull, EnvironmentProblem, Problem, SpecError
+from reprobox.fileio import write_json_atomic
 from reprobox.records._shape import ARRAY, FLAG, OBJECT, TEXT, WHOLE, all_text, unknown_version, wrong_type
-from reprobox.records.files import write_json_atomic
 from reprobox.records.run import (
     STATUS_CANCELLED,
     STATUS_FAILED,
@@ -23,7 +24,6 @@ from reprobox.records.run import (
     STATUSES,
     RunRecord,
 )
-from reprobox.records.space import DiskFullFact, is_full
 from reprobox.saferead import UnsafeFile, kind_of, read_json
 
 __all__ = [  # the read form and statuses are RunRecord's

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import settings
+from reprobox.records.layout import GUEST_STATE
 
 OBSERVED_GLOB = "observed-*.jsonl"
 STOP_FILE = "observe-stop.json"
@@ -39,7 +39,7 @@ class Observed:
 
 def read_observed(run_dir: Path) -> Observed:
     found = Observed()
-    state = run_dir / settings.GUEST_STATE
+    state = run_dir / GUEST_STATE
     for path in sorted(state.glob(OBSERVED_GLOB))[:MAX_FILES]:
         try:
             lines = list(saferead.iter_lines(path, limit=MAX_BYTES, line_limit=MAX_LINE, root=run_dir))

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reprobox.fileio import loads_bounded
 from reprobox.records._shape import is_int, unknown_version
-from reprobox.records.files import loads_bounded
 
 OPLOG_SCHEMA_PREFIX = "reprobox.oplog/"
 OPLOG_SCHEMA = OPLOG_SCHEMA_PREFIX + "1"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.records.files import write_json_atomic
+from reprobox.fileio import write_json_atomic
 
 SPOT_CHECK_FILE = "spot-check.json"
 SPOT_CHECK_SCHEMA = "reprobox.spot-check/1"

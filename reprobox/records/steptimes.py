@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from reprobox import saferead
-from reprobox.guest import settings
+from reprobox.records.layout import GUEST_STATE
 
 STEP_TIMES_FILE = "step-times.jsonl"
 MAX_BYTES = 16 << 20
@@ -24,7 +24,7 @@ def encode_step_time(step: int, seconds: float) -> str:
 
 def read_step_times(run_dir: Path) -> dict[int, float]:
     """Seconds per optimizer step of a run ({} when it kept none); malformed lines are skipped."""
-    path = run_dir / settings.GUEST_STATE / STEP_TIMES_FILE
+    path = run_dir / GUEST_STATE / STEP_TIMES_FILE
     times: dict[int, float] = {}
     try:
         lines = list(saferead.iter_lines(path, limit=MAX_BYTES, line_limit=MAX_LINE, root=run_dir))

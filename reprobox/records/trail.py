@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 
+from reprobox.fileio import loads_bounded
 from reprobox.records._shape import is_int, is_number, unknown_version
-from reprobox.records.files import loads_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

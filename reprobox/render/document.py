@@ -20,7 +20,7 @@ from reprobox.render.blocks import Block, table
 from reprobox.render.long_runs import long_run_blocks
 from reprobox.render.operations import operation_blocks
 from reprobox.render.terminal import VERDICT_SENTENCES, divergence_text, short
-from reprobox.render.values import BLANK, show_number, show_value
+from reprobox.valuetext import BLANK, show_number, show_value
 
 MAX_FINGERPRINT_ROWS = 400
 SHOWN_PARAMETERS = 12
@@ -29,12 +29,13 @@ STATUS_TEXT = {  # a checkpoint row's status (compare._table), as the table's re
     "same": "same bytes",
     "equal": "equal tensors and values (other bytes)",
     "run-specific": "equal but run-specific values",
+    "resharded": "equal tensors by name, other shards",
     "ignored": "ignored by the job file",
     "unreadable": "DIFFERS, format not readable",
     "differs": "DIFFERS",
     "missing": "missing in a run",
 }
-AGREEING_TEXT = frozenset(STATUS_TEXT[s] for s in ("same", "equal", "run-specific", "ignored"))
+AGREEING_TEXT = frozenset(STATUS_TEXT[s] for s in ("same", "equal", "run-specific", "resharded", "ignored"))
 TENSOR_HEADERS = ("checkpoint", "tensor", "dtype", "differing elements", "max abs", "max rel", "max ULP")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reprobox.compare import Comparison
-from reprobox.records.files import write_bytes_atomic, write_text_atomic
+from reprobox.fileio import write_bytes_atomic, write_text_atomic
 from reprobox.records.manifest import RunRecord
 from reprobox.render.document import ReportData, gather
 from reprobox.render.html import html_document, html_page

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from reprobox.records.manifest import RunRecord
-from reprobox.render.values import show_number, show_value
 from reprobox.stackdiff import is_per_rank
+from reprobox.valuetext import show_number, show_value
 
 if TYPE_CHECKING:  # `run` prints a run summary without loading the comparison machinery
     from reprobox.compare import Comparison
@@ -24,6 +24,7 @@ ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
     "same": "same",
     "equal": "equal",
     "run-specific": "run-specific",
+    "resharded": "resharded",
     "ignored": "ignored",
     "unreadable": "unread",
     "differs": "DIFF",
@@ -31,6 +32,7 @@ ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
 }
 ROW_NOTES = {
     "equal": "  (same tensors and values, other file bytes)",
+    "resharded": "  (same tensors by name, cut into other shards)",
     "unreadable": "  (differs; reprobox cannot read its format)",
 }
 LISTED_FIELDS = 12

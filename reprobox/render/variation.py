@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reprobox.forensics.variation import SENSITIVE, FactorResult, VariationResult, factor_table
-from reprobox.render.values import show_number
+from reprobox.valuetext import show_number
 
 
 def matrix_text(result: VariationResult) -> str:

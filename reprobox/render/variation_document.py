@@ -18,7 +18,7 @@ from reprobox.forensics.variation import SENSITIVE, UNSUPPORTED, FactorResult, V
 from reprobox.forensics.variation.matrix import NAMES_LIMIT
 from reprobox.records.attestation import VARIATION_NOT_APPLICABLE
 from reprobox.render.blocks import Block
-from reprobox.render.values import BLANK, show_number, show_value
+from reprobox.valuetext import BLANK, show_number, show_value
 
 MATRIX_HEADERS = (
     "factor",

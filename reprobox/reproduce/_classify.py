@@ -12,7 +12,6 @@ from reprobox.compare import BIT_IDENTICAL as GRADE_BIT_IDENTICAL
 from reprobox.compare import CLAIMS, DIFFERENT, IDENTICAL, Comparison, compare_runs, differing_tensor_names
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, EnvironmentProblem, UsageError
 from reprobox.records.manifest import RunRecord, write_record
-from reprobox.render.values import show_number
 from reprobox.reproduce._grade import grade
 from reprobox.reproduce._model import (
     BIT_IDENTICAL,
@@ -28,6 +27,7 @@ from reprobox.reproduce._model import (
 from reprobox.reproduce._replay import THREAD_VARIABLES, without_replay_pins
 from reprobox.reproduce._report import report_dir_for
 from reprobox.reproduce._variation import variation_notes
+from reprobox.valuetext import show_number
 
 NAMED_FIELDS = 6
 

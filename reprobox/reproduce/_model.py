@@ -9,8 +9,8 @@ from typing import Any
 
 from reprobox import attest, bundle, stackdiff
 from reprobox.compare import Comparison
+from reprobox.fileio import json_number
 from reprobox.jobfile import Claim
-from reprobox.records.files import json_number
 from reprobox.records.manifest import RunRecord
 
 BIT_IDENTICAL = "bit-identical"

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reprobox.records.files import write_json_atomic, write_text_atomic
+from reprobox.fileio import write_json_atomic, write_text_atomic
 from reprobox.records.manifest import RunRecord
 from reprobox.render import document
 from reprobox.render.blocks import Block

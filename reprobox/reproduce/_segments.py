@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from reprobox.errors import EXIT_JOB_FAILED, EXIT_NOT_REPRODUCIBLE, EXIT_OK, UsageError
+from reprobox.fileio import write_json_atomic, write_text_atomic
 from reprobox.jobfile import JobSpec
-from reprobox.records.files import write_json_atomic, write_text_atomic
 from reprobox.render.blocks import Block
 from reprobox.render.html import html_page
 from reprobox.render.long_runs import segment_table

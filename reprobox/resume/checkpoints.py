@@ -8,8 +8,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from reprobox.jobfile.checkpoint_patterns import Resumable, find_resumable
 from reprobox.records.manifest import RunRecord
-from reprobox.resume.pattern import Resumable, find_resumable
 
 
 @dataclass(frozen=True)

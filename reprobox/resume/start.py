@@ -16,7 +16,7 @@ from reprobox.errors import EXIT_NOT_REPRODUCIBLE, ReproboxError
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import JobSpec
-from reprobox.resume.pattern import CHECKPOINT, STOP, fill
+from reprobox.jobfile.checkpoint_patterns import CHECKPOINT, STOP, fill
 
 
 class CheckpointAltered(ReproboxError):

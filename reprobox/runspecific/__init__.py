@@ -9,11 +9,15 @@ clocks, drew from the OS's entropy and mapped in memory.
 - by value: two strings that become equal once each is masked with its own run's facts: its folders and
   run id, its host names and pids, any reading of its clock inside its window (``_clock``: digits in any
   layout, tested against the window), addresses inside its processes' memory map (``<... at 0x7f3a...>``,
-  a decimal ``id()``) and ids written from what it drew from the OS's entropy (``_drawn``), and the names
-  of its run-specific folders (``_pairing``). Numbers that are Unix time inside each run's window likewise.
+  a decimal ``id()``), readings of its monotonic clocks saved whole (``_readings``), ids written from
+  what it drew from the OS's entropy (``_drawn``) or cut from the uuid1s it made (``_clockids``), and the
+  names of its run-specific folders (``_pairing``). Numbers that are Unix time inside each run's window,
+  or one of its monotonic clocks' readings, likewise.
 - by the record of its clocks: numbers that are a difference of two readings its Python took (a
   duration), a whole count over one (a rate) or one over a whole count (a mean), to the digits they show
-  and where that is no chance (``_durations``), whatever they are named.
+  and where that is no chance (``_durations``), or the mean, sum or spread of durations it measured in a
+  row at one place, likewise (``_series``), whatever they are named; an array inside a checkpoint
+  element by element (``judge_elements``).
 - by name, as a fallback only: scalars whose tag names a duration or a rate (``train_runtime``,
   ``charts/SPS``, a monitor's ``t``: ``_names``) where the run kept no complete record of its clocks to
   test them (an older record, a bound reached, a program its Python started that kept none) or they are
@@ -26,9 +30,10 @@ folders whose names differ while what lies under them pairs file for file.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from reprobox.runspecific._clockids import CLOCK_ID
 from reprobox.runspecific._context import RunContext
 from reprobox.runspecific._drawn import MIN_DECIMAL_ADDRESS, RANDOM_ID
 from reprobox.runspecific._durations import (
@@ -47,6 +52,7 @@ from reprobox.runspecific._mask import (
     for_file,
     mask,
     mask_file_name,
+    mask_pair,
     masked_name,
 )
 from reprobox.runspecific._names import (
@@ -60,11 +66,15 @@ from reprobox.runspecific._names import (
     tag_of,
 )
 from reprobox.runspecific._pairing import FolderPair, StructuralPairs, pair_by_structure
+from reprobox.runspecific._readings import CLOCK_READING
+from reprobox.runspecific._series import SERIES_MEAN, SERIES_SPREAD, SERIES_SUM
 from reprobox.runspecific._window import Window, is_reading
 
 __all__ = [
     "ADDRESS_BY_LOOK",
+    "CLOCK_ID",
     "CLOCK_MARK",
+    "CLOCK_READING",
     "CONCURRENT_LINES",
     "DURATION",
     "DURATION_BY_NAME",
@@ -79,6 +89,9 @@ __all__ = [
     "RANDOM_ID",
     "RATE_OF_CLOCK",
     "RUN_DIRECTORY",
+    "SERIES_MEAN",
+    "SERIES_SPREAD",
+    "SERIES_SUM",
     "TIMESTAMP",
     "Excuse",
     "FolderPair",
@@ -87,10 +100,12 @@ __all__ = [
     "Window",
     "classify_value",
     "for_file",
+    "judge_elements",
     "judge_value",
     "last_key",
     "mask",
     "mask_file_name",
+    "mask_pair",
     "masked_name",
     "pair_by_structure",
     "reason_by_key",
@@ -147,25 +162,56 @@ def judge_value(
     named_pid = reason_by_key(name, names) == PROCESS_ID
     if _pid_pair(a, b, run_a, run_b) and (named_pid or min(a, b) >= MIN_PID):  # type: ignore[call-overload]
         return Excuse(PROCESS_ID, BY_RECORD)
-    masked_a, reasons_a = _masked_value(a, run_a)
-    masked_b, reasons_b = _masked_value(b, run_b)
+    (masked_a, reasons_a), (masked_b, reasons_b) = _masked_pair(a, b, run_a, run_b)
     if masked_a == masked_b and (reasons_a or reasons_b):
         return Excuse(" and ".join(sorted(reasons_a | reasons_b)), BY_RECORD)
     return None
 
 
+def judge_elements(
+    name: str, pairs: Sequence[tuple[float, float]], run_a: RunContext, run_b: RunContext
+) -> Excuse | None:
+    """Why an array's differing elements are run-specific: each pair (run a's element, run b's) a figure
+    of its own run's clock, to the digit (a checkpoint's array of fold or iteration times); None when any
+    is not, when the arrays' name says the training computed them, or when no pair differs. Never by the
+    name: a tensor that no record explains is a real difference whatever it is called."""
+    clock_a, clock_b = run_a.clock, run_b.clock
+    if clock_a is None or clock_b is None or not pairs or names_computed(name):
+        return None
+    kinds: set[str] = set()
+    for a, b in pairs:
+        kind_a, kind_b = explains(clock_a, a, name), explains(clock_b, b, name)
+        if kind_a in (None, UNTESTABLE) or kind_b in (None, UNTESTABLE):
+            return None
+        kinds.add(kind_a)
+    what = " or ".join(sorted(kinds))
+    return Excuse(f"each of its {len(pairs)} differing elements is {what}", BY_RECORD)
+
+
 def _by_record(name: str, a: float, b: float, run_a: RunContext, run_b: RunContext) -> Excuse | None:
     """Two numbers each a figure of its own run's clock (never one its name says the training computed),
-    a draw of its entropy or an address it mapped."""
+    a reading of its monotonic clock, a draw of its entropy, a uuid1 it made or an address it mapped."""
     if run_a.clock is not None and run_b.clock is not None and not names_computed(name):
         kind_a, kind_b = explains(run_a.clock, a, name), explains(run_b.clock, b, name)
         if kind_a not in (None, UNTESTABLE) and kind_b not in (None, UNTESTABLE):
             return Excuse(kind_a, BY_RECORD)
-    if type(a) is not int or type(b) is not int:
-        return None
-    drawn_a, drawn_b = run_a.drawn, run_b.drawn
-    if drawn_a is not None and drawn_b is not None and drawn_a.holds_number(a) and drawn_b.holds_number(b):
-        return Excuse(RANDOM_ID, BY_RECORD)
+    readings_a, readings_b = run_a.readings, run_b.readings
+    if readings_a is not None and readings_b is not None and readings_a.holds(a) and readings_b.holds(b):
+        return Excuse(CLOCK_READING, BY_RECORD)
+    return _whole_numbers(a, b, run_a, run_b) if type(a) is int and type(b) is int else None
+
+
+def _whole_numbers(a: int, b: int, run_a: RunContext, run_b: RunContext) -> Excuse | None:
+    """Two whole numbers, each a draw of its own run's entropy, a uuid1 it made or an address it mapped."""
+    records = ((RANDOM_ID, run_a.drawn, run_b.drawn), (CLOCK_ID, run_a.clock_ids, run_b.clock_ids))
+    for reason, record_a, record_b in records:
+        if (
+            record_a is not None
+            and record_b is not None
+            and record_a.holds_number(a)
+            and record_b.holds_number(b)
+        ):
+            return Excuse(reason, BY_RECORD)
     memory_a, memory_b = run_a.memory, run_b.memory
     if memory_a is not None and memory_b is not None and min(a, b) >= MIN_DECIMAL_ADDRESS:
         return Excuse(MEMORY_ADDRESS, BY_RECORD) if memory_a.holds(a) and memory_b.holds(b) else None
@@ -243,3 +289,32 @@ def _masked_value(value: object, run: RunContext) -> tuple[object, set[str]]:
             reasons |= r
         return {k: m for k, (m, _) in pairs.items()}, reasons
     return value, set()
+
+
+Masked = tuple[object, set[str]]
+
+
+def _masked_pair(a: object, b: object, run_a: RunContext, run_b: RunContext) -> tuple[Masked, Masked]:
+    """Both values masked as ``_masked_value`` masks each, walked side by side where they have the same
+    shape, so that two strings at the same place are masked together (``mask_pair``: a decimal equal in
+    both is kept in both)."""
+    if isinstance(a, str) and isinstance(b, str):
+        return mask_pair(a, b, run_a, run_b)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
+        items = [_masked_pair(x, y, run_a, run_b) for x, y in zip(a, b, strict=True)]
+        return _gathered([m for m, _ in items], list), _gathered([m for _, m in items], list)
+    if isinstance(a, Mapping) and isinstance(b, Mapping) and a.keys() == b.keys():
+        keys = [str(k) for k in a]
+        pairs = [_masked_pair(a[k], b[k], run_a, run_b) for k in a]
+        return (
+            _gathered([m for m, _ in pairs], lambda v: dict(zip(keys, v, strict=True))),
+            _gathered([m for _, m in pairs], lambda v: dict(zip(keys, v, strict=True))),
+        )
+    return _masked_value(a, run_a), _masked_value(b, run_b)
+
+
+def _gathered(items: list[Masked], build: Callable[[list[object]], object]) -> Masked:
+    reasons: set[str] = set()
+    for _, why in items:
+        reasons |= why
+    return build([value for value, _ in items]), reasons

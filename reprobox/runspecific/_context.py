@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from reprobox import timestamps
+from reprobox.runspecific._clockids import ClockIdRecord
 from reprobox.runspecific._drawn import DrawRecord, MemoryMap
 from reprobox.runspecific._durations import ClockRecord
+from reprobox.runspecific._readings import ReadingRecord
 from reprobox.runspecific._window import Window, window_of
 
 _T = TypeVar("_T")
@@ -28,6 +30,8 @@ class RunContext:
     hostnames: tuple[str, ...] = ()  # besides ``hostname``
     clock: ClockRecord | None = field(default=None, compare=False)  # what its Python read of its clocks
     drawn: DrawRecord | None = field(default=None, compare=False)  # what it drew from the OS's entropy
+    clock_ids: ClockIdRecord | None = field(default=None, compare=False)  # the uuid1s it made
+    readings: ReadingRecord | None = field(default=None, compare=False)  # its monotonic clocks' readings
     memory: MemoryMap | None = field(default=None, compare=False)  # where its processes' memory lay
 
     @classmethod
@@ -61,6 +65,8 @@ class RunContext:
             hostnames=hosts,
             clock=_cached(ClockRecord.from_readings, readings),
             drawn=_cached(DrawRecord.from_readings, readings),
+            clock_ids=_cached(ClockIdRecord.from_readings, readings),
+            readings=_cached(ReadingRecord.from_readings, readings),
             memory=_cached(MemoryMap.from_readings, readings),
         )
 

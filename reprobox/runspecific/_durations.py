@@ -8,7 +8,10 @@ differences are the candidates. A number is
 - a duration when it equals a candidate (in s, ms, us or ns) to the digits it shows;
 - a rate when it is a whole count over a candidate (steps per second), or the count the value's own name
   gives (``charts/SPS.step_1024``) over one, truncated or rounded as a script writes it;
-- a mean duration when it is a candidate over a whole count.
+- a mean duration when it is a candidate over a whole count;
+- a mean, sum or standard deviation of durations measured in a row at one place (``_series``), to the
+  digits it shows and where that is no chance (in practice only with all its digits: many such figures
+  lie near any rounded number), and never untestable.
 
 With many readings almost any small number is some difference of two, so a match counts only where it is
 unlikely by chance: the share of its neighbourhood that candidates cover within its precision (the chance
@@ -20,14 +23,18 @@ its name may excuse it, saying so; a value the record can test and does not expl
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
+
+from reprobox.runspecific._series import KINDS as SERIES_KINDS_IN_ORDER
+from reprobox.runspecific._series import Chance, SeriesFigures, duration_series
 
 MAX_CHANCE = 0.05
 """The largest chance that a number this precise meets a candidate at random, for it to count as
@@ -39,22 +46,25 @@ MAX_CANDIDATES = 1 << 19  # differences kept per run: each value is tested again
 _FULL_DIGITS = 15  # a value shown with this many significant digits is the computed float itself
 _ULPS = 8.0
 _STEP = re.compile(r"(?:^|[._/])step_?(\d+)$")
-_DECIMAL = re.compile(r"(?<![\d.])\d+\.(\d+)(?![\d.])")
+_DECIMAL = re.compile(r"(?<![\d.])\d+\.(\d+)(?:[eE]([-+]?\d+))?(?![\d.])")
 
 DURATION_OF_CLOCK = "a duration of the run's own clock"
 RATE_OF_CLOCK = "a rate over the run's own clock"
 MEAN_OF_CLOCK = "a mean duration of the run's own clock"
 UNTESTABLE = "too coarse for the record of the run's clock to test"
+SERIES_KINDS = frozenset(SERIES_KINDS_IN_ORDER)
+_CHANCE = Chance(UNITS, NEIGHBOURHOOD, MAX_CHANCE)
 
 
 @dataclass(frozen=True)
 class ClockRecord:
-    """The candidate durations of one run (seconds, sorted) and whether its record is complete: nothing
-    dropped by a bound, and no long-lived program of the job that kept no record (a service in Go, a C++
-    binary)."""
+    """The candidate durations of one run (seconds, sorted), the same durations per pair of call sites in
+    the order they were measured (``_series``), and whether its record is complete: nothing dropped by a
+    bound, and no long-lived program of the job that kept no record (a service in Go, a C++ binary)."""
 
     differences: np.ndarray
     complete: bool
+    series: tuple[np.ndarray, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_readings(cls, readings: Mapping[str, Any]) -> ClockRecord | None:
@@ -62,39 +72,28 @@ class ClockRecord:
         found: list[np.ndarray] = []
         clocks = readings.get("clocks") or []
         complete = not readings.get("dropped") and not readings.get("unrecorded_programs")
-        total = 0
+        total, recorded = 0, False
         for entry in clocks if isinstance(clocks, list) else []:
             if not isinstance(entry, Mapping):
                 continue
+            recorded = True
             scale = 1e-9 if str(entry.get("clock", "")).endswith("_ns") else 1.0
             room = MAX_CANDIDATES - total
-            differences = candidate_differences(entry.get("sites") or [], entry.get("values") or [], room + 1)
-            total += len(differences)
-            found.append(np.asarray(differences[:room], dtype=np.float64) * scale)
-            if len(differences) > room:  # past the bound: what is left is judged by no record alone
+            series, cut = duration_series(entry.get("sites") or [], entry.get("values") or [], room)
+            total += sum(len(s) for s in series)
+            found += [np.asarray(s, dtype=np.float64) * scale for s in series]
+            if cut:  # past the bound: what is left is judged by no record alone
                 complete = False
                 break
-        if not found:
+        if not recorded:
             return None
-        merged = np.unique(np.concatenate(found))
-        return cls(merged[merged > 0], complete)
+        merged = np.unique(np.concatenate([np.zeros(0), *found]))
+        return cls(merged[merged > 0], complete, tuple(found))
 
-
-def candidate_differences(
-    sites: Sequence[object], values: Sequence[object], limit: int = MAX_CANDIDATES
-) -> list[float | int]:
-    """Each reading minus the latest earlier reading of every site (its own site's included), at most
-    ``limit`` of them."""
-    latest: dict[object, float | int] = {}
-    found: list[float | int] = []
-    for site, value in zip(sites, values, strict=False):
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            continue
-        found.extend(value - earlier for earlier in latest.values())
-        latest[site] = value
-        if len(found) >= limit:
-            return found[:limit]
-    return found
+    @cached_property
+    def figures(self) -> SeriesFigures:
+        """Means, sums and spreads of the durations each place measured in a row (made when first asked)."""
+        return SeriesFigures.of(self.series)
 
 
 def precision(value: float) -> float:
@@ -149,23 +148,44 @@ def explains(
         found.append(test())
         if found[-1]:
             return kind
+    if kinds is None or SERIES_KINDS.intersection(kinds):  # never untestable: found to the digit, or not
+        figure = record.figures.explains(float(value), tolerance, _CHANCE)
+        if figure is not None and (kinds is None or figure in kinds):
+            return figure
     return UNTESTABLE if None in found else None
 
 
-def mask_durations(text: str, record: ClockRecord, mark: str = "<duration>") -> tuple[str, int]:
+def decimals(text: str) -> list[str]:
+    """The decimal numbers of a text, in order, as ``mask_durations`` sees them."""
+    return [match.group() for match in _DECIMAL.finditer(text)]
+
+
+def mask_durations(
+    text: str, record: ClockRecord, mark: str = "<duration>", *, keep: frozenset[int] = frozenset()
+) -> tuple[str, set[str]]:
     """The text with each decimal number that is a duration of the run's clock (to the digits it shows,
-    where that is no chance) replaced, and how many: ``epoch 3 took 0.0569s``."""
-    count = 0
+    where that is no chance), or a mean, sum or spread of durations it measured in a row (to every digit),
+    replaced, and which of those it held: ``epoch 3 took 0.0569s``, a CSV cell ``8.492696021192208e-05``.
+    The decimals at the places ``keep`` names (0: the first) are left as they are."""
+    found: set[str] = set()
+    places = itertools.count()
 
     def replace(match: re.Match[str]) -> str:
-        nonlocal count
-        value, tolerance = float(match.group()), 0.5 * 10.0 ** -len(match.group(1))
+        if next(places) in keep:
+            return match.group()
+        value = float(match.group())
+        shown = len(match.group(1)) - int(match.group(2) or 0)
+        tolerance = max(0.5 * 10.0**-shown, _ULPS * math.ulp(value))
         if value > 0 and any(_meets(record.differences, value / u, tolerance / u) for u in UNITS):
-            count += 1
+            found.add(DURATION_OF_CLOCK)
+            return mark
+        figure = record.figures.explains(value, tolerance, _CHANCE) if value > 0 else None
+        if figure is not None:
+            found.add(figure)
             return mark
         return match.group()
 
-    return _DECIMAL.sub(replace, text) if record.differences.size else text, count
+    return (_DECIMAL.sub(replace, text) if record.differences.size else text), found
 
 
 def _meets(differences: np.ndarray, value: float, tolerance: float) -> bool | None:

@@ -1,5 +1,5 @@
 """A text with one run's own facts masked: its paths, run id, names, hosts, clock readings, pids, the
-addresses it mapped and the ids it drew, each replaced by a mark, with why."""
+addresses it mapped, the ids it drew and the uuid1s it made, each replaced by a mark, with why."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from dataclasses import replace
 from functools import lru_cache
 
 from reprobox.runspecific._clock import mask_clock
+from reprobox.runspecific._clockids import CLOCK_ID, mask_clock_ids
 from reprobox.runspecific._context import RunContext
 from reprobox.runspecific._drawn import RANDOM_ID, mask_addresses, mask_drawn
-from reprobox.runspecific._durations import DURATION_OF_CLOCK, mask_durations
+from reprobox.runspecific._durations import decimals, mask_durations
 from reprobox.runspecific._names import HOSTNAME, PROCESS_ID, TIMESTAMP
+from reprobox.runspecific._readings import CLOCK_READING, mask_readings
 
 RUN_DIRECTORY = "a path under the run's own directory"
 NAME_PART = "a run id or time in the file's own path"
@@ -26,8 +28,36 @@ _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]{4,16}\b")
 
 def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     """The text with the run's own paths, id, hosts, pids, clock readings and durations, memory
-    addresses, the ids it drew and its run-specific names replaced, and why."""
+    addresses, the ids it drew, the uuid1s it made and its run-specific names replaced, and why."""
     reasons: set[str] = set()
+    text = _mask_facts(text, run, reasons)
+    return _mask_numbers(text, run, reasons, frozenset()), reasons
+
+
+def mask_pair(
+    text_a: str, text_b: str, run_a: RunContext, run_b: RunContext
+) -> tuple[tuple[str, set[str]], tuple[str, set[str]]]:
+    """Both texts masked, each with its own run's facts, where a decimal that stands at the same place in
+    both with the same digits is left as it is: a number equal in both runs is no duration of either
+    (``train_loss 0.049640`` is not masked in one run because its digits met a difference of that run's
+    readings, and kept in the other)."""
+    reasons_a: set[str] = set()
+    reasons_b: set[str] = set()
+    text_a, text_b = _mask_facts(text_a, run_a, reasons_a), _mask_facts(text_b, run_b, reasons_b)
+    numbers_a, numbers_b = decimals(text_a), decimals(text_b)
+    same: frozenset[int] = frozenset()
+    if len(numbers_a) == len(numbers_b):
+        same = frozenset(
+            place for place, (x, y) in enumerate(zip(numbers_a, numbers_b, strict=True)) if x == y
+        )
+    return (
+        (_mask_numbers(text_a, run_a, reasons_a, same), reasons_a),
+        (_mask_numbers(text_b, run_b, reasons_b, same), reasons_b),
+    )
+
+
+def _mask_facts(text: str, run: RunContext, reasons: set[str]) -> str:
+    """The run's addresses in reprs, names, drawn ids, uuid1s, clock readings and monotonic readings."""
     if run.memory is None:  # an older record: an address in a repr is known by its look alone
         text, count = _ADDRESS.subn("at <address>", text)  # first: its hex digits hold no other fact
         reasons |= {ADDRESS_BY_LOOK} if count else set()
@@ -38,19 +68,30 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
     if run.drawn is not None:
         text, count = mask_drawn(text, run.drawn)
         reasons |= {RANDOM_ID} if count else set()
+    if run.clock_ids is not None:  # before the clock: a uuid1's first digits may read as a date
+        text, count = mask_clock_ids(text, run.clock_ids)
+        reasons |= {CLOCK_ID} if count else set()
     if run.window is not None:
         text, readings = mask_clock(text, run.window)
         reasons |= {TIMESTAMP} if readings else set()
+    if run.readings is not None and "." in text:  # a monotonic clock's reading, saved whole
+        text, count = mask_readings(text, run.readings)
+        reasons |= {CLOCK_READING} if count else set()
+    return text
+
+
+def _mask_numbers(text: str, run: RunContext, reasons: set[str], keep: frozenset[int]) -> str:
+    """Durations (but the decimals at the places ``keep`` names), decimal addresses and pids."""
     if run.clock is not None and "." in text:  # after the clock: a Unix time is no duration
-        text, count = mask_durations(text, run.clock)
-        reasons |= {DURATION_OF_CLOCK} if count else set()
+        text, kinds = mask_durations(text, run.clock, keep=keep)
+        reasons |= kinds
     if run.memory is not None and _DIGIT.search(text):  # after the clock: a Unix time is no address
         text, count = mask_addresses(text, run.memory, "<address>", decimal=True)
         reasons |= {MEMORY_ADDRESS} if count else set()
     if run.pids and _DIGIT.search(text):
         text, count = _pid_pattern(run.pids).subn(_pid_mark, text)
         reasons |= {PROCESS_ID} if count else set()
-    return text, reasons
+    return text
 
 
 def _mask_names(text: str, run: RunContext, reasons: set[str]) -> str:

@@ -4,7 +4,8 @@ a record, never the step or index around it (``charts/SPS.step_1024`` is judged 
 Steps, samples, tokens or frames per second, SPS, fps, it/s, throughput, elapsed, runtime, duration, and a
 monitor's episode time ``t`` (SB3's monitor.csv rows and ``ep_info_buffer`` entries: ``r``, ``l``, ``t``)
 measure the machine, not the training. A number the training computes (a loss, a return, an accuracy, an
-entropy) is never excused by its name, whatever it is named next to.
+entropy) is never excused by its name, whatever it is named next to; the time it took to compute one
+(``score_time``) is a duration.
 """
 
 from __future__ import annotations
@@ -62,8 +63,19 @@ def words_of(tag: str) -> list[str]:
 
 
 def names_computed(name: str) -> bool:
-    """Whether the value's own name says the training computed it (a loss, a return, an accuracy)."""
-    return bool(_COMPUTED.intersection(words_of(tag_of(name))))
+    """Whether the value's own name says the training computed it (a loss, a return, an accuracy); one
+    that ends in a word of time says how long computing it took (``mean_score_time``, ``loss_secs``)."""
+    words = words_of(tag_of(name))
+    return bool(_COMPUTED.intersection(words)) and not _times_it(words)
+
+
+def _times_it(words: list[str]) -> bool:
+    """The last words name a duration: ``..._time``, ``..._seconds``, ``..._time_ms``."""
+    if not words:
+        return False
+    return words[-1] in _DURATIONS or (
+        len(words) >= 2 and words[-2] == "time" and words[-1] in (*_SECONDS, "ms")
+    )
 
 
 def names_rate(name: str) -> bool:
@@ -84,7 +96,7 @@ def reason_by_key(name: str, names: Container[str] = ()) -> str | None:
     tag = tag_of(name)
     key = tag.rsplit("/", 1)[-1]
     words = words_of(tag)
-    if _COMPUTED.intersection(words):
+    if names_computed(name):
         return None
     if _TIMESTAMP_KEY.search(key):
         return TIMESTAMP

@@ -257,7 +257,13 @@ def job_image(engine: Engine, options: RuntimeOptions) -> ImageInfo:
     moved = from_docker(engine, plan.tag)
     if moved is not None:
         return moved
-    if find_image(engine, plan.base_image) is None:
+    # What the build starts from, moved over from Docker when Podman lacks it: a job's extras build on
+    # the shared image (moved whole when Docker has it), which builds on the base.
+    shared = plan.shared
+    if shared is not None and find_image(engine, shared.tag) is None:
+        from_docker(engine, shared.tag)
+    needs_base = shared is None or find_image(engine, shared.tag) is None
+    if needs_base and find_image(engine, plan.base_image) is None:
         from_docker(engine, plan.base_image)
     return ensure_image(
         spec,

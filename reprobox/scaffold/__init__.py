@@ -18,10 +18,9 @@ from typing import Any
 
 from reprobox import progress
 from reprobox.errors import EXIT_JOB_FAILED, EnvironmentProblem, ReproboxError, UsageError
+from reprobox.fileio import write_text_atomic
 from reprobox.guest.watch import wall_limit
-from reprobox.image._plan import WHEELHOUSE_VARIABLE
 from reprobox.jobfile import load_job
-from reprobox.records.files import write_text_atomic
 from reprobox.scaffold._classify import Findings, classify
 from reprobox.scaffold._joblog import last_lines
 from reprobox.scaffold._jobtext import job_name, job_text, outputs_summary, shown_path
@@ -211,12 +210,10 @@ def _lock(
     lock = _requirements_file(folder, "requirements.lock")
     progress.say(f"init: locking {', '.join(findings.missing)} for the image ({requirements} -> {lock})")
     # the image builds offline from $REPROBOX_WHEELHOUSE where one is set: it gets these wheels too
-    wheelhouse = os.environ.get(WHEELHOUSE_VARIABLE) or None
+    wheelhouse = locking.shared_wheelhouse(os.environ)
     try:
         locking.run_lock(
-            locking.LockOptions(
-                requirements=source, output=folder / lock, wheelhouse=Path(wheelhouse) if wheelhouse else None
-            )
+            locking.LockOptions(requirements=source, output=folder / lock, wheelhouse=wheelhouse)
         )
     except ReproboxError as exc:
         return None, exc.message

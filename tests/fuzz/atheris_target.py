@@ -4,7 +4,8 @@ atheris (libFuzzer for Python) instruments the readers and keeps the inputs that
 mutations are this package's framing-aware ones (``mutate``), and its limits libFuzzer's own
 (``-timeout``, ``-rss_limit_mb``). An input that ends otherwise than read or refused (UsageError) is a
 crash, which libFuzzer writes to ``-artifact_prefix``. A text input is hashed under each text suffix, a
-compressed one under a JSON and an .npy name.
+compressed one under a JSON and an .npy name. A target whose seeds are folders (``FOLDERS``) mutates the
+first seed's file, beside that seed's other files, and hashes every file of the folder.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ with atheris.instrument_imports(include=["reprobox.guest.hashing"]):
     from reprobox.guest.hashing import hash_checkpoint
 
 from reprobox.errors import UsageError
-from tests.fuzz.forkserver import input_path, preload
+from tests.fuzz.forkserver import FOLDERS, TARGET_FILES, folder_input, input_path, preload
 from tests.fuzz.mutate import MUTATORS
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".yaml", ".csv")
@@ -37,7 +38,21 @@ def main(argv: list[str]) -> None:
     preload()
     warnings.simplefilter("ignore")
 
+    args = argv[2:]
+    if target in FOLDERS:  # the corpus: the first seed folder's file, its companions written once
+        first = sorted(p for p in Path(args[-1]).iterdir() if p.is_dir())[0]
+        (folder / "corpus").mkdir()
+        (folder / "corpus" / first.name).write_bytes((first / TARGET_FILES[target]).read_bytes())
+        args[-1] = str(folder / "corpus")
+        checkpoint = folder_input(folder / "work", target, first)
+
     def one_input(data: bytes) -> None:
+        if target in FOLDERS:
+            checkpoint.write_bytes(data)
+            with contextlib.suppress(UsageError):  # refused, exit 2: a passing outcome
+                for path in sorted(checkpoint.parent.iterdir()):
+                    hash_checkpoint(path, relative_to=checkpoint.parent, workers=1, strict=True)
+            return
         for suffix in suffixes:
             path = input_path(folder, target, suffix)
             path.write_bytes(data)
@@ -47,7 +62,7 @@ def main(argv: list[str]) -> None:
     def mutate(data: bytes, max_size: int, seed: int) -> bytes:
         return mutator(random.Random(seed), data)[:max_size]
 
-    atheris.Setup([argv[0], *argv[2:]], one_input, custom_mutator=mutate)
+    atheris.Setup([argv[0], *args], one_input, custom_mutator=mutate)
     atheris.Fuzz()
 
 

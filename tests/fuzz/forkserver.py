@@ -1,12 +1,12 @@
 """Hashing one input in a forked child, held to a time and a memory limit, and classing the outcome.
 
 The process that forks has imported the readers once (and neither torch nor any writer library), so a
-child starts in well under a millisecond of Python. The child hashes the file as ``reprobox hash`` does
-(``hash_checkpoint(strict=True)``) and reports its outcome class on a pipe; the parent kills it past the
-time limit and reads its peak memory from ``wait4``. The memory limit is checked against the child's
-growth over the parent (``ru_maxrss``), and an address-space rlimit keeps a runaway child from the
-machine. Outcome classes, never messages, decide: ``read`` (digested), ``noted`` (compared as bytes, with a
-note saying why), ``refused`` (a UsageError: exit 2); every other ending is a finding.
+child starts in well under a millisecond of Python. The child hashes the file (or each file of a folder)
+as ``reprobox hash`` does (``hash_checkpoint(strict=True)``) and reports its outcome class on a pipe; the
+parent kills it past the time limit and reads its peak memory from ``wait4``. The memory limit is checked
+against the child's growth over the parent (``ru_maxrss``), and an address-space rlimit keeps a runaway
+child from the machine. Outcome classes, never messages, decide: ``read`` (digested), ``noted`` (compared
+as bytes, with a note saying why), ``refused`` (a UsageError: exit 2); every other ending is a finding.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import random
 import resource
 import select
+import shutil
 import signal
 import time
 import traceback
@@ -46,9 +47,19 @@ TARGET_FILES: dict[str, str] = {
     "hdf5": "model.weights.h5",
     "sqlite": "study.db",
     "compressed": "values",  # the seed's own suffixes (.json.gz, .npy.xz) are kept
+    "pt2": "model.pt2",
+    "torchscript": "traced_model.pt",
 }
 SUFFIXED = frozenset({"text", "compressed"})
 """Targets whose inputs keep their seed's suffix: it picks the reader (of the file a stream holds)."""
+
+# --- targets whose input is one file of a folder (FOLDERS) ---
+TARGET_FILES["dcp-metadata"] = ".metadata"  # beside the valid .distcp shards of the seed's own save
+TARGET_FILES["dcp-shard"] = "__0_0.distcp"  # beside the valid .metadata (and other shard) of that save
+FOLDERS = frozenset({"dcp-metadata", "dcp-shard"})
+"""Targets whose seeds are folders: the file named in TARGET_FILES is mutated, the seed's other files
+(its companions) lie beside it, written once a campaign, and every file of the folder is hashed, each as
+``reprobox hash`` hashes it (a DCP checkpoint's index is read with its shards, and each shard by it)."""
 
 
 @dataclass
@@ -70,6 +81,18 @@ def input_path(folder: Path, target: str, suffix: str = "") -> Path:
     path = folder / relative
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def folder_input(work: Path, target: str, seed: Path) -> Path:
+    """Where an input of a FOLDERS target mutated from ``seed`` (a folder) is written: in a folder of its
+    own under ``work``, beside ``seed``'s other files, copied there the first time."""
+    folder = work / seed.name
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+        for companion in seed.iterdir():
+            if companion.name != TARGET_FILES[target]:
+                (folder / companion.name).write_bytes(companion.read_bytes())
+    return folder / TARGET_FILES[target]
 
 
 def _rss_bytes() -> int:
@@ -99,10 +122,13 @@ def _child(path: Path, write_end: int, time_limit: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     warnings.simplefilter("ignore")  # a reader's library warning about an input is not an outcome
+    files, root = (
+        (sorted(p for p in path.iterdir() if p.is_file()), path) if path.is_dir() else ([path], path.parent)
+    )
     try:
-        digest = hash_checkpoint(path, relative_to=path.parent, workers=1, strict=True)
-        noted = digest.format == "file" and digest.note is not None  # compared as bytes, saying why
-        report = {"kind": "noted" if noted else "read", "detail": digest.note or ""}
+        digests = [hash_checkpoint(file, relative_to=root, workers=1, strict=True) for file in files]
+        notes = [d.note for d in digests if d.format == "file" and d.note is not None]  # compared as bytes
+        report = {"kind": "noted" if notes else "read", "detail": "\n".join(notes)}
     except UsageError as exc:
         report = {"kind": "refused", "detail": str(exc)}
     except EnvironmentProblem as exc:
@@ -154,7 +180,8 @@ def preload_torch() -> None:
 def run_input(
     path: Path, time_limit: float = TIME_LIMIT_S, memory_limit: int = MEMORY_LIMIT_BYTES
 ) -> Outcome:
-    """Hash ``path`` in a forked child within the limits; the outcome class it ended in."""
+    """Hash ``path`` (a folder: each of its files, as ``reprobox hash folder/*`` does) in a forked child
+    within the limits; the outcome class it ended in."""
     preload()
 
     baseline = _rss_bytes()
@@ -217,6 +244,9 @@ class Campaign:
 
 
 def seed_files(seeds: Path, target: str) -> list[tuple[str, bytes]]:
+    """Each seed's suffixes and bytes (for a FOLDERS target: the seed folder's name and its target file's)."""
+    if target in FOLDERS:
+        return [(p.name, (p / TARGET_FILES[target]).read_bytes()) for p in sorted((seeds / target).iterdir())]
     return [("".join(p.suffixes), p.read_bytes()) for p in sorted((seeds / target).iterdir())]
 
 
@@ -239,18 +269,26 @@ def fuzz(target: str, seconds: float, seeds: Path, work: Path, findings: Path, r
     while time.monotonic() < deadline:
         suffix, data = rng.choice(corpus)
         data = mutator(rng, data) if campaign.executions >= len(corpus) or rng.random() < 0.9 else data
-        path = input_path(work, target, suffix)
+        folder = target in FOLDERS  # then ``suffix`` names the seed folder
+        path = (
+            folder_input(work, target, seeds / target / suffix)
+            if folder
+            else input_path(work, target, suffix)
+        )
         path.write_bytes(data)
-        outcome = run_input(path)
-        path.unlink()
+        outcome = run_input(path.parent if folder else path)
         campaign.executions += 1
         campaign.kinds[outcome.kind] = campaign.kinds.get(outcome.kind, 0) + 1
         if not outcome.passed and outcome.signature not in seen:
             seen.add(outcome.signature)
-            kept = findings / target / (hashlib.sha256(data).hexdigest()[:16] + suffix)
+            kept = findings / target / (hashlib.sha256(data).hexdigest()[:16] + ("" if folder else suffix))
             kept.parent.mkdir(parents=True, exist_ok=True)
-            kept.write_bytes(data)
+            if folder:  # the whole folder: its companions as this save wrote them
+                shutil.copytree(path.parent, kept, dirs_exist_ok=True)
+            else:
+                kept.write_bytes(data)
             campaign.findings.append((kept, outcome))
         elif outcome.kind == "read" and len(corpus) < 64 and rng.random() < 0.05:
             corpus.append((suffix, data))  # a readable mutation reaches deeper as a seed of its own
+        path.unlink()
     return campaign

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import random
+import re
 import struct
 import zipfile
 from collections.abc import Callable
@@ -284,6 +285,48 @@ def _pickle(rng: random.Random, data: bytes) -> bytes:
     return _pickle_opcodes(rng, data) if rng.random() < 0.5 else mutate_bytes(rng, data)
 
 
+_JSON_INT = re.compile(rb"-?\d+")
+_JSON_VALUES = [b"0", b"-1", b"7", b"4294967296", b"281474976710656", b"1e400", b'"x"', b"null", b"[]", b"{}"]
+
+
+def _json_numbers(rng: random.Random, data: bytes) -> bytes:
+    """One number of a JSON text (a dtype, a size, a stride, an offset) set to an interesting value."""
+    found = list(_JSON_INT.finditer(data))
+    if not found or rng.random() < 0.2:
+        return mutate_bytes(rng, data)
+    match = rng.choice(found)
+    return data[: match.start()] + rng.choice(_JSON_VALUES) + data[match.end() :]
+
+
+def _torch_archive(rng: random.Random, data: bytes) -> bytes:
+    """A torch writer's archive (TorchScript, PT2): one member mutated as what it is (a JSON config's
+    numbers, a pickle's opcodes, other bytes) and the archive written again, each member stored or
+    compressed as it was; or its bytes mutated as they stand."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = [(info, archive.read(info)) for info in archive.infolist()]
+    except Exception:  # noqa: BLE001 - a mutated archive the writer side cannot read: mutate bytes
+        return mutate_bytes(rng, data)
+    if not members or rng.random() < 0.15:
+        return mutate_bytes(rng, data)
+    index = rng.randrange(len(members))
+    info, payload = members[index]
+    if info.filename.endswith(".json"):
+        payload = _json_numbers(rng, payload)
+    elif info.filename.endswith("pkl") and rng.random() < 0.6:
+        payload = _pickle_opcodes(rng, payload)
+    else:
+        payload = mutate_bytes(rng, payload)
+    members[index] = (info, payload)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for old, content in members:
+            entry = zipfile.ZipInfo(old.filename)
+            entry.compress_type = old.compress_type
+            archive.writestr(entry, content)
+    return out.getvalue()
+
+
 HDF5_SIGNATURES = (b"OHDR", b"OCHK", b"TREE", b"HEAP", b"SNOD", b"GCOL", b"FRHP", b"FHDB", b"FHIB")
 HDF5_SIGNATURES += (b"BTHD", b"BTIN", b"BTLF", b"FAHD", b"FADB")
 
@@ -405,4 +448,206 @@ MUTATORS: dict[str, Mutator] = {
     "hdf5": _hdf5,
     "sqlite": _sqlite,
     "compressed": _compressed,
+    "pt2": _torch_archive,
+    "torchscript": _torch_archive,
 }
+
+
+# --- torch Distributed Checkpoint: the index's values, and a shard's items in place -------------------
+
+DCP_STRINGS = [
+    "../x.distcp",
+    "/tmp/x.distcp",
+    "sub/__0_0.distcp",
+    "__1_0.distcp",
+    "__0_0.distcp",
+    ".metadata",
+    "",
+    "x" * 70_000,
+    "model.weight",
+    "torch.distributed.checkpoint.metadata",
+    "torch.distributed.checkpoint.filesystem",
+    "posix",
+    "system",
+    "builtins",
+    "eval",
+    "float64",
+    "bfloat16",
+    "int8",
+    "quint8",
+    "sparse_coo",
+    "Size",
+    "MetadataIndex",
+    "BytesStorageMetadata",
+    "transform_descriptors",
+    "chunks",
+    "relative_path",
+]
+"""Names a hostile index would spell: shards outside the folder, classes, dtypes and fields of DCP's."""
+
+_INT_OPS = frozenset({"BININT1", "BININT2", "BININT", "LONG1", "INT", "LONG"})
+_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8"})
+_GET_OPS = frozenset({"BINGET", "LONG_BINGET", "GET"})
+
+
+def _pickle_ops(data: bytes) -> list[tuple[str, Any, bytes]] | None:
+    """A pickle's opcodes (name, argument, bytes), without its frames (optional: without them an opcode
+    may change its length); what follows STOP is kept as one more. None if it does not parse."""
+    import pickletools
+
+    try:
+        found = list(pickletools.genops(data))
+    except Exception:  # noqa: BLE001 - a mutated pickle: mutated again as bytes
+        return None
+    ops = []
+    for number, (op, arg, pos) in enumerate(found):
+        end = found[number + 1][2] if number + 1 < len(found) else pos + 1  # the last is STOP
+        if op.name != "FRAME":
+            ops.append((op.name, arg, data[pos:end]))
+    last = found[-1][2] + 1 if found else 0
+    if data[last:]:
+        ops.append(("TRAILING", None, data[last:]))
+    return ops
+
+
+def _int_op(value: int) -> bytes:
+    import pickle
+
+    if 0 <= value < 1 << 8:
+        return b"K" + bytes((value,))
+    if 0 <= value < 1 << 16:
+        return b"M" + value.to_bytes(2, "little")
+    if -(1 << 31) <= value < 1 << 31:
+        return b"J" + value.to_bytes(4, "little", signed=True)
+    raw = pickle.encode_long(value)
+    return b"\x8a" + bytes((len(raw),)) + raw
+
+
+def _string_op(text: str) -> bytes:
+    raw = text.encode("utf-8", "surrogatepass")
+    return (b"\x8c" + bytes((len(raw),)) if len(raw) < 256 else b"X" + struct.pack("<I", len(raw))) + raw
+
+
+def _pickle_values(rng: random.Random, data: bytes) -> bytes:
+    """One to three of a pickle's values rewritten as opcodes of their own kind: an integer (a size, an
+    offset, a length) set to an interesting one or moved by one, a string (a shard's name, an fqn, a
+    dtype, a class) swapped for a hostile one or another the pickle holds, a memo reference pointed at
+    another object (shared, or its own container: a cycle); or an opcode dropped or repeated."""
+    ops = _pickle_ops(data)
+    if not ops:
+        return mutate_bytes(rng, data)
+    by_kind = {
+        kind: [n for n, (name, _, _) in enumerate(ops) if name in names]
+        for kind, names in (("int", _INT_OPS), ("str", _STRING_OPS), ("get", _GET_OPS))
+    }
+    strings = [ops[n][1] for n in by_kind["str"]]
+    memoized = sum(name == "MEMOIZE" for name, _, _ in ops)
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choices(["int", "str", "get", "op"], [6, 2, 1, 1])[0]
+        if (kind != "op" and not by_kind[kind]) or (kind == "get" and not memoized):
+            kind = "op"
+        number = rng.choice(by_kind[kind]) if kind != "op" else rng.randrange(len(ops))
+        name, arg, raw = ops[number]
+        if kind == "int":
+            value = rng.choice([*INTERESTING_INTS, arg + 1, arg - 1, -1, 2 * arg, 1 << 40, -(1 << 62)])
+            raw = _int_op(int(value))
+        elif kind == "str":
+            raw = _string_op(rng.choice(DCP_STRINGS + strings))
+        elif kind == "get":
+            raw = b"j" + struct.pack("<I", rng.randrange(memoized))
+        else:
+            raw = b"" if rng.random() < 0.7 else raw * 2
+        ops[number] = (name, arg, raw)
+    return b"".join(raw for _, _, raw in ops)
+
+
+def _dcp_metadata(rng: random.Random, data: bytes) -> bytes:
+    choice = rng.random()
+    if choice < 0.8:
+        return _pickle_values(rng, data)
+    return _pickle_opcodes(rng, data) if choice < 0.9 else mutate_bytes(rng, data)
+
+
+def _dcp_items(data: bytes) -> list[tuple[int, int]]:
+    """Where a shard's items lie, each a torch.save zip archive ending in its end record."""
+    items, start = [], 0
+    for end_record in _occurrences(data, b"PK\x05\x06"):
+        if end_record + 22 > len(data):
+            break
+        (comment,) = struct.unpack_from("<H", data, end_record + 20)
+        end = end_record + 22 + comment
+        items.append((start, end))
+        start = end
+    return items
+
+
+def _member_in_place(rng: random.Random, item: bytes) -> bytes:
+    """One member's stored bytes mutated without changing their length, its CRC set again in its local
+    header and its directory entry: the item, and every item after it, stays where the index says."""
+    import zlib
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(item)) as archive:
+            members = [i for i in archive.infolist() if i.compress_type == zipfile.ZIP_STORED and i.file_size]
+    except Exception:  # noqa: BLE001 - a damaged item: its bytes mutated
+        return mutate_bytes(rng, item)
+    if not members:
+        return mutate_bytes(rng, item)
+    info = rng.choice(members)
+    out = bytearray(item)
+    name_length, extra_length = struct.unpack_from("<HH", out, info.header_offset + 26)
+    start = info.header_offset + 30 + name_length + extra_length
+    payload = bytes(out[start : start + info.file_size])
+    for _ in range(rng.randint(1, 3)):
+        payload = rng.choice([_flip, _set_int, _set_int])(rng, payload)
+    out[start : start + len(payload)] = payload
+    crc = zlib.crc32(payload)
+    struct.pack_into("<I", out, info.header_offset + 14, crc)
+    if info.flag_bits & 0x08:  # a data descriptor follows the bytes (torch writes one), signed or not
+        after = start + len(payload)
+        struct.pack_into("<I", out, after + 4 if out[after : after + 4] == b"PK\x07\x08" else after, crc)
+    for entry in _occurrences(bytes(out), b"PK\x01\x02"):
+        if struct.unpack_from("<I", out, entry + 42)[0] == info.header_offset:
+            struct.pack_into("<I", out, entry + 16, crc)
+    return bytes(out)
+
+
+def _item_rewritten(rng: random.Random, item: bytes) -> bytes:
+    """The item's pickle with its values mutated (``_pickle_values``) or another member mutated, the
+    archive written again; half the time cut or padded with zeros to its old length."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(item)) as archive:
+            members = [(info.filename, archive.read(info)) for info in archive.infolist()]
+    except Exception:  # noqa: BLE001 - a damaged item: its bytes mutated
+        return mutate_bytes(rng, item)
+    if not members:
+        return item
+    number = next((n for n, (name, _) in enumerate(members) if name.endswith("data.pkl")), 0)
+    if rng.random() < 0.3:
+        number = rng.randrange(len(members))
+    name, payload = members[number]
+    mutate = _pickle_values if name.endswith("data.pkl") else mutate_bytes
+    members[number] = (name, mutate(rng, payload))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for member, content in members:
+            archive.writestr(member, content)
+    result = out.getvalue()
+    if rng.random() < 0.5:
+        result = result[: len(item)] + bytes(max(0, len(item) - len(result)))
+    return result
+
+
+def _dcp_shard(rng: random.Random, data: bytes) -> bytes:
+    """One item of the shard mutated in place (the index still places every item), or rewritten, or the
+    shard's bytes mutated."""
+    items = _dcp_items(data)
+    if not items or rng.random() < 0.15:
+        return mutate_bytes(rng, data)
+    start, end = rng.choice(items)
+    mutate = _member_in_place if rng.random() < 0.6 else _item_rewritten
+    return data[:start] + mutate(rng, data[start:end]) + data[end:]
+
+
+MUTATORS["dcp-metadata"] = _dcp_metadata
+MUTATORS["dcp-shard"] = _dcp_shard

@@ -8,9 +8,11 @@ import pickle
 import struct
 import zipfile
 from collections.abc import Callable
+from typing import Any
 
-Probe = tuple[str, str, Callable[[], bytes]]
-"""(target, suffix for the text target, the input's bytes)."""
+Probe = tuple[str, str, Callable[[], bytes]] | tuple[str, str, Callable[[], dict[str, bytes]]]
+"""(target, suffix for the text target, the input's bytes, or a folder's files by name for a target of
+``forkserver.FOLDERS``)."""
 
 
 def _npy_bytes() -> bytes:
@@ -259,3 +261,176 @@ PROBES["hdf5-groups-400-deep"] = ("hdf5", "", _hdf5_deep_groups)
 PROBES["hdf5-a-terabyte-of-fill-value"] = ("hdf5", "", _hdf5_terabyte_of_fill)
 PROBES["hdf5-200-000-chunks"] = ("hdf5", "", _hdf5_many_chunks)
 PROBES["hdf5-20-000-links-to-one-dataset"] = ("hdf5", "", _hdf5_many_links)
+
+
+def _pt2_archive(config: dict[str, object], model: bytes = b"{}", weight: bytes = b"\x00" * 8) -> bytes:
+    """A PT2 archive as zipfile writes one (torch's writer aligns its members; the reader needs none)."""
+    import json
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("archive/archive_format", "pt2")
+        archive.writestr("archive/models/model.json", model)
+        archive.writestr("archive/data/weights/model_weights_config.json", json.dumps({"config": config}))
+        archive.writestr("archive/data/weights/weight_0", weight)
+    return out.getvalue()
+
+
+def _pt2_weight(sizes: list[int], strides: list[int], path: str = "weight_0") -> dict[str, object]:
+    def ints(values: list[int]) -> list[dict[str, int]]:
+        return [{"as_int": v} for v in values]
+
+    meta = {"dtype": 7, "sizes": ints(sizes), "strides": ints(strides), "storage_offset": {"as_int": 0}}
+    meta |= {"layout": 7, "requires_grad": False, "device": {"type": "cpu", "index": None}}
+    return {"fc.weight": {"path_name": path, "is_param": True, "use_pickle": False, "tensor_meta": meta}}
+
+
+def _torchscript_missing_storage() -> bytes:
+    """A TorchScript archive whose constants.pkl names a storage its constants/ folder lacks."""
+    persistent = (  # a persistent id ("storage", torch.FloatStorage, "0", "cpu", 4), loaded
+        b"\x80\x02(X\x07\x00\x00\x00storagectorch\nFloatStorage\n"
+        b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x04tQ."
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("archive/data.pkl", pickle.dumps({"training": True}, protocol=2))
+        archive.writestr("archive/constants.pkl", persistent)
+        archive.writestr("archive/code/__torch__.py", "class M(Module):\n  pass\n")
+        archive.writestr("archive/version", "3\n")
+    return out.getvalue()
+
+
+PROBES["pt2-weight-expanded-to-a-terabyte"] = (
+    "pt2",
+    "",
+    lambda: _pt2_archive(_pt2_weight([2**20, 2**20], [0, 0])),
+)
+PROBES["pt2-weight-named-outside-its-folder"] = (
+    "pt2",
+    "",
+    lambda: _pt2_archive(_pt2_weight([2], [1], path="../../../etc/passwd")),
+)
+PROBES["pt2-program-nested-a-million-levels"] = (
+    "pt2",
+    "",
+    lambda: _pt2_archive(_pt2_weight([2], [1]), model=b"[" * 1_000_000 + b"]" * 1_000_000),
+)
+PROBES["torchscript-constants-over-a-missing-storage"] = ("torchscript", "", _torchscript_missing_storage)
+
+
+# --- torch Distributed Checkpoint: whole folders (a .metadata beside its shards), each file by name ------
+
+
+def _dcp_folder(change: Callable[[Any], None]) -> dict[str, bytes]:
+    """One process's DCP save, its index unpickled (written here: trusted), changed and pickled again."""
+    import tempfile
+    import warnings
+    from pathlib import Path
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    state = {"model": {"weight": torch.arange(24.0).reshape(6, 4), "bias": torch.ones(4)}, "step": 5}
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # it saves alone, without a process group
+        dcp.save(state, checkpoint_id=folder)
+        files = {path.name: path.read_bytes() for path in Path(folder).iterdir()}
+    metadata = pickle.loads(files[".metadata"])  # the save just written here: trusted
+    change(metadata)
+    files[".metadata"] = pickle.dumps(metadata)
+    return files
+
+
+def _storage(metadata: Any, fqn: str) -> tuple[Any, Any]:
+    """The storage key of ``fqn``'s first item and where it lies."""
+    key = next(key for key in metadata.storage_data if key.fqn == fqn)
+    return key, metadata.storage_data[key]
+
+
+def _past_the_end(metadata: Any) -> None:
+    _key, info = _storage(metadata, "model.weight")
+    info.offset, info.length = info.offset + 10, 1 << 40
+
+
+def _named_shard(name: str) -> Callable[[Any], None]:
+    def change(metadata: Any) -> None:
+        _storage(metadata, "model.weight")[1].relative_path = name
+
+    return change
+
+
+def _overlapping_chunks(metadata: Any) -> None:
+    """model.weight declared [8, 4], cut in two chunks of [6, 4] at rows 0 and 2 (overlapping rows 2 to
+    5), both read from the one item's bytes (overlapping in the shard too)."""
+    import torch
+    from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
+
+    entry = metadata.state_dict_metadata["model.weight"]
+    entry.size = torch.Size([8, 4])
+    entry.chunks.append(ChunkStorageMetadata(torch.Size([2, 0]), torch.Size([6, 4])))
+    _key, info = _storage(metadata, "model.weight")
+    metadata.storage_data[MetadataIndex("model.weight", [2, 0], 1)] = info
+
+
+def _declared(size: list[int]) -> Callable[[Any], None]:
+    """model.weight declared ``size``, its one chunk of [6, 4] at the start."""
+
+    def change(metadata: Any) -> None:
+        import torch
+
+        metadata.state_dict_metadata["model.weight"].size = torch.Size(size)
+
+    return change
+
+
+def _cycle(metadata: Any) -> None:
+    """A list that holds itself in the index's planner data, and a mapping that holds itself."""
+    loop: list[Any] = [1]
+    loop.append(loop)
+    itself: dict[str, Any] = {}
+    itself["again"] = itself
+    metadata.planner_data = {"loop": loop, "mapping": itself}
+
+
+def _one_tensor_of_every_item(metadata: Any) -> None:
+    """One tensor of [100_000, 4] in 100,000 chunks of one row (the item limit), every one read from
+    model.bias's bytes: a 9 MiB index whose reading meets the CPU budget, once for the whole folder."""
+    import torch
+    from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
+
+    entry = metadata.state_dict_metadata["model.bias"]
+    _key, info = _storage(metadata, "model.bias")
+    entry.size = torch.Size([100_000, 4])
+    entry.chunks = [ChunkStorageMetadata(torch.Size([n, 0]), torch.Size([1, 4])) for n in range(100_000)]
+    metadata.state_dict_metadata = {"rows": entry}
+    metadata.storage_data = {MetadataIndex("rows", [n, 0], n): info for n in range(100_000)}
+
+
+PROBES["dcp-item-past-its-shard-end"] = ("dcp-metadata", "", lambda: _dcp_folder(_past_the_end))
+PROBES["dcp-overlapping-chunks"] = ("dcp-metadata", "", lambda: _dcp_folder(_overlapping_chunks))
+PROBES["dcp-a-tensor-of-2**48-elements"] = (
+    "dcp-metadata",
+    "",
+    lambda: _dcp_folder(_declared([1 << 24, 1 << 24])),
+)
+PROBES["dcp-a-1-gib-tensor-of-one-small-chunk"] = (
+    "dcp-metadata",
+    "",
+    lambda: _dcp_folder(_declared([1 << 16, 1 << 12])),
+)
+PROBES["dcp-shard-in-the-parent-folder"] = (
+    "dcp-metadata",
+    "",
+    lambda: _dcp_folder(_named_shard("../x.distcp")),
+)
+PROBES["dcp-shard-named-by-an-absolute-path"] = (
+    "dcp-metadata",
+    "",
+    lambda: _dcp_folder(_named_shard("/tmp/x.distcp")),
+)
+PROBES["dcp-index-holding-itself"] = ("dcp-metadata", "", lambda: _dcp_folder(_cycle))
+PROBES["dcp-100-000-chunks-of-one-tensor"] = (
+    "dcp-metadata",
+    "",
+    lambda: _dcp_folder(_one_tensor_of_every_item),
+)

@@ -7,6 +7,7 @@ imported there and not in the process that forks one child per input).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import pickle
@@ -320,7 +321,37 @@ def _compressed() -> list[tuple[str, bytes]]:
     ]
 
 
-BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, bytes]]]] = {
+def _exported() -> dict[str, bytes]:
+    """torch's exported and compiled forms of one small module (``tests.exported_models``), saved once."""
+    import tempfile
+
+    from tests.exported_models import save_all
+
+    if not _EXPORTED:
+        with tempfile.TemporaryDirectory() as folder:
+            _EXPORTED.update(save_all(Path(folder)))
+    return _EXPORTED
+
+
+_EXPORTED: dict[str, bytes] = {}
+
+
+def _pt2() -> list[bytes]:
+    """torch.export.save's archive; package_pt2's of two models, an extra file, an ExecuTorch program."""
+    return [_exported()["exported.pt2"], _exported()["packaged.pt2"]]
+
+
+def _torchscript() -> list[bytes]:
+    """torch.jit.save of a scripted and of a traced module (constants, traced inputs, extra files)."""
+    return [_exported()["scripted.pt"], _exported()["traced.pt"]]
+
+
+Builder = (
+    Callable[[], list[bytes]] | Callable[[], list[tuple[str, bytes]]] | Callable[[], list[dict[str, bytes]]]
+)
+"""A target's seeds: files, files with the suffix their name keeps, or folders (each file by name)."""
+
+BUILDERS: dict[str, Builder] = {
     "npy": _npy,
     "npz": _npz,
     "safetensors": _safetensors,
@@ -333,7 +364,109 @@ BUILDERS: dict[str, Callable[[], list[bytes]] | Callable[[], list[tuple[str, byt
     "hdf5": _hdf5,
     "sqlite": _sqlite,
     "compressed": _compressed,
+    "pt2": _pt2,
+    "torchscript": _torchscript,
 }
+
+
+# --- torch Distributed Checkpoint: folders of one save each (``forkserver.FOLDERS``) ---------------------
+
+
+@functools.cache
+def _dcp_saves() -> list[dict[str, bytes]]:
+    """Whole DCP checkpoints, each file by name: one process's save (tensors of several dtypes and
+    dimensions, nested state dicts, a 0-d tensor, bytes, a BytesIO, plain values), one of a single tensor,
+    and two ranks' (tensors cut by rows, by columns and unevenly, one replicated, values that rank 0 alone
+    writes)."""
+    import tempfile
+    import warnings
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    state = {
+        "model": {
+            "fc": {"weight": torch.arange(6.0).reshape(2, 3), "bias": torch.zeros(2, dtype=torch.bfloat16)},
+            "embed": torch.arange(8, dtype=torch.int64).reshape(4, 2),
+            "empty": torch.zeros(0, 3),
+        },
+        "optim": {
+            "state": {"0": {"step": torch.tensor(3.0), "exp_avg": torch.ones(2, 3)}},
+            "param_groups": [{"lr": 0.1, "betas": (0.9, 0.999), "params": ["model.fc.weight"]}],
+        },
+        "epoch": 3,
+        "name": "run",
+        "blob": b"\x00\x01raw",
+        "buffer": io.BytesIO(b"a BytesIO entry"),
+    }
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # it saves alone, without a process group
+        dcp.save(state, checkpoint_id=Path(folder) / "one")
+        dcp.save({"w": torch.ones(3)}, checkpoint_id=Path(folder) / "small")
+        saves = [_files(Path(folder) / "one"), _files(Path(folder) / "small")]
+        _two_ranks(Path(folder))
+        saves.append(_files(Path(folder) / "two"))
+    return saves
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def _two_ranks(folder: Path) -> None:
+    """Two gloo ranks, forked from here, each saving its own shards of ShardedTensors (their chunks lie in
+    the index as a DTensor's do; DTensor's first use imports torch's compiler, seconds on each rank)."""
+    import importlib
+
+    import torch.multiprocessing as mp
+
+    for name in ("torch.distributed.checkpoint", "torch.distributed._shard.sharded_tensor"):
+        importlib.import_module(name)  # once here, before the ranks fork, not in each
+
+    mp.start_processes(
+        _save_rank,
+        args=(f"file://{folder / 'rendezvous'}", str(folder / "two")),
+        nprocs=2,
+        start_method="fork",
+    )
+
+
+def _save_rank(rank: int, init: str, checkpoint: str) -> None:
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed._shard.sharded_tensor import Shard, ShardMetadata, init_from_local_shards
+
+    warnings.simplefilter("ignore")  # ShardedTensor's deprecation
+    dist.init_process_group("gloo", init_method=init, world_size=2, rank=rank)
+
+    def sharded(whole: torch.Tensor, cut: int, at: int) -> object:
+        """``whole`` cut along dimension ``cut`` at ``at``: rank 0 holds what lies before, rank 1 the rest."""
+        start, end = [(0, at), (at, whole.shape[cut])][rank]
+        piece = whole.narrow(cut, start, end - start).contiguous()
+        offsets = [start if dim == cut else 0 for dim in range(whole.dim())]
+        meta = ShardMetadata(offsets, list(piece.shape), f"rank:{rank}/cpu")
+        return init_from_local_shards([Shard(piece, meta)], list(whole.shape))
+
+    weight = torch.arange(24.0).reshape(6, 4)
+    state = {
+        "model": {
+            "weight": sharded(weight, 0, 3),
+            "proj": sharded(weight.T.contiguous(), 1, 4),
+            "bias": sharded(torch.arange(5, dtype=torch.float16), 0, 4),
+            "scale": torch.full((2,), 0.5),  # on both ranks: one writes it
+        },
+        "step": 5,
+        "tag": "run",
+    }
+    dcp.save(state, checkpoint_id=checkpoint)
+    dist.destroy_process_group()
+
+
+BUILDERS["dcp-metadata"] = _dcp_saves
+BUILDERS["dcp-shard"] = _dcp_saves
 
 
 def write_seeds(folder: Path, names: list[str]) -> None:
@@ -341,6 +474,11 @@ def write_seeds(folder: Path, names: list[str]) -> None:
         target = folder / name
         target.mkdir(parents=True, exist_ok=True)
         for index, seed in enumerate(BUILDERS[name]()):
+            if isinstance(seed, dict):  # a folder: the target's file and its companions, by name
+                (target / f"seed{index}").mkdir(exist_ok=True)
+                for file_name, content in seed.items():
+                    (target / f"seed{index}" / file_name).write_bytes(content)
+                continue
             suffix, data = seed if isinstance(seed, tuple) else ("", seed)
             (target / f"seed{index}{suffix}").write_bytes(data)
 

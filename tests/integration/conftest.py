@@ -92,8 +92,8 @@ def wheelhouse() -> Path:
 def project(tmp_path_factory: pytest.TempPathFactory) -> image.ProjectFiles:
     """This checkout's image files plus a marker, so the session builds (and removes) an image of its own.
 
-    The marker sits in the package, after the install steps, so the engine's layer cache still spares
-    the test from reinstalling torch.
+    A build removes the stage that installs the stack, so this build installs it again (about a minute);
+    its layer is the same bytes as every other build's of that lock, which the engine stores once.
     """
     root = tmp_path_factory.mktemp("checkout")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")

@@ -15,6 +15,7 @@ from reprobox import cli
 from reprobox.engine import Engine
 from reprobox.image import MANAGED_LABEL
 from reprobox.records.manifest import read_record
+from tests.offline_messages import assert_names_the_offline_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tiny-mlp" / "job.yaml"
@@ -71,6 +72,20 @@ def test_bad_job_on_docker_runtime_is_exit_2_before_any_engine_work(tmp_path: Pa
     assert cli.main(["run", str(bad), "--runtime", "docker", "--runs-dir", str(tmp_path / "runs")]) == 2
     assert "command: is missing" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_base_that_cannot_be_pulled_names_both_offline_variables(
+    monkeypatch: pytest.MonkeyPatch, capsys, engine: Engine
+) -> None:
+    """Forgetting REPROBOX_BASE_IMAGE (here: a base no registry has) is exit 4 with one sentence that
+    names the wheelhouse's variable and command too, not only the base's."""
+    monkeypatch.delenv("REPROBOX_BASE_IMAGE", raising=False)
+    monkeypatch.delenv("REPROBOX_WHEELHOUSE", raising=False)
+    missing = f"reprobox/no-such-base:{uuid.uuid4().hex[:12]}"
+    assert cli.main(["build", str(EXAMPLE), "--base-image", missing, "-q"]) == 4
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert errors[0].startswith(f"error: base image {missing} is not present and cannot be pulled here; ")
+    assert_names_the_offline_path(errors[0], "reprobox lock --base cpu --wheelhouse DIR")
 
 
 @pytest.fixture

@@ -24,6 +24,24 @@ def test_offline_build_runs_every_step_without_network(built_image: Any) -> None
     assert built_image.info.tags == (built_image.plan.tag,)
 
 
+def test_the_build_leaves_no_builder_stage_behind(engine: Engine, built_image: Any) -> None:
+    """The stage that held the wheelhouse while pip read it is gone: the image that ended each stage
+    (the last `---> ID` before the next FROM) exists only where the final image is built on it."""
+    ends, last = [], None
+    for line in built_image.progress:
+        made = re.match(r"^\s*---> ([0-9a-f]{12})$", line)
+        if made:
+            last = made.group(1)
+        elif re.match(r"^Step \d+/\d+ : FROM ", line) and last is not None:
+            ends.append(last)
+    assert len(ends) == 2, "two stages before the last: the runtime and the builder"
+    kept = [end for end in ends if engine.image_exists(end)]
+    for end in kept:
+        layers = engine.inspect_image(end).layers
+        assert built_image.info.layers[: len(layers)] == layers, f"stage image {end} was left behind"
+    assert len(kept) == 1, "the builder stage's image was removed"
+
+
 def test_image_carries_its_labels_and_non_root_user(built_image: Any) -> None:
     labels = built_image.info.labels
     for key, value in built_image.plan.labels.items():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobox import image
+from reprobox import cli, image
 from reprobox.engine import Engine
 from reprobox.errors import EnvironmentProblem
 from reprobox.jobfile import ImageSpec
@@ -132,6 +132,7 @@ def test_example_image_builds_offline_and_verifies_in_containers(
     engine: Engine,
     offline_base: str,
     framework_wheelhouse: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`verify` builds the example's image from the offline base and its extra lock, no network in any
     build step (from scratch on a fresh machine, as in CI), then reproduces the example in it."""
@@ -155,5 +156,15 @@ def test_example_image_builds_offline_and_verifies_in_containers(
     assert versions == ["2.13.0+cpu", image.locked_pins(extra_lock(example))[package]]
     _, outputs = EXAMPLES[example]
     assert set(outputs) <= {checkpoint["path"] for checkpoint in data["checkpoints"]}
+    # `reprobox images` names the two runs, and what the example's layer adds over the shared image.
+    runs_dir = Path(data["runs"][0]).parents[1]
+    capsys.readouterr()
+    assert cli.main(["images", "--runs-dir", str(runs_dir), "--json", "-q"]) == 0
+    listed = {item["id"]: item for item in json.loads(capsys.readouterr().out)["images"]}[image_id]
+    assert listed["shared_image"] == labels["io.reprobox.shared-image"] == plan.shared.tag  # type: ignore[union-attr]
+    assert sorted(Path(run).resolve() for run in listed["runs"]) == sorted(
+        Path(run).resolve() for run in data["runs"]
+    )
+    assert sum(listed["jobs"].values()) == 2 and 0 < listed["adds"] < listed["size"] / 2
     claims = data.get("claims") or []  # the examples claim one number each, read after the run
     assert [isinstance(c["value"], float) and c["error"] is None for c in claims] == [True], claims

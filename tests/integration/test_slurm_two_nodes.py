@@ -1,9 +1,11 @@
 """`--runtime slurm` on a real two-node cluster: scripts/start-slurm.sh --nodes 2 (a slurmd per node, each
 in its own network and UTS namespace on one machine), never a fake sbatch.
 
-A two-node torchrun job bit-identical across reruns placed on the nodes in different orders, runs side by
-side on different nodes with a node set up to differ named as a different stack, a node lost mid-run
-recorded as Slurm's NODE_FAIL with nothing left behind, and a job no partition can hold refused up front.
+A two-node torchrun job bit-identical across reruns placed on the nodes in different orders, an FSDP job
+saved with torch.distributed.checkpoint likewise and the same tensors by content on one node (and, cut
+otherwise, on one rank: a reshard), runs side by side on different nodes with a node set up to differ
+named as a different stack, a node lost mid-run recorded as Slurm's NODE_FAIL with nothing left behind,
+and a job no partition can hold refused up front.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+import doc_examples
 import pytest
 
 from reprobox import cli
@@ -29,6 +33,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).parents[2]
 DDP = ROOT / "examples" / "ddp"
+RUNTIMES_DOC = ROOT / "docs" / "runtimes.md"
 START = ROOT / "scripts" / "start-slurm.sh"
 CONF = "/etc/slurm-nodes/slurm.conf"
 NODES = ("rbx-node1", "rbx-node2")
@@ -111,6 +116,69 @@ def test_a_two_node_ddp_job_is_bit_identical_across_reruns_on_different_node_ord
         orders.append(order)
     assert orders[0] != orders[1], f"both reruns placed their ranks alike: {orders}"
     print(f"two-node verify --runs 2 (2 nodes x 1 gloo rank): {seconds:.1f} s; node orders {orders}")
+
+
+def fsdp_example() -> doc_examples.Example:
+    """The block of docs/runtimes.md that verifies examples/fsdp on two nodes and compares its reruns."""
+    (example,) = [
+        example
+        for example in doc_examples.examples(RUNTIMES_DOC)
+        if any("examples/fsdp/job.yaml" in command.text for command in example.commands)
+    ]
+    return example
+
+
+def compared(run_a: Path, run_b: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert cli.main(["compare", str(run_a), str(run_b), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_an_fsdp_job_saved_with_dcp_reproduces_in_any_node_order_and_on_one_node_as_the_docs_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/runtimes.md's block run as written (two reruns over two nodes, one on one node with two ranks,
+    one on one rank); then what it shows, checked in the records: the node orders, the shards' bytes, and
+    compare's account of the reshard."""
+    example = fsdp_example()
+    workspaces = doc_examples.Workspaces(tmp_path)
+    started = time.monotonic()
+    failure = workspaces.run(example)
+    seconds = time.monotonic() - started
+    assert failure is None, failure
+    runs = workspaces.done[example.where] / "runs"
+    two_nodes = sorted((runs / "fsdp").glob("2*"))
+    (one_node,) = sorted((runs / "fsdp-one-node").glob("2*"))
+    (one_rank,) = sorted((runs / "fsdp-one-rank").glob("2*"))
+    orders = []
+    for run in two_nodes:
+        slurm = read_record(run).data["runtime"]["slurm"]
+        assert slurm["state"] == "COMPLETED" and slurm["numnodes"] == "2"
+        orders.append(slurm["node_order"])
+    assert orders[0] != orders[1], f"both reruns placed their ranks alike: {orders}"
+    placed = read_record(one_node).data
+    assert placed["runtime"]["slurm"]["numnodes"] == "1"
+    assert len({rank["hardware"]["hostname"] for rank in placed["fingerprint"]["ranks"].values()}) == 1
+    shards = ("checkpoint/__0_0.distcp", "checkpoint/__1_0.distcp")
+    saved = {
+        tuple((run / "outputs" / shard).read_bytes() for shard in shards) for run in [*two_nodes, one_node]
+    }
+    assert len(saved) == 1, "the shards of the runs on two nodes and on one node differ"
+
+    same_layout = compared(two_nodes[0], one_node, capsys)
+    assert same_layout["grade"] == "reproduced" and same_layout["resharded"] == []
+    assert sorted(e["name"] for e in same_layout["run_specific"]) == [
+        "storage_meta.checkpoint_id",  # each run's own outputs folder
+        "storage_meta.save_id",  # drawn by each save, in the run's record of its draws
+    ]
+    resharded = compared(two_nodes[0], one_rank, capsys)
+    assert resharded["grade"] == "reproduced" and resharded["differences"] == []
+    (layout,) = resharded["resharded"]
+    assert (layout["a"]["shards"], layout["b"]["shards"]) == (
+        ["__0_0.distcp", "__1_0.distcp"],
+        ["__0_0.distcp"],
+    )
+    assert layout["tensors"] == 24 and layout["differing_tensors"] == 0  # 6 weights and biases, AdamW's 18
+    print(f"docs/runtimes.md's FSDP block (four Slurm runs, two compares): {seconds:.1f} s; {orders}")
 
 
 @contextlib.contextmanager

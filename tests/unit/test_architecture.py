@@ -15,6 +15,8 @@ GUEST_MAY_IMPORT = (
     "reprobox.errors",
     "reprobox.timestamps",
     "reprobox._version",
+    "reprobox.fileio",
+    "reprobox.diskspace",
 )
 
 

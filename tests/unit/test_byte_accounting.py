@@ -366,5 +366,20 @@ def test_a_record_without_accounting_still_loads() -> None:
 
 def test_gaps_are_what_no_span_covers() -> None:
     assert complement(10, [(2, 4), (3, 6), (8, 20)]) == [(0, 2), (6, 8)]
+    assert complement(10, [(2, 4), (12, 20)]) == [(0, 2), (4, 10)]  # a span past the end covers nothing
+    assert complement(10, [(0, 4), (12, 30)]) == [(4, 10)]  # a span past the end: no gap past it
     assert Layout.of(5, [(0, 5)]).whole_file
     assert Layout(5).gaps() == [(0, 5)]
+
+
+def test_a_member_whose_local_header_runs_past_the_end_is_left_unaccounted(tmp_path: Path) -> None:
+    """Its name and extra field declared 65,535 bytes long each: the header claims no framing past it, and
+    hashing names its bytes unread, never the machine (a read past the end would say the file changed)."""
+    data = bytearray(torch_bytes(FIRST))
+    version = next(i for i in zipfile.ZipFile(io.BytesIO(data)).infolist() if i.filename.endswith("version"))
+    data[version.header_offset + 26 : version.header_offset + 30] = b"\xff\xff\xff\xff"
+    path = tmp_path / "model.pt"
+    path.write_bytes(data)
+    digest = hash_checkpoint(path, relative_to=tmp_path, strict=True)
+    assert digest.format == "torch" and digest.unaccounted is not None
+    assert any(start <= version.header_offset < end for start, end in digest.unaccounted.ranges)

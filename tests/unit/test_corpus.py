@@ -35,6 +35,7 @@ RIGHT_TODAY = {  # case: the module its library installs
     "neg-train-time-xgboost": "xgboost",
     "notebook-nbconvert": "nbconvert",
     "pyro-svi": "pyro",
+    "sklearn-gridsearch": "sklearn",
     "sklearn-persistence": "sklearn",
     "sklearn-sgd-timed": "sklearn",
     "statsmodels-ols": "statsmodels",

@@ -11,6 +11,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from hashlib import sha256
@@ -27,7 +28,7 @@ from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
 
 from reprobox import compare
 from reprobox.errors import UsageError
-from reprobox.guest.hashing import _bounds, _readers
+from reprobox.guest.hashing import _bounds, _dcp, _readers
 from reprobox.guest.hashing._layout import unaccounted_of
 from reprobox.runspecific._drawn import RANDOM_ID
 from tests.unit.test_verdicts import two_runs
@@ -89,6 +90,26 @@ def test_two_saves_reproduce_with_the_save_id_excused_by_the_runs_draws(
     assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.REPRODUCED)
     assert [(e["checkpoint"], e["name"], e["reason"]) for e in result.run_specific] == [
         ("ckpt/.metadata", "storage_meta.save_id", RANDOM_ID)
+    ]
+
+
+def test_a_checkpoint_id_under_each_runs_own_folder_is_excused_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dcp.save(..., checkpoint_id=<outputs>/ckpt)`` records a pathlib path: read as the path it names,
+    each run's own folder in it is recognised as in any path value."""
+    facts: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+
+    def write(out: Path, run: int) -> None:
+        drawing(facts[run], monkeypatch)
+        save(out / "ckpt", state())
+        monkeypatch.undo()
+
+    result = two_runs(tmp_path, write, facts=facts)
+    assert (result.verdict, result.grade) == (compare.IDENTICAL, compare.REPRODUCED)
+    assert sorted((e["name"], e["reason"]) for e in result.run_specific) == [
+        ("storage_meta.checkpoint_id", "a path under the run's own directory"),
+        ("storage_meta.save_id", RANDOM_ID),
     ]
 
 
@@ -279,8 +300,12 @@ def test_the_same_weights_saved_by_one_or_two_ranks_differ_only_in_layout(tmp_pa
     differing = {name for name in one.keys() | two.keys() if one.get(name) != two.get(name)}
     assert {name for name in differing if not name.startswith("layout.")} == {
         "storage_meta.save_id",
-        "storage_meta.checkpoint_id.__args__",
+        "storage_meta.checkpoint_id",  # each save's own folder, a pathlib path read as the path it names
     }
+    assert (one["storage_meta.checkpoint_id"], two["storage_meta.checkpoint_id"]) == (
+        str(tmp_path / "one"),
+        str(tmp_path / "two"),
+    )
     assert (
         one["model.weight"] == two["model.weight"] == "sha256:" + sha256(WEIGHT.numpy().tobytes()).hexdigest()
     )
@@ -290,3 +315,30 @@ def test_the_same_weights_saved_by_one_or_two_ranks_differ_only_in_layout(tmp_pa
     ]
     second = _readers.plan(tmp_path / "two" / "__1_0.distcp")
     assert [a.name for a in second.arrays] == ["model.weight@3,0", "model.bias@2"]
+
+
+def test_the_index_is_read_once_for_the_folder_and_charged_to_each_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shard reuses the index the .metadata read, and its budget is spent as if it had read it."""
+    save(tmp_path / "ckpt", state())
+    index = tmp_path / "ckpt" / ".metadata"
+    reads = []
+    read = _dcp._read_index
+
+    def slow_read(path: Path) -> Any:
+        reads.append(path)
+        started = time.thread_time()
+        while time.thread_time() - started < 0.3:  # the CPU time a large index takes
+            pass
+        return read(path)
+
+    monkeypatch.setattr(_dcp, "_read_index", slow_read)
+    assert _readers.plan(index).format == _readers.plan(tmp_path / "ckpt" / "__0_0.distcp").format == "dcp"
+    assert len(reads) == 1
+    with _bounds.cpu_budget():
+        _dcp.read_index(index)
+        left = _bounds._FILE_DEADLINE.get() - time.thread_time()  # type: ignore[operator]
+    assert len(reads) == 1 and left < _bounds.FILE_CPU_SECONDS - 0.3  # charged, not read again
+    assert "model.weight" in _readers.load_values(index)  # comparison, within no budget, reads it anew
+    assert len(reads) == 2

@@ -26,10 +26,10 @@ import pytest
 from small_disk import small_disk
 
 from reprobox import bundle, cli
+from reprobox import diskspace as space
 from reprobox.bundle import _extract
 from reprobox.errors import EXIT_ENVIRONMENT, DiskFull
-from reprobox.records import space
-from reprobox.records.files import AtomicFile, write_text_atomic
+from reprobox.fileio import AtomicFile, write_text_atomic
 from reprobox.records.guest import GuestRecord, guest_reserve_path, read_guest_result, write_guest_record
 
 JOB = Path(__file__).parents[1] / "jobs" / "fills-disk"

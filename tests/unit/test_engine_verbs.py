@@ -33,6 +33,7 @@ from reprobox.engine._errors import (
     PullFailed,
     RequestFailed,
 )
+from reprobox.errors import EXIT_ENVIRONMENT
 
 CONTAINER = "0123456789abcdef0123"
 
@@ -154,9 +155,12 @@ def test_a_build_whose_base_is_missing_names_the_offline_base() -> None:
     with pytest.raises(BaseImageMissing) as caught:
         over(build=failing, inspect_image=missing).build(b"", "t:1", {}, {}, print, base_image="base:1")
     assert caught.value.message == (
-        "base image base:1 is not present and cannot be pulled here; build the offline base with "
-        "`reprobox offline-base` and pass --base-image / REPROBOX_BASE_IMAGE"
+        "base image base:1 is not present and cannot be pulled here; a build with no registry takes "
+        "REPROBOX_BASE_IMAGE=reprobox/offline-base:bookworm (made by `reprobox offline-base`) and "
+        "REPROBOX_WHEELHOUSE=DIR (filled by `reprobox lock --base cpu --wheelhouse DIR` where the package "
+        "index answers), or --base-image and --wheelhouse"
     )
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
     assert isinstance(caught.value, ImageMissing)
     assert caught.value.log_tail.endswith("error: pull access denied for base")
 

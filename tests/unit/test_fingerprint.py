@@ -12,7 +12,8 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType, SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from fakes.fake_nvml import (
@@ -40,6 +41,7 @@ from reprobox.guest.fingerprint import (
     loaded_libraries,
     stack_digest,
 )
+from reprobox.guest.fingerprint._probes_stack import _nccl_version
 
 torch = pytest.importorskip("torch")
 
@@ -217,6 +219,49 @@ def test_loaded_cudnn_version_comes_from_the_mapped_file_or_its_wheel() -> None:
     assert found["cublas"]["version_source"] == "distribution nvidia-cublas-cu12"
     assert found["cublasLt"]["version"] == "12.4.5.8"
     assert found["cudart"] == {"absent": "not loaded in this process"}
+
+
+def test_cuda_13_wheels_in_one_shared_folder_are_named_by_the_wheel_that_ships_each_library() -> None:
+    lib = "/opt/venv/lib/python3.11/site-packages/nvidia"
+    maps = "\n".join(
+        f"7f{i}0-7f{i}8 r-xp 00000000 08:01 {i} {path}"
+        for i, path in enumerate(
+            [
+                f"{lib}/cu13/lib/libcudart.so.13",
+                f"{lib}/cu13/lib/libcublas.so.13",
+                f"{lib}/cu13/lib/libcublasLt.so.13",
+                f"{lib}/cudnn/lib/libcudnn.so.9",
+            ]
+        )
+    )
+    wheels = {
+        "nvidia-cuda-runtime": "13.0.96",
+        "nvidia-cublas": "13.1.1.3",
+        "nvidia-cudnn-cu13": "9.20.0.48",
+        "nvidia-cuda-nvrtc": "13.0.88",
+    }
+
+    found = loaded_libraries(maps, wheels)
+
+    assert {name: entry["version"] for name, entry in found.items()} == {
+        "cudart": "13.0.96",
+        "cublas": "13.1.1.3",
+        "cublasLt": "13.1.1.3",
+        "cudnn": "9.20.0.48",
+    }
+    assert found["cudart"]["version_source"] == "distribution nvidia-cuda-runtime"
+
+
+def test_nccl_is_named_from_the_library_on_a_machine_without_gpus() -> None:
+    """ncclGetVersion needs no device: a CUDA build of torch names its NCCL where CUDA is unavailable."""
+    cuda_torch_without_gpu = SimpleNamespace(
+        version=SimpleNamespace(cuda="13.0"),
+        cuda=SimpleNamespace(is_available=lambda: False, nccl=SimpleNamespace(version=lambda: (2, 29, 7))),
+    )
+    cpu_torch = SimpleNamespace(version=SimpleNamespace(cuda=None))
+
+    assert _nccl_version(cast(ModuleType, cuda_torch_without_gpu)) == "2.29.7"
+    assert _nccl_version(cast(ModuleType, cpu_torch)) == {"absent": "torch is built without CUDA"}
 
 
 def test_distribution_digest_matches_a_freeze_built_from_package_metadata() -> None:

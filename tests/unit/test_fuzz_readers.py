@@ -11,6 +11,7 @@ replayed every run. ``scripts/fuzz.sh READER SECONDS`` fuzzes longer and keeps w
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -18,7 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz.forkserver import TARGET_FILES, Outcome, fuzz, input_path, preload_torch, run_input
+from tests.fuzz.forkserver import (
+    FOLDERS,
+    TARGET_FILES,
+    Outcome,
+    folder_input,
+    fuzz,
+    input_path,
+    preload_torch,
+    run_input,
+)
 from tests.fuzz.probes import PROBES
 
 ROOT = Path(__file__).parents[2]
@@ -55,14 +65,27 @@ def test_fuzzed_inputs_are_read_or_refused(target: str, seeds: Path, tmp_path: P
     )
 
 
-KEPT = sorted(p for p in REGRESSIONS.glob("*/*") if p.is_file())
+KEPT = sorted(p for p in REGRESSIONS.glob("*/*") if p.is_file() or p.parent.name in FOLDERS)
 
 
 @pytest.mark.parametrize("kept", KEPT, ids=[f"{p.parent.name}/{p.name}" for p in KEPT])
-def test_each_input_the_fuzzer_found_is_read_or_refused(kept: Path, tmp_path: Path) -> None:
+def test_each_input_the_fuzzer_found_is_read_or_refused(
+    kept: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     if kept.parent.name == "torch":
         preload_torch()
     target = kept.parent.name
+    if target in FOLDERS:  # kept whole; or the input alone (atheris), beside its first seed's companions
+        if kept.is_dir():
+            folder = shutil.copytree(kept, tmp_path / "checkpoint")
+        else:
+            first = sorted((request.getfixturevalue("seeds") / target).iterdir())[0]
+            path = folder_input(tmp_path, target, first)
+            path.write_bytes(kept.read_bytes())
+            folder = path.parent
+        outcome = run_input(folder)
+        assert outcome.passed, _described(outcome)
+        return
     kept_suffix = "".join(kept.suffixes)  # a compressed input's two: .json.gz
     suffixes = [kept_suffix] if target != "text" or kept_suffix else [".json", ".jsonl", ".yaml", ".csv"]
     for suffix in suffixes:  # a text input atheris found has no suffix: it was hashed under each
@@ -75,7 +98,13 @@ def test_each_input_the_fuzzer_found_is_read_or_refused(kept: Path, tmp_path: Pa
 @pytest.mark.parametrize("name", list(PROBES))
 def test_each_hand_aimed_input_is_read_or_refused(name: str, tmp_path: Path) -> None:
     target, suffix, make = PROBES[name]
-    path = input_path(tmp_path, target, suffix)
-    path.write_bytes(make())
-    outcome = run_input(path)
+    made = make()
+    if isinstance(made, dict):  # a folder's files, by name
+        for file_name, data in made.items():
+            (tmp_path / file_name).write_bytes(data)
+        outcome = run_input(tmp_path)
+    else:
+        path = input_path(tmp_path, target, suffix)
+        path.write_bytes(made)
+        outcome = run_input(path)
     assert outcome.passed, _described(outcome)

@@ -261,8 +261,8 @@ def test_torchscript_archives_are_not_run(tmp_path: Path) -> None:
         torch.jit.script(torch.nn.Linear(2, 2)).save(str(tmp_path / "scripted.pt"))
     result = digest(tmp_path / "scripted.pt")
     assert result.note is not None and "TorchScript" in result.note  # its code is never loaded or run
-    assert result.format == "torch" and result.reader == "safe pickle reader"
-    assert sorted(t.name for t in result.tensors) == ["bias", "weight"]
+    assert result.format == "torchscript" and result.reader == "TorchScript archive reader"
+    assert sorted(t.name for t in result.tensors) == ["bias", "weight"]  # by their place in the module
 
 
 def test_other_files_are_hashed_as_files(tmp_path: Path) -> None:

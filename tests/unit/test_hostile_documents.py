@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from reprobox import attest, codetree
 from reprobox.compare import Comparison
 from reprobox.errors import EXIT_BAD_INPUT, SpecError
+from reprobox.fileio import MAX_JSON_DEPTH, JsonTooDeep, loads_bounded
 from reprobox.forensics.variation import SENSITIVE, FactorResult, VariationResult
 from reprobox.guest.hashing import hash_checkpoint
 from reprobox.guest.hashing._numpy_files import MAX_NPZ_RATIO, _npz_bomb
 from reprobox.records.attestation import PREDICATE_SCHEMA, PREDICATE_TYPE, STATEMENT_TYPE
-from reprobox.records.files import MAX_JSON_DEPTH, JsonTooDeep, loads_bounded
 from reprobox.render.html import html_page
 from reprobox.render.markdown import markdown_page
 from reprobox.render.variation_document import (

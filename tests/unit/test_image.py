@@ -145,13 +145,17 @@ def test_tag_changes_with_build_args(project: image.ProjectFiles) -> None:
     assert plan(project, base_image="example/base:1").tag != cuda.tag
 
 
-def test_extra_requirements_join_the_context_and_the_tag(project: image.ProjectFiles, tmp_path: Path) -> None:
+def test_extra_requirements_make_a_layer_over_the_shared_image(
+    project: image.ProjectFiles, tmp_path: Path
+) -> None:
     extra = tmp_path / "job-requirements.lock"
     extra.write_text("tqdm==4.67.1 --hash=sha256:" + "0" * 64 + "\n")
     with_extra = plan(project, image=ImageSpec(requirements=extra))
-    assert with_extra.buildargs["EXTRA_REQUIREMENTS"] == image.CONTEXT_EXTRA_REQUIREMENTS
-    assert image.CONTEXT_EXTRA_REQUIREMENTS in [info.name for info in members(with_extra.context)]
-    assert with_extra.tag != plan(project).tag
+    shared = plan(project)
+    assert with_extra.shared == shared
+    assert with_extra.tag.startswith(shared.tag + "-") and with_extra.tag != shared.tag
+    assert with_extra.buildargs["SHARED_IMAGE"] == shared.tag
+    assert "EXTRA_REQUIREMENTS" not in shared.buildargs
     assert with_extra.labels["io.reprobox.extra-requirements-digest"].startswith("sha256:")
 
 
@@ -194,7 +198,7 @@ def test_wheels_enter_the_tag_by_name_and_size(project: image.ProjectFiles, tmp_
 
 def test_missing_wheel_is_named(project: image.ProjectFiles, tmp_path: Path) -> None:
     house = fake_wheelhouse(tmp_path / "wheels", project.env_dir / "requirements-cpu.lock", skip="numpy")
-    with pytest.raises(EnvironmentProblem, match=r"numpy==.*reprobox lock --wheelhouse"):
+    with pytest.raises(EnvironmentProblem, match=r"numpy==.*reprobox lock --base cpu --wheelhouse"):
         plan(project, wheelhouse=house, lock="cpu")
     with pytest.raises(EnvironmentProblem, match=r"lacks wheels for every lock.*numpy=="):
         plan(project, wheelhouse=house)
@@ -211,7 +215,7 @@ def test_lock_names_and_bad_locks(project: image.ProjectFiles) -> None:
 
 
 def test_missing_wheelhouse_directory_is_a_usage_error(project: image.ProjectFiles, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="reprobox lock --wheelhouse"):
+    with pytest.raises(UsageError, match="reprobox lock --base cpu --wheelhouse"):
         plan(project, wheelhouse=tmp_path / "absent")
 
 

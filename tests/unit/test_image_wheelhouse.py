@@ -14,6 +14,7 @@ from reprobox import image
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
 from reprobox.jobfile import ImageSpec
 from reprobox.pipfailure import explain_pip_failure
+from tests.offline_messages import assert_names_the_offline_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_LOCKS = sorted(ROOT.glob("examples/*/requirements.lock"))
@@ -75,14 +76,16 @@ def test_job_wheelhouse_adds_to_the_shared_one(
     assert made.lock == "env/requirements-cpu.lock"
     assert made.wheelhouses == (own, shared)
     assert made.offline and made.buildargs["WHEELHOUSE"] == image.CONTEXT_WHEELHOUSE
+    assert made.shared is not None and made.shared.wheelhouses == (own, shared)
     names = {wheel.name for wheel in made.wheels}
-    assert {"tqdm-4.70.1-py3-none-any.whl", "regex-2026.11.15-py3-none-any.whl"} <= names
-    assert "torch-2.13.0+cpu-py3-none-any.whl" in names
-    full = io.BytesIO()
-    image.write_build_context(made, full)
-    with tarfile.open(fileobj=io.BytesIO(full.getvalue())) as archive:
-        members = set(archive.getnames())
-    assert {f"wheelhouse/{name}" for name in names} <= members
+    assert names == {"tqdm-4.70.1-py3-none-any.whl", "regex-2026.11.15-py3-none-any.whl"}
+    assert "torch-2.13.0+cpu-py3-none-any.whl" in {wheel.name for wheel in made.shared.wheels}
+    for build, wanted in ((made, names), (made.shared, {w.name for w in made.shared.wheels})):
+        full = io.BytesIO()
+        image.write_build_context(build, full)
+        with tarfile.open(fileobj=io.BytesIO(full.getvalue())) as archive:
+            members = {name for name in archive.getnames() if name.startswith("wheelhouse/")}
+        assert members == {f"wheelhouse/{name}" for name in wanted}
     assert image.render_build_plan(made)["wheelhouses"] == [str(own), str(shared)]
 
 
@@ -106,6 +109,7 @@ def test_a_wheel_in_both_wheelhouses_is_taken_once_from_the_jobs(
     tqdm = [wheel for wheel in made.wheels if wheel.name.startswith("tqdm-")]
     assert [wheel.source.parent for wheel in tqdm] == [own]
     assert len({wheel.name for wheel in made.wheels}) == len(made.wheels)
+    assert made.shared is not None and not [w for w in made.shared.wheels if w.name.startswith("tqdm-")]
 
 
 def test_the_same_wheelhouse_twice_counts_once(
@@ -143,8 +147,7 @@ def test_missing_extra_wheel_names_the_lock_line_and_the_fix(
     assert message.startswith(f"neither wheelhouse {own} nor {shared} has a wheel for regex==2026.11.15")
     assert f"regex==2026.11.15 ({job}:5)" in message
     assert "tqdm" not in message
-    assert f"reprobox lock --wheelhouse {own} --locked {job}`" in message
-    assert f"pip download --only-binary=:all: --no-deps -d {own} -r {job}" in message
+    assert_names_the_offline_path(message, f"reprobox lock --wheelhouse {own} --locked {job}", own)
 
 
 def test_missing_base_wheel_names_its_line(project: image.ProjectFiles, tmp_path: Path) -> None:
@@ -156,6 +159,38 @@ def test_missing_base_wheel_names_its_line(project: image.ProjectFiles, tmp_path
     assert f"numpy=={numpy.version} (" in caught.value.message
     assert f"requirements-cpu.lock:{numpy.line})" in caught.value.message
     assert cpu.read_text().splitlines()[numpy.line - 1].startswith("numpy==")
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+    assert_names_the_offline_path(
+        caught.value.message, f"reprobox lock --base cpu --wheelhouse {house}", house
+    )
+
+
+def test_a_wheelhouse_that_serves_no_lock_names_the_offline_path(
+    project: image.ProjectFiles, tmp_path: Path
+) -> None:
+    house = wheels_for(tmp_path / "shared", project.env_dir / "requirements-cpu.lock", skip="numpy")
+    with pytest.raises(EnvironmentProblem) as caught:
+        plan(project, wheelhouse=house)
+    assert caught.value.message.startswith(
+        f"wheelhouse {house} lacks wheels for every lock (for the CPU lock: numpy=="
+    )
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+    assert_names_the_offline_path(
+        caught.value.message, f"reprobox lock --base cpu --wheelhouse {house}", house
+    )
+
+
+def test_a_wheelhouse_that_is_not_there_names_the_offline_path(
+    project: image.ProjectFiles, tmp_path: Path
+) -> None:
+    house = tmp_path / "not-yet"
+    with pytest.raises(UsageError) as caught:
+        plan(project, environ={image.WHEELHOUSE_VARIABLE: str(house)})
+    assert caught.value.message.startswith(f"wheelhouse {house} is not a directory; ")
+    assert caught.value.exit_code == EXIT_BAD_INPUT
+    assert_names_the_offline_path(
+        caught.value.message, f"reprobox lock --base cpu --wheelhouse {house}", house
+    )
 
 
 # -- the extra lock itself ---------------------------------------------------------------------------------
@@ -254,7 +289,8 @@ def test_pip_without_wheelhouse_or_index_is_one_sentence(project: image.ProjectF
         in error.message
     )
     assert "no wheelhouse and no package index answered" in error.message
-    assert "reprobox lock --wheelhouse DIR" in error.message
+    assert error.exit_code == EXIT_ENVIRONMENT
+    assert_names_the_offline_path(error.message, "reprobox lock --base cpu --wheelhouse DIR")
     assert "Retry" not in error.message and "\n" not in error.message and not error.log_tail
 
 
@@ -268,6 +304,9 @@ def test_pip_finding_no_fitting_wheel_in_the_wheelhouse(
     assert isinstance(error, EnvironmentProblem)
     assert f"regex==2026.11.15 ({job}:5)" in error.message
     assert "CPython 3.11, Linux x86_64" in error.message and str(house) in error.message
+    assert error.exit_code == EXIT_ENVIRONMENT
+    fill = f"reprobox lock --base cpu --image-lock --wheelhouse {house} --locked {job}"
+    assert_names_the_offline_path(error.message, fill, house)
 
 
 def test_pip_hash_mismatch_names_the_wheel(project: image.ProjectFiles, tmp_path: Path, job: Path) -> None:

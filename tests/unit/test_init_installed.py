@@ -188,6 +188,65 @@ def test_odd_metadata_reads_as_nothing_known(tmp_path: Path) -> None:
         assert installed.installed_from(found) is None
 
 
+def test_modules_named_otherwise_are_found_reading_only_the_records_that_may_hold_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Among a hundred distributions without top_level.txt, each module's owner is found by its name
+    (sklearn: scikit-learn, cv2: opencv-python, PIL: Pillow, google.protobuf: protobuf) having read the
+    file lists of a few, never of all; a namespace inside the namespace (`google.cloud`) is looked for in
+    those that may hold it until every file under it is one's that was read; a module a package put in
+    `sys.modules` under a short name is held by none, and no list is read for it."""
+    site = site_dir(tmp_path)
+    for number in range(100):
+        distribution(site, f"filler-{number:03d}", "1.0", {f"filler{number:03d}/__init__.py": b""})
+    distribution(site, "scikit-learn", "1.9.1", {"sklearn/__init__.py": b"", "sklearn/_inner.so": b""})
+    distribution(site, "opencv-python", "4.12.0", {"cv2/__init__.py": b""})
+    distribution(site, "Pillow", "13.0.0", {"PIL/__init__.py": b""})
+    distribution(site, "PyYAML", "6.0.4", {"yaml/__init__.py": b""}, top_level="yaml\n_yaml\n")
+    distribution(site, "protobuf", "7.36.2", {"google/protobuf/__init__.py": b"", "google/_upb/m.so": b""})
+    distribution(site, "google-auth", "2.63.0", {"google/auth/__init__.py": b""})
+    distribution(site, "google-cloud-core", "2.5.0", {"google/cloud/client.py": b""})
+    distribution(site, "google-cloud-storage", "3.4.0", {"google/cloud/storage/__init__.py": b""})
+    reads: list[str] = []
+    read_files = Distribution._read_files
+
+    def counted(self: Distribution) -> list[str]:
+        reads.append(self.label)
+        return read_files(self)
+
+    monkeypatch.setattr(Distribution, "_read_files", counted)
+    installed = Installed([str(site)])
+    google = f"{site / 'google'}{os.sep}"
+
+    def owners(root: str, location: str, *modules: str) -> list[tuple[str, str] | None]:
+        reads.clear()
+        return [d.identity() for d in installed.providing(root, location, modules)]
+
+    assert owners("sklearn", str(site / "sklearn" / "__init__.py")) == [("scikit-learn", "1.9.1")]
+    assert reads == ["scikit_learn-1.9.1"]
+    assert owners("cv2", str(site / "cv2" / "__init__.py")) == [("opencv-python", "4.12.0")]
+    assert reads == ["opencv_python-4.12.0"]
+    assert owners("PIL", str(site / "PIL" / "__init__.py")) == [("Pillow", "13.0.0")]
+    assert reads == ["Pillow-13.0.0"]
+    assert owners("yaml", str(site / "yaml" / "__init__.py")) == [("PyYAML", "6.0.4")]
+    assert reads == []  # its top_level.txt says so
+    assert owners("google", google, "google.protobuf", "google._upb") == [("protobuf", "7.36.2")]
+    assert reads == ["protobuf-7.36.2"]
+    assert owners("google", google, "google.auth", "google.auth.transport") == [("google-auth", "2.63.0")]
+    assert reads == ["google_auth-2.63.0"]
+    cloud = [("google-cloud-core", "2.5.0"), ("google-cloud-storage", "3.4.0")]
+    assert sorted(owners("google", google, "google.cloud", "google.cloud.storage")) == cloud
+    assert sorted(reads) == ["google_cloud_core-2.5.0", "google_cloud_storage-3.4.0"]  # every file theirs
+    (site / "google" / "cloud" / "left.lock").write_bytes(b"")  # a file no list names: all are read
+    installed = Installed([str(site)])  # none read yet
+    assert sorted(owners("google", google, "google.cloud", "google.cloud.storage")) == cloud
+    assert len(reads) == len(installed.distributions()) - 1  # all but PyYAML, whose top_level.txt says
+    assert owners("_inner", str(site / "sklearn" / "_inner.so")) == []
+    assert reads == []
+    # without the names imported under it, a namespace package is every distribution's that holds it
+    assert len(owners("google", google)) == 4
+
+
 def test_an_import_cut_short_by_the_interrupt_is_recorded(tmp_path: Path, monkeypatch) -> None:
     """The watch's Ctrl-C lands while a library is imported as a file is saved: the import never
     finished, so the module is not loaded at the exit, and the job still needs it."""

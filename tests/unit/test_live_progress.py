@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from reprobox import cli, progress, runprogress
+from reprobox import progress, runprogress
 from reprobox.commands.live_progress import Estimates, LiveProgress, clock, run_line
+from reprobox.commands.output import Output
 from reprobox.commands.plain_progress import TerminalProgress
 from reprobox.commands.progress_view import view_for
 from reprobox.records.trail import (
@@ -115,9 +116,9 @@ def test_off_a_terminal_runs_show_only_as_the_notices_of_today() -> None:
 
 def test_the_early_verdict_goes_to_stderr_unless_quiet(capsys: pytest.CaptureFixture[str]) -> None:
     for as_json in (False, True):
-        cli.Output(as_json=as_json).early("not reproducible: x")
+        Output(as_json=as_json).early("not reproducible: x")
         assert capsys.readouterr() == ("", "not reproducible: x\n")
-    cli.Output(as_json=False, quiet=True).early("not reproducible: x")
+    Output(as_json=False, quiet=True).early("not reproducible: x")
     assert capsys.readouterr() == ("", "")
 
 

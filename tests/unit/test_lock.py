@@ -6,8 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,9 @@ import pytest
 from reprobox import cli, image, locking
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
 from reprobox.locking import _resolve as resolve_module
-from reprobox.locking._uv import parse_pip_config, wheel_rank
+from reprobox.locking._sources import parse_pip_config
+from reprobox.locking._uv import wheel_rank
+from tests.offline_messages import assert_names_the_offline_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -429,6 +433,76 @@ def test_no_network_is_an_environment_problem(
     assert "run it on a connected machine, with --wheelhouse DIR" in caught.value.message
 
 
+UNREACHABLE = "http://127.0.0.1:9/simple"  # the discard port: refused at once
+
+
+def no_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither uv nor pip may run: what follows must be decided before either is asked."""
+
+    def refuse(*_args: object) -> None:
+        raise AssertionError("a resolver ran")
+
+    monkeypatch.setattr(resolve_module, "run_pip", refuse)
+    monkeypatch.setattr(resolve_module, "uv_binary", refuse)
+
+
+def test_no_index_answering_is_said_at_once(
+    in_tmp: Path, wheels: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", UNREACHABLE)
+    base_lock_file(in_tmp / "base.lock", wheels, "tinyb==1.0")
+    write(in_tmp / "requirements.in", "tinya\n")
+    no_resolver(monkeypatch)
+    started = time.monotonic()
+    code, out, err = run_cli(capsys, "requirements.in", "-o", "requirements.lock", "--base", "base.lock")
+    assert (
+        time.monotonic() - started < 30
+    )  # pip's and uv's retries took 9 s and more; a busy machine's margin
+    assert code == EXIT_ENVIRONMENT and not out
+    assert err == (
+        "error: no package index answers (127.0.0.1:9: connection refused), so nothing can be locked or "
+        "fetched here; run reprobox lock where the index answers, or give it a wheelhouse that holds the "
+        "wheels (REPROBOX_WHEELHOUSE or --wheelhouse DIR, filled by `reprobox lock --wheelhouse DIR` where "
+        "the index answers), or pass --no-index --find-links DIR\n"
+    )
+    assert not (in_tmp / "requirements.lock").exists()
+    # a proxy, where one is set, is what a connection opens: it is the one asked
+    answered, why = locking.any_answers(["https://pypi.org/simple"], proxy="http://127.0.0.1:9")
+    assert (answered, why) == (False, ["127.0.0.1:9: connection refused"])
+    monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")
+    assert locking.any_answers(["https://pypi.org/simple"]) == (False, ["127.0.0.1:9: connection refused"])
+
+
+def test_with_no_index_a_wheelhouse_locks_and_fills_offline(
+    in_tmp: Path, wheels: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", UNREACHABLE)
+    monkeypatch.setenv("PIP_RETRIES", "0")  # were the index asked after all, fail fast rather than pass
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    house = in_tmp / "house"
+    house.mkdir()
+    for wheel in wheels.glob("tiny[ab]-*.whl"):
+        shutil.copy2(wheel, house / wheel.name)
+    monkeypatch.setenv(image.WHEELHOUSE_VARIABLE, str(house))
+    base_lock_file(in_tmp / "base.lock", wheels, "tinyb==1.0")
+    write(in_tmp / "requirements.in", "tinya\n")
+    code, out, err = run_cli(capsys, "requirements.in", "-o", "requirements.lock", "--base", "base.lock")
+    assert code == 0, err
+    assert (
+        f"reprobox: no package index answers (127.0.0.1:9: connection refused): locking from the wheelhouse "
+        f"{house}, offline\n"
+    ) in err
+    assert "tinya==1.0 \\\n" in (in_tmp / "requirements.lock").read_text()
+    assert f"wheelhouse {house} holds every wheel of requirements.lock (1 wheel," in out
+    # the image's lock and a lock already written, from the same wheelhouse, still offline
+    code, out, err = run_cli(capsys, "--base", "base.lock", "--image-lock", "--locked", "requirements.lock")
+    assert code == 0, err
+    assert f"wheelhouse {house} holds every wheel of base.lock, requirements.lock (2 wheels," in out
+    assert sorted(path.name for path in house.iterdir()) == sorted(
+        path.name for path in wheels.glob("tiny[ab]-*")
+    )
+
+
 # -- wheelhouses ----------------------------------------------------------------------------------------
 
 
@@ -444,6 +518,11 @@ def test_a_wheelhouse_is_filled_hash_checked_and_checked_offline(tmp_path: Path,
     with pytest.raises(EnvironmentProblem) as caught:
         locking.check_wheelhouse([lock], tmp_path / "house")
     assert f"has no wheel for tinyb==2.0 ({lock}:5)" in caught.value.message
+    assert caught.value.exit_code == EXIT_ENVIRONMENT
+    house = tmp_path / "house"
+    assert_names_the_offline_path(
+        caught.value.message, f"reprobox lock --wheelhouse {house} --locked {lock}", house
+    )
 
 
 def test_a_wheel_whose_hash_the_lock_does_not_list_is_refused(tmp_path: Path, wheels: Path) -> None:
@@ -477,6 +556,8 @@ def test_lock_and_fill_from_the_command_line(
         "--json",
     )
     assert code == 0, err
+    if resolve_module.uv_binary() is not None:  # uv reads the relative --find-links as pip does
+        assert "reprobox: resolved 2 packages with uv in " in err
     data = json.loads(out)
     assert data["lock"] == "requirements.lock"
     assert data["packages"] == [
@@ -517,6 +598,36 @@ def test_lock_and_fill_from_the_command_line(
     ]
 
 
+def test_a_lock_fills_the_wheelhouse_builds_read_as_init_does(
+    in_tmp: Path, wheels: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With $REPROBOX_WHEELHOUSE set, `reprobox lock` puts the new lock's wheels there, as init does
+    (both take it from `locking.shared_wheelhouse`), so the build that follows finds them offline."""
+    shared = in_tmp / "shared"
+    monkeypatch.setenv(image.WHEELHOUSE_VARIABLE, str(shared))
+    assert locking.shared_wheelhouse(os.environ) == shared
+    assert locking.shared_wheelhouse({image.WHEELHOUSE_VARIABLE: " "}) is None
+    base_lock_file(in_tmp / "base.lock", wheels, "tinyb==1.0")
+    write(in_tmp / "requirements.in", "tinya\n")
+    flags = ["--no-index", "--find-links", "wheels", "--base", "base.lock"]
+    code, out, err = run_cli(capsys, "requirements.in", "-o", "requirements.lock", *flags)
+    assert code == 0, err
+    assert f"wheelhouse {shared} holds every wheel of requirements.lock (1 wheel," in out
+    assert [path.name for path in shared.iterdir()] == ["tinya-1.0-py3-none-any.whl"]
+    locking.check_wheelhouse([in_tmp / "requirements.lock"], shared)
+    # --wheelhouse still names another; a variable that names a file is refused by its name
+    code, out, err = run_cli(
+        capsys, "requirements.in", "-o", "requirements.lock", "--wheelhouse", "own", *flags
+    )
+    assert code == 0, err
+    assert [path.name for path in (in_tmp / "own").iterdir()] == ["tinya-1.0-py3-none-any.whl"]
+    write(in_tmp / "a-file", "")
+    monkeypatch.setenv(image.WHEELHOUSE_VARIABLE, str(in_tmp / "a-file"))
+    code, out, err = run_cli(capsys, "requirements.in", "-o", "requirements.lock", *flags)
+    assert code == EXIT_BAD_INPUT
+    assert f"error: $REPROBOX_WHEELHOUSE {in_tmp / 'a-file'} is a regular file, not a folder" in err
+
+
 def test_a_failure_writes_nothing(in_tmp: Path, wheels: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base_lock_file(in_tmp / "base.lock", wheels, "tinyb==2.0")
     write(in_tmp / "requirements.in", "tinyc\n")
@@ -527,6 +638,14 @@ def test_a_failure_writes_nothing(in_tmp: Path, wheels: Path, capsys: pytest.Cap
     )
     assert code == EXIT_BAD_INPUT
     assert err.count("error: ") == 1 and "pins tinyb==2.0" in err
+    if resolve_module.uv_binary() is not None:  # uv's reason, then why pip resolves again, in one line
+        line = next(
+            line for line in err.splitlines() if line.startswith("reprobox: uv found no resolution (")
+        )
+        assert "tinyc" in line and "tinyb" in line, line  # uv's own reason, in its words
+        assert line.endswith(
+            "); pip resolves them again, to name the requirement at fault and its fix ..."
+        ), line
     assert not (in_tmp / "requirements.lock").exists()
     assert not (in_tmp / "house").exists()
 

@@ -20,9 +20,9 @@ from reprobox import cli
 from reprobox.errors import SpecError
 from reprobox.guest.hashing import hash_checkpoint
 from reprobox.jobfile import load_job
+from reprobox.jobfile.checkpoint_patterns import FRAMEWORK_PATTERNS, find_resumable
 from reprobox.records.manifest import read_record, write_record
 from reprobox.resume import spot
-from reprobox.resume.pattern import FRAMEWORK_PATTERNS, find_resumable
 
 JOB = Path(__file__).parents[1] / "jobs" / "resume"
 NUMPY_JOB = Path(__file__).parents[1] / "jobs" / "resume-numpy"

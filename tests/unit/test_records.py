@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from reprobox import attest, saferead
+from reprobox import fileio as files
 from reprobox._version import __version__
 from reprobox.errors import SpecError
-from reprobox.records import attestation, files, guest, manifest, trail
+from reprobox.records import attestation, guest, manifest, trail
 from reprobox.records.guest import GuestRecord, read_guest_result, write_guest_record
 from reprobox.records.manifest import RunRecord, read_record, rewrite_record, write_record
 from reprobox.records.trail import (

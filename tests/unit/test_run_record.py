@@ -45,10 +45,10 @@ from reprobox.runspecific import (
 from reprobox.runspecific._drawn import DrawRecord, MemoryMap
 from reprobox.runspecific._durations import (
     UNTESTABLE,
-    candidate_differences,
     explains,
     precision,
 )
+from reprobox.runspecific._series import duration_series
 
 JOBS = Path(__file__).parents[1] / "jobs"
 
@@ -207,7 +207,9 @@ def test_the_watch_names_each_process_program_and_parent() -> None:
 
 
 def test_a_duration_is_a_reading_minus_the_latest_reading_of_a_site() -> None:
-    assert candidate_differences([0, 1, 0, 1], [10.0, 10.5, 20.0, 21.25]) == [0.5, 10.0, 9.5, 1.25, 10.75]
+    series, cut = duration_series([0, 1, 0, 1], [10.0, 10.5, 20.0, 21.25], limit=100)
+    assert series == [[0.5, 1.25], [10.0], [9.5], [10.75]] and not cut  # per pair of sites, in order
+    assert duration_series([0, 1, 0, 1], [10.0, 10.5, 20.0, 21.25], limit=2) == ([[0.5], [10.0]], True)
 
 
 def test_precision_is_what_the_value_shows() -> None:
@@ -380,3 +382,18 @@ def test_a_random_number_named_like_a_duration_is_untestable_only_as_a_duration(
     # named a rate, the same number stays untestable as a rate, and its name excuses it, saying so
     excuse = judge_value("charts/SPS", 59.527, 33.313, run, run)
     assert excuse is not None and excuse.reason == DURATION_COARSE
+
+
+def test_a_decimal_equal_in_both_runs_is_never_masked_as_one_runs_duration() -> None:
+    """A log line's loss, the same in both runs, is kept in both even where its digits meet a difference
+    of one run's readings: masking it in one run alone made equal lines differ (a false difference)."""
+    base = 1_764_000_000.0
+    run_a = context(clock_facts([base, base + 0.03, base + 0.03 + 0.04964]))  # 0.04964: a duration of a
+    run_b = context(clock_facts([base, base + 0.031, base + 0.031 + 0.052]))
+    line_a, line_b = "epoch 2 took 0.03000s train_loss 0.04964", "epoch 2 took 0.03100s train_loss 0.04964"
+    assert "0.04964" not in mask(line_a, run_a)[0]  # alone, run a's mask takes the loss for a duration
+    excuse = judge_value("line 3", line_a, line_b, run_a, run_b)
+    assert excuse is not None and excuse.reason == DURATION_OF_CLOCK
+
+    other = "epoch 2 took 0.03100s train_loss 0.05000"  # the loss differs: a real difference
+    assert judge_value("line 3", line_a, other, run_a, run_b) is None

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from reprobox import cli, progress, runtimes, verify
+from reprobox.commands.output import Output
 from reprobox.commands.plain_progress import TerminalProgress
 from reprobox.errors import UsageError
 from reprobox.jobfile import load_job
@@ -126,7 +127,7 @@ def test_the_terminal_reporter_shows_notices_and_build_steps_but_not_build_chatt
         "reprobox: run 1/2 of tiny (local)",
         "reprobox: Step 3/9 : RUN pip install",
     ]
-    assert isinstance(cli.Output(as_json=False, quiet=True).reporter, progress.Silent)
+    assert isinstance(Output(as_json=False, quiet=True).reporter, progress.Silent)
 
 
 def test_notices_from_side_by_side_runs_stay_whole_lines() -> None:

@@ -26,7 +26,8 @@ from reprobox.jobfile import load_job
 from reprobox.records.guest import GuestRecord, read_guest_result
 from reprobox.records.manifest import MANIFEST_NAME, move_aside_planted, read_record, write_record
 from reprobox.records.trail import read_trail
-from reprobox.runner import RunOptions, _TeeSink, execute
+from reprobox.runfolder import JobLog
+from reprobox.runner import RunOptions, execute
 from reprobox.runtimes.local import LocalRuntime
 from reprobox.runtimes.local._process import _pump
 
@@ -248,7 +249,7 @@ def test_a_really_full_disk_is_a_clear_error(tmp_path: Path) -> None:
             write_record(disk, {"status": "succeeded", "pad": "x" * (32 << 10)})
         assert not any(p.name.startswith(".manifest.json") for p in disk.iterdir())
         with (disk / "stdout.log").open("wb") as log:
-            sink = _TeeSink(log, None)
+            sink = JobLog(log, None)
             for _ in range(16):
                 sink.write(b"y" * 8192)
         assert sink.lost == os.strerror(errno.ENOSPC)
@@ -264,7 +265,7 @@ class _FullDisk(io.BytesIO):
 
 def test_the_log_sink_gives_up_the_log_but_keeps_echoing() -> None:
     echoed: list[bytes] = []
-    sink = _TeeSink(_FullDisk(), echoed.append)
+    sink = JobLog(_FullDisk(), echoed.append)
     sink.write(b"one")
     sink.write(b"two")
     assert sink.lost == "No space left on device" and echoed == [b"one", b"two"]

@@ -418,7 +418,7 @@ def test_differing_tensors_lead_the_sentence_before_paths_and_names(tmp_path: Pa
 
     result = two_runs(tmp_path, write)
     assert result.grade == compare.NOT_REPRODUCIBLE
-    assert result.sentence.startswith("not reproducible: 1 tensors differ (first: w in model.npz)"), (
+    assert result.sentence.startswith("not reproducible: 1 tensor differs (first: w in model.npz)"), (
         result.sentence
     )
     assert "1 value too (first: best_model_path in state.json)" in result.sentence

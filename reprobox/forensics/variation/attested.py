@@ -14,9 +14,9 @@ from typing import Any
 
 from reprobox.attest import build_attestation
 from reprobox.errors import UsageError
+from reprobox.fileio import json_number
 from reprobox.forensics.variation.matrix import UNSUPPORTED, FactorResult, VariationResult
 from reprobox.records.attestation import VARIATION_NOT_APPLICABLE
-from reprobox.records.files import json_number
 from reprobox.records.manifest import read_record
 
 

@@ -64,9 +64,12 @@ class FactorResult:
 
 
 def excused(comparison: Comparison) -> frozenset[tuple[str, str]]:
-    """The values and files a comparison excused as run-specific or as container bytes only."""
+    """The values and files a comparison excused as run-specific, as container bytes only, or as a
+    checkpoint's layout (a DCP folder resharded: its index stands for it)."""
     values = {(str(d.get("checkpoint")), str(d.get("name"))) for d in comparison.run_specific}
-    return frozenset(values | {(path, WHOLE_FILE) for path in comparison.format_only})
+    indexes = (f"{r['checkpoint']}/.metadata".removeprefix("./") for r in comparison.resharded)
+    resharded = {(path, WHOLE_FILE) for path in indexes}
+    return frozenset(values | resharded | {(path, WHOLE_FILE) for path in comparison.format_only})
 
 
 def judge(
@@ -92,8 +95,8 @@ def judge(
         result.files = sorted({path for path, _name in moved})
         result.values_changed = _names(_value_name(name) for _path, name in moved if name != WHOLE_FILE)
         result.note = (
-            "bytes, not tensors: values a plain verify excuses as run-specific (times, paths, names) or "
-            "container bytes changed, and the baseline kept them equal"
+            "bytes, not tensors: values a plain verify excuses as run-specific (times, paths, names), "
+            "container bytes or a checkpoint's layout (resharded) changed, and the baseline kept them equal"
         )
         return result
     result.status = SENSITIVE

@@ -196,7 +196,7 @@ def _row_name(path: str) -> str:
 def _table_cell(path: str, value: object) -> str:
     """A field as `reprobox fingerprint`'s table spells it: yes/no, sizes in GiB, lists space-separated.
 
-    The guest cannot import the controller's `reprobox.render.values`; this table is its own.
+    The guest cannot import the controller's `reprobox.valuetext`; this table is its own.
     """
     if is_absent(value):
         return f"absent ({value['absent']})"

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from reprobox.fileio import write_text_atomic
 from reprobox.guest.fingerprint import TORCH_NOT_IMPORTED, _collect, format_table
 from reprobox.guest.fingerprint._absent import _reason
-from reprobox.records.files import write_text_atomic
 
 USAGE = "usage: python -m reprobox.guest.fingerprint [--import-torch] [--table] [--output FILE]"
 HELP = """Print this machine's reprobox fingerprint as JSON.

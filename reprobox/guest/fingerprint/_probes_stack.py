@@ -21,6 +21,14 @@ NUMPY_NOT_IMPORTED: Final = "numpy not imported by this process"
 # Shared libraries whose loaded version is recorded; matched on the file name in /proc/self/maps.
 TRACKED_LIBRARIES: Final = ("cudnn", "cublas", "cublasLt", "cudart")
 _LIBRARY_FILE = re.compile(r"^lib(cudnn|cublas|cublasLt|cudart)\.so(?:\.(\d+(?:\.\d+)*))?$")
+# The wheel that ships each one, by its name without the -cuXX suffix CUDA 12's wheels carry: the
+# folder does not tell, since CUDA 13's wheels share one (nvidia/cu13/lib/libcudart.so.13).
+_LIBRARY_WHEELS: Final = {
+    "cudnn": "nvidia-cudnn",
+    "cublas": "nvidia-cublas",
+    "cublasLt": "nvidia-cublas",
+    "cudart": "nvidia-cuda-runtime",
+}
 
 
 def _probe_torch(torch: ModuleType | None, reason: str) -> dict[str, Any]:
@@ -111,10 +119,10 @@ def _cudnn_version(encoded: int | None) -> str | dict[str, str]:
 
 
 def _nccl_version(torch: ModuleType) -> str | dict[str, str]:
+    """The NCCL torch loaded (ncclGetVersion: the library's own answer, no GPU or driver needed), so a
+    CUDA image names the NCCL it carries on a machine without GPUs too."""
     if torch.version.cuda is None:
         return absent("torch is built without CUDA")
-    if not torch.cuda.is_available():
-        return absent("CUDA is not available")
     version = torch.cuda.nccl.version()
     if isinstance(version, int):  # torch < 2.1: one integer
         return str(version)
@@ -197,9 +205,8 @@ def _library_version(
 ) -> dict[str, str]:
     if from_file and from_file.count(".") >= 1:
         return {"version": from_file, "version_source": "file name", "path": path}
-    wheel = re.search(r"/site-packages/nvidia/([^/]+)/", path)
-    if wheel:
-        stem = "nvidia-" + wheel.group(1).replace("_", "-").lower()
+    if "/site-packages/nvidia/" in path:
+        stem = _LIBRARY_WHEELS[name]
         owners = sorted(d for d in distributions if re.fullmatch(re.escape(stem) + r"(-cu\d+)?", d))
         if owners:
             return {

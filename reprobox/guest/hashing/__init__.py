@@ -44,16 +44,23 @@ The contract (other modules and tools recompute it, so it must not drift):
 - A torch Distributed Checkpoint (``"dcp"``): its ``.metadata`` index is values (per tensor ``<fqn>`` the
   sha256 of the tensor assembled from its chunks, ``<fqn>.dtype``, ``<fqn>.size``; the cut under ``layout.``;
   ``storage_meta.save_id``), each ``.distcp`` shard its items, a chunk as ``<fqn>@<offsets>`` (``_dcp``).
+- A TorchScript archive (``"torchscript"``, ``torch.jit.save``) and a torch.export PT2 archive (``"pt2"``)
+  are read member by member (``_torch_archive``): the module's tensors and values as ``data.pkl`` names
+  them, a PT2 archive's weights and constants by FQN, every other member under its path
+  (``constants.pkl/c0``, ``code/__torch__.py`` its text, ``models/model.json/...``); the
+  ``.data/serialization_id`` torch derives from the records is a value, its record-name half alone
+  when its CRC half is the records' (``_torch_archive``).
 - An SQLite database (``"sqlite"``) is values alone: ``<table>/<key>/<column>`` for every row (the key
   ``<column>=<value>`` for each primary-key column, joined by ``,``, else ``row=<n>``, its place in
   rowid order), a BLOB as
   ``{"sha256": hex, "bytes": n}``, each schema entry ``sqlite_schema/<type>/<name>`` its SQL, and
   ``sqlite_header/user_version`` and ``sqlite_header/application_id``.
-- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"safetensors"``, ``"numpy"``, ``"hdf5"``,
-  ``"dcp"`` or ``"pickle"`` from the tensors, ``"file"`` when it is the file sha256 (other files, and
-  checkpoints whose content could not be read safely; ``note`` then says why). ``reader`` names what
-  read the content. Nothing a pickle names is ever imported or run: torch files and pickles are read
-  by the safe pickle reader (``_pickle``), without torch, and its stand-in objects flatten as mappings.
+- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"torchscript"``, ``"pt2"``,
+  ``"safetensors"``, ``"numpy"``, ``"hdf5"``, ``"dcp"`` or ``"pickle"`` from the tensors, ``"file"``
+  when it is the file sha256 (other files, and checkpoints whose content could not be read safely;
+  ``note`` then says why). ``reader`` names what read the content. Nothing a pickle names is ever
+  imported or run: torch files and pickles are read by the safe pickle reader (``_pickle``), without
+  torch, and its stand-in objects flatten as mappings.
 - ``unaccounted`` says which bytes no reader accounted for, neither parsed as content nor known to be
   the format's framing (``_layout``): ``{"bytes", "count", "ranges" (the first 16 [start, end]),
   "sha256"}``, the sha256 over each such range's length (8 bytes, little-endian) then its bytes, in file
@@ -67,7 +74,8 @@ This module holds the pool and the entry points; the contract's serialisations a
 ``_canonical`` and the records in ``_digests``; which bytes each reader accounted for in ``_layout`` (zip
 framing in ``_ziplayout``, archives' in ``_archive_layout``); which reader a file goes to is the one
 table in ``_readers`` (each row: what it recognises, its plan for hashing, its load for comparison, its
-bounds); the readers are ``_formats`` (torch and pickles, on ``_pickle``), ``_safetensors``,
+bounds); the readers are ``_formats`` (torch and pickles, on ``_pickle``), ``_torchscript`` and ``_pt2``
+(on ``_torch_archive``), ``_safetensors``,
 ``_numpy_files``, ``_hdf5``, ``_text``, ``_logformats`` (TensorBoard with ``_graphdef``, MLflow, W&B),
 ``_sqlite`` (databases, row by row) and ``_archives`` (zip and tar, and with ``_compressed`` single gzip,
 bzip2 and xz files, through the same table), byte sources in ``_arrays``, each within the limits of

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from reprobox.records.files import JsonTooDeep, json_depth
+from reprobox.fileio import JsonTooDeep, json_depth
 
 MAX_DIMS = 64
 """Dimensions of one tensor (torch allows 64 too)."""
@@ -98,6 +98,19 @@ def check_cpu_budget(done: str) -> None:
         raise OverLimit(f"reading it takes over {FILE_CPU_SECONDS:g} s of CPU time, the limit ({done})")
 
 
+def budget_running() -> bool:
+    """Whether a file's CPU budget runs (hashing), rather than none (comparison's read-back)."""
+    return _FILE_DEADLINE.get() is not None
+
+
+def charge_cpu(seconds: float) -> None:
+    """Count ``seconds`` against the running budget as if spent here: work done once for several files
+    (a DCP index, read for each of its shards) costs each of them alike, whichever did it."""
+    deadline = _FILE_DEADLINE.get()
+    if deadline is not None:
+        _FILE_DEADLINE.set(deadline - seconds)
+
+
 def over_limit(exc: BaseException) -> bool:
     """Whether a reader's error is a limit refused (rather than a file that merely does not parse)."""
     return isinstance(exc, (OverLimit, JsonTooDeep, RecursionError, MemoryError, OverflowError))
@@ -166,7 +179,7 @@ def loads_json(
     max_depth: int = MAX_NESTING,
     object_pairs_hook: Callable[[list[tuple[str, object]]], object] | None = None,
 ) -> object:
-    """``json.loads`` with its nesting bounded (``records.files.loads_bounded``, with a pairs hook)."""
+    """``json.loads`` with its nesting bounded (``fileio.loads_bounded``, with a pairs hook)."""
     try:
         document = json.loads(raw, object_pairs_hook=object_pairs_hook)
     except RecursionError:

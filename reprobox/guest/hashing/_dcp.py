@@ -14,11 +14,22 @@ a shard beside it. The shards are read item by item in ``_dcp_shards``.
 from __future__ import annotations
 
 import ast
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 
-from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, OverLimit, check_shape
+from reprobox.guest.filehash import file_sha256
+from reprobox.guest.hashing._bounds import (
+    MAX_ARCHIVE_MEMBERS,
+    OverLimit,
+    budget_running,
+    charge_cpu,
+    check_cpu_budget,
+    check_shape,
+)
 from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._pickle import read_pickle
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
@@ -30,10 +41,11 @@ MAX_ITEMS = MAX_ARCHIVE_MEMBERS
 
 BOUNDS = (
     f"nothing imported or run, no class but DCP's; at most {MAX_ITEMS:,} items, each inside its shard; "
-    "shapes as every reader's"
+    "shapes as every reader's; read once for the index and its shards, each charged the CPU time it took"
 )
 
 _MAX_KEY_CHARS = 1 << 16  # a storage key's text (a fqn, an offset and an index)
+_ENTRIES_PER_BUDGET_CHECK = 1 << 10  # the file's CPU budget, checked as tensors and items are read
 
 _METADATA = "torch.distributed.checkpoint.metadata."
 DCP_CLASSES = frozenset(
@@ -88,7 +100,7 @@ class DcpIndex:
     folder: Path
     tensors: dict[str, TensorEntry]
     items: tuple[Item, ...]
-    other: list[tuple[str, object]]  # storage_meta (save_id, checkpoint_id), version, planner_data
+    other: list[tuple[str, object]]  # storage_meta (save_id, checkpoint_id as text), version, planner_data
     layout: Layout  # the index file's bytes the pickle reader parsed
 
     def items_in(self, shard: str) -> list[Item]:
@@ -102,7 +114,49 @@ def is_index(path: Path) -> bool:
 
 def read_index(path: Path) -> DcpIndex:
     """The checked index in ``path``; ValueError (OverLimit for a limit) in one sentence if it is not a
-    DCP index whose every item lies inside a shard beside it."""
+    DCP index whose every item lies inside a shard beside it.
+
+    Hashing reads a checkpoint's index for the index and for each of its shards: within a file's CPU
+    budget it is read once (the last few kept, by the index's path and bytes and the shards' sizes, all
+    that the read depends on), and each later reader is charged the CPU time that read took, so every
+    file's budget is spent alike whichever read it first.
+    """
+    if not budget_running():
+        return _read_index(path)
+    shards = sorted(
+        (shard.name, shard.is_symlink(), shard.stat().st_size if shard.is_file() else -1)
+        for shard in path.parent.glob("*" + SHARD_SUFFIX)
+    )
+    key = (str(path.resolve()), file_sha256(path), tuple(shards))
+    with _READS_LOCK:
+        lock = _READ_LOCKS.setdefault(key, threading.Lock())
+    with lock:  # a second reader of the same index waits for the first's result
+        kept = _READS.get(key)
+        if kept is None:
+            started = time.thread_time()
+            try:
+                result: DcpIndex | ValueError | RecursionError = _read_index(path)
+            except (ValueError, RecursionError) as exc:
+                result = exc
+            kept = (result, time.thread_time() - started)
+            with _READS_LOCK:
+                _READS[key] = kept
+                while len(_READS) > _KEPT_READS:
+                    _READ_LOCKS.pop(_READS.popitem(last=False)[0], None)
+        else:
+            charge_cpu(kept[1])
+    if isinstance(kept[0], DcpIndex):
+        return kept[0]
+    raise type(kept[0])(*kept[0].args)  # a fresh one: each reader's own traceback
+
+
+_KEPT_READS = 4
+_READS: OrderedDict[tuple[object, ...], tuple[DcpIndex | ValueError | RecursionError, float]] = OrderedDict()
+_READ_LOCKS: dict[tuple[object, ...], threading.Lock] = {}
+_READS_LOCK = threading.Lock()
+
+
+def _read_index(path: Path) -> DcpIndex:
     read = read_pickle(path)
     tree = read.obj
     if not isinstance(tree, dict) or tree.get(CLASS_KEY) != _METADATA + "Metadata":
@@ -112,7 +166,9 @@ def read_index(path: Path) -> DcpIndex:
             raise ValueError(f"it names {named!r}, which is not a class of a DCP index")
     tensors = _tensors(tree.get("state_dict_metadata"))
     items = _items(tree.get("storage_data"), path.parent)
-    other = [(key, tree[key]) for key in ("storage_meta", "version", "planner_data") if key in tree]
+    other = [
+        (key, _path_text(tree[key])) for key in ("storage_meta", "version", "planner_data") if key in tree
+    ]
     return DcpIndex(
         path.parent, tensors, items, other, Layout.of(read.identity.size, read.parsed, read.framing)
     )
@@ -131,6 +187,29 @@ def _classes(value: object, depth: int) -> Iterator[str]:
             yield from _classes(inner, depth + 1)
 
 
+_PATH_CLASSES: dict[str, type[PurePath]] = {
+    "pathlib.PosixPath": PurePosixPath,
+    "pathlib.WindowsPath": PureWindowsPath,
+}
+
+
+def _path_text(value: object) -> object:
+    """The index's values with each pathlib path (``storage_meta.checkpoint_id`` when the save was given
+    one) as the path it names, a value like any other path: the run's own folders in it are then
+    recognised, as in a path saved as text, rather than compared part by part."""
+    if isinstance(value, dict):
+        kind = _PATH_CLASSES.get(str(value.get(CLASS_KEY)))
+        parts = value.get("__args__")
+        parts = list(parts) if isinstance(parts, (list, tuple)) else None
+        texts = [part for part in parts or () if isinstance(part, str)]
+        if kind is not None and set(value) == {CLASS_KEY, "__args__"} and parts == texts:
+            return str(kind(*texts))
+        return {key: _path_text(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_path_text(inner) for inner in value]
+    return value
+
+
 def _natural(value: object, what: str) -> int:
     if type(value) is not int or value < 0:
         raise ValueError(f"{what} is not a non-negative integer")
@@ -143,7 +222,9 @@ def _tensors(table: object) -> dict[str, TensorEntry]:
     if len(table) > MAX_ITEMS:
         raise OverLimit(f"it lists {len(table)} entries, over the limit of {MAX_ITEMS}")
     tensors: dict[str, TensorEntry] = {}
-    for fqn, entry in table.items():
+    for number, (fqn, entry) in enumerate(table.items()):
+        if not number % _ENTRIES_PER_BUDGET_CHECK:
+            check_cpu_budget(f"{number} tensors of the index read")
         if not isinstance(entry, dict) or entry.get(CLASS_KEY) != _METADATA + "TensorStorageMetadata":
             continue  # a BytesStorageMetadata: its value is read from its shard
         size = check_shape(entry.get("size"), f"tensor '{fqn}'")
@@ -180,7 +261,11 @@ def _items(table: object, folder: Path) -> tuple[Item, ...]:
     if len(table) > MAX_ITEMS:
         raise OverLimit(f"it lists {len(table)} items, over the limit of {MAX_ITEMS}")
     sizes: dict[str, int] = {}
-    items = [_item(key, info, folder, sizes) for key, info in table.items()]
+    items = []
+    for number, (key, info) in enumerate(table.items()):
+        if not number % _ENTRIES_PER_BUDGET_CHECK:
+            check_cpu_budget(f"{number} items of the index read")
+        items.append(_item(key, info, folder, sizes))
     return tuple(sorted(items, key=lambda item: (item.shard, item.offset)))
 
 

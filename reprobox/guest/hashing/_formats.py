@@ -25,7 +25,6 @@ from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, PickleRead, read_pickle
 from reprobox.guest.hashing._pickle_arrays import TorchNeeded
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
-from reprobox.guest.hashing._pickle_torch import is_torchscript
 from reprobox.guest.hashing._torch_types import SavedTensor
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
@@ -43,16 +42,14 @@ def is_torch_file(path: Path) -> bool:
     return suffix in TORCH_SUFFIXES and _sniff.head(path)[:4] not in (b"PK\x03\x04", b"PK\x05\x06")
 
 
-def _stand_in_note(path: Path, values: list[tuple[str, object]]) -> str | None:
-    """For a torch file that names classes of its own (or holds TorchScript code): which, and how the
-    reader records them."""
+def _stand_in_note(values: list[tuple[str, object]]) -> str | None:
+    """For a torch file that names classes of its own: which, and how the reader records them (a
+    TorchScript archive, whose code names its classes, is read by ``_torchscript``)."""
     classes = sorted({str(v) for name, v in values if name.rsplit(".", 1)[-1] == CLASS_KEY})
     how = (
         "read by the safe pickle reader, which imports and runs nothing named in the file, so objects it "
         "names are recorded as their class, arguments and state"
     )
-    if is_torchscript(path):
-        return f"a TorchScript archive: its code is never loaded or run; its data {how}"
     if not classes:
         return None
     named = ", ".join(classes[:3]) + (f" and {len(classes) - 3} more" if len(classes) > 3 else "")
@@ -83,7 +80,7 @@ def _plan_pickle(path: Path, kind: str = "pickle") -> _Content:
         format=read.container,
         arrays=[a for pair in named_arrays for a in _unchanged_arrays(path, read.identity, pair)],
         metadata=_metadata_digests(values),
-        note=_stand_in_note(path, values) if read.container == "torch" else None,
+        note=_stand_in_note(values) if read.container == "torch" else None,
         keepalive=read,
         reader=READER_NAME,
         layout=_layout(read, named_arrays),

@@ -60,10 +60,13 @@ class Layout:
 
 
 def complement(size: int, spans: Iterable[Span]) -> list[Span]:
-    """The ranges of ``[0, size)`` that no span covers (spans may overlap or reach past the end)."""
+    """The ranges of ``[0, size)`` that no span covers (spans may overlap, or lie partly or wholly past
+    the end: a gap never does)."""
     gaps: list[Span] = []
     position = 0
-    for start, end in sorted((max(0, s), min(size, e)) for s, e in spans if e > s):
+    for start, end in sorted((max(0, s), min(size, e)) for s, e in spans):
+        if end <= start:  # empty, or wholly outside the file (a directory that points past its end)
+            continue
         if start > position:
             gaps.append((position, start))
         position = max(position, end)

@@ -95,9 +95,14 @@ def _load_pickled_tensors(path: Path, why: str | None) -> Loaded:
 
 
 def _named(obj: object) -> Loaded:
+    named_arrays, values = flatten(obj)
+    return LazyTensors(_unique(tensor_loaders(named_arrays))), _unique(values)
+
+
+def tensor_loaders(named_arrays: Sequence[tuple[str, Any]]) -> list[tuple[str, Loader]]:
+    """A loader for each tensor ``flatten`` named: one read from its file, or one held in memory."""
     import torch
 
-    named_arrays, values = flatten(obj)
     loaders: list[tuple[str, Loader]] = []
     for name, value in named_arrays:
         if isinstance(value, SavedTensor):
@@ -106,7 +111,7 @@ def _named(obj: object) -> Loaded:
             loaders.extend((part, _held(tensor)) for part, tensor in expand_quantized(name, value.detach()))
         else:
             loaders.append((name, _held(_numpy_to_torch(value))))
-    return LazyTensors(_unique(loaders)), _unique(values)
+    return loaders
 
 
 def _check_convertible(dtype: np.dtype[Any], nbytes: int) -> None:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import io
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,15 +147,22 @@ EMBEDDED_BUDGET = 1 << 30
 def read_pickle_bytes(data: bytes) -> object:
     """A plain pickle held inside another file (a value of a JSON document), as plain data, read as
     ``read_pickle`` reads a file; ValueError if unreadable (OverLimit when a limit refused it)."""
+    return read_held_pickle(data, NoStorages().refuse, TensorMaker(EMBEDDED_BUDGET))
+
+
+def read_held_pickle(data: bytes, persistent: Callable[[object], object], tensors: TensorMaker) -> object:
+    """A pickle held in memory, read to its last byte, as plain data: its persistent ids go to
+    ``persistent`` (a torch archive's storages), its tensors are built by ``tensors``; ValueError if
+    unreadable (OverLimit when a limit refused it)."""
     if not data:
         raise ValueError("the pickle is empty")
     stream = io.BytesIO(data)
     try:
-        unpickler = SafeUnpickler(stream, NoStorages().refuse)
+        unpickler = SafeUnpickler(stream, persistent)
         obj = load_checked(unpickler, stream, len(data))
         if stream.tell() != len(data):
             raise ValueError(f"{len(data) - stream.tell()} bytes follow the pickle")
-        return Plainer(unpickler.global_names, TensorMaker(EMBEDDED_BUDGET)).plain(obj)
+        return Plainer(unpickler.global_names, tensors).plain(obj)
     except _ERRORS as exc:
         raise (OverLimit if over_limit(exc) else ValueError)(_reason(exc)) from None
 

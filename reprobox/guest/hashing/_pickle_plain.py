@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reprobox.guest.hashing import _pickle_objects as placeholder
-from reprobox.guest.hashing._bounds import OverLimit
+from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget
 from reprobox.guest.hashing._pickle_arrays import TensorMaker, numpy_array, numpy_scalar
 from reprobox.guest.hashing._pickle_objects import (
     ARGS_KEY,
@@ -26,6 +26,8 @@ from reprobox.guest.hashing._pickle_objects import (
     _StandIn,
 )
 from reprobox.guest.hashing._torch_types import TORCH_VALUE_TYPES
+
+_CONVERSIONS_PER_BUDGET_CHECK = 1 << 12  # the file's CPU budget, checked as objects are converted
 
 
 @dataclass
@@ -62,6 +64,8 @@ class Plainer:
             raise OverLimit(f"the pickled object expands to more than {MAX_VALUES} values")
         self.done[key], self.sizes[key] = result, size
         self.keep.append(obj)
+        if not len(self.keep) % _CONVERSIONS_PER_BUDGET_CHECK:
+            check_cpu_budget(f"{len(self.keep)} objects of the pickle converted")
         return result, size
 
     def _convert(self, obj: object, depth: int) -> tuple[object, int]:  # noqa: PLR0911 - one branch a kind

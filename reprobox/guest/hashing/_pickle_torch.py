@@ -100,12 +100,13 @@ class OpenFile:
         return os.pread(self.stream.fileno(), nbytes, offset)
 
 
-class _ZipStorages:
-    """Storages of a torch zip archive: uncompressed members, found in place in the file."""
+class ZipStorages:
+    """Storages of a torch zip archive: uncompressed members of one folder (``<archive>/data/``; a
+    TorchScript archive's ``constants/`` too), found in place in the file."""
 
-    def __init__(self, archive: zipfile.ZipFile, prefix: str, file: OpenFile) -> None:
+    def __init__(self, archive: zipfile.ZipFile, folder: str, file: OpenFile) -> None:
         self._members = {info.filename: info for info in archive.infolist()}
-        self._prefix = prefix
+        self._folder = folder
         self._file = file
         self._refs: dict[str, StorageRef] = {}
         self._spans: dict[str, FileSpan] = {}
@@ -124,7 +125,7 @@ class _ZipStorages:
 
     def storage_span(self, key: str, nbytes: int) -> FileSpan:
         if key not in self._spans:
-            info = self._members.get(f"{self._prefix}data/{key}")
+            info = self._members.get(f"{self._folder}{key}")
             if info is None:
                 raise ValueError(f"storage '{key}' is missing from the archive")
             if info.compress_type != zipfile.ZIP_STORED:
@@ -169,7 +170,7 @@ def _read_zip(file: OpenFile) -> Unpickled:
         prefix = name.removesuffix("data.pkl")
         byteorder = prefix + "byteorder"
         big = byteorder in archive.namelist() and archive.read(byteorder)[:8] == b"big"
-        storages = _ZipStorages(archive, prefix, file)
+        storages = ZipStorages(archive, prefix + "data/", file)
         zipped = zip_layout(path, archive)
         members = archive.infolist()
     stream = io.BytesIO(data)

@@ -8,7 +8,7 @@ import pickletools
 from collections.abc import Callable
 from typing import IO, Any
 
-from reprobox.guest.hashing._bounds import OverLimit
+from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget
 from reprobox.guest.hashing._pickle_globals import MODULE_ALIASES, SAFE_CALLABLES
 from reprobox.guest.hashing._pickle_objects import NdarrayType, StorageType, stand_in_class
 from reprobox.guest.hashing._torch_types import DTYPES, QSCHEMES, STORAGE_DTYPES
@@ -109,6 +109,7 @@ OPCODE_COST = {
     "ADDITEMS": 64,
 }
 OPCODE_FLOOR_COST = 16  # a stack slot, and the walk itself
+_OPS_PER_BUDGET_CHECK = 1 << 16  # the file's CPU budget, checked as the opcodes are walked
 
 
 def _opcode_cost(name: str, arg: object) -> int:
@@ -126,6 +127,8 @@ def _check_opcodes(stream: IO[bytes], end: int) -> None:
     start = stream.tell()
     budget = MEMORY_PER_DATA_BYTE * max(0, end - start) + MEMORY_FLOOR
     for ops, (op, arg, pos) in enumerate(pickletools.genops(stream), start=1):
+        if not ops % _OPS_PER_BUDGET_CHECK:
+            check_cpu_budget(f"{ops} opcodes of the pickle checked")
         budget -= _opcode_cost(op.name, arg)
         if budget < 0:
             raise OverLimit(

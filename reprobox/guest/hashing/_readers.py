@@ -11,7 +11,8 @@ Its plan also says which bytes it read (``_layout``): a ``Layout`` of content an
 reader that parses the whole file or fails, ``parses_whole_file`` in its row. One that says neither
 cannot say which bytes it read, and a byte difference in its files is never excused as container bytes.
 Order matters where recognitions overlap: logging tools' files are known by name and place before any
-suffix is; a torch ``.pth.tar`` is a torch file before a ``.tar`` is an archive; a zip or tar that is no
+suffix is; a PT2 archive, and a torch zip that holds TorchScript's code, are read as such before a torch
+zip is; a torch ``.pth.tar`` is a torch file before a ``.tar`` is an archive; a zip or tar that is no
 other format's container is an archive, read member by member through this same table (``_archives``);
 a ``.tar.gz`` is a tar before a gzip stream is a compressed file, the one member it holds read likewise.
 """
@@ -36,11 +37,14 @@ from reprobox.guest.hashing import (
     _logformats,
     _numpy_files,
     _pickle,
+    _pt2,
     _safetensors,
     _sniff,
     _sqlite,
     _text,
     _textbounds,
+    _torch_archive_read,
+    _torchscript,
 )
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_EXPANSION_RATIO, OverLimit, cpu_budget, limit_reason, size_text
@@ -194,6 +198,24 @@ READERS: tuple[Reader, ...] = (
         plan=_hdf5.plan_hdf5,
         load=_hdf5.load_hdf5,
         bounds=_hdf5.BOUNDS,
+    ),
+    Reader(
+        format="pt2",
+        what="torch.export PT2 archive (torch.export.save, package_pt2)",
+        yields="weights and constants by FQN; the exported program, configs and sample inputs as values",
+        detect=_pt2.is_pt2,
+        plan=_torch_archive_read.planner(_pt2.read_pt2, "PT2"),
+        load=_torch_archive_read.loader(_pt2.read_pt2, "PT2"),
+        bounds=_pt2.BOUNDS,
+    ),
+    Reader(
+        format="torchscript",
+        what="TorchScript archive (torch.jit.save)",
+        yields="the module's tensors and values by name; constants; code and debug info as values",
+        detect=_torchscript.is_torchscript_file,
+        plan=_torch_archive_read.planner(_torchscript.read_torchscript, "TorchScript"),
+        load=_torch_archive_read.loader(_torchscript.read_torchscript, "TorchScript"),
+        bounds=_torchscript.BOUNDS,
     ),
     Reader(
         format="torch",

@@ -33,10 +33,10 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from reprobox.fileio import loads_bounded
 from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._logvalues import MAX_KEY_DEPTH, LogValues, read_capped, sha256_hex
 from reprobox.guest.hashing._protowire import Message
-from reprobox.records.files import loads_bounded
 
 READER_NAME = "W&B run file reader"
 SUFFIX = ".wandb"

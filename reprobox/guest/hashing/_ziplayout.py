@@ -49,14 +49,16 @@ def zip_layout(path: Path, archive: zipfile.ZipFile) -> ZipLayout:
         framing: list[Span] = []
         data: list[Span | None] = []
         for info in archive.infolist():
-            span = _member(fd, info, framing)
+            span = _member(fd, size, info, framing)
             data.append(span)
         framing.extend(_directory_and_end(fd, size, archive.start_dir))
     return ZipLayout(size, tuple(framing), tuple(data))
 
 
-def _member(fd: int, info: zipfile.ZipInfo, framing: list[Span]) -> Span | None:
-    """The member's data span; its local header and data descriptor are added to ``framing``."""
+def _member(fd: int, size: int, info: zipfile.ZipInfo, framing: list[Span]) -> Span | None:
+    """The member's data span; its local header and data descriptor are added to ``framing``. None, and
+    nothing framing, when its header and data do not fit inside the file: a header whose name or extra
+    field runs past the end is damaged, and would otherwise claim what follows it as framing."""
     start = info.header_offset
     header = os.pread(fd, 30, start) if start >= 0 else b""
     if len(header) < 30 or not header.startswith(_LOCAL_HEADER):
@@ -64,6 +66,8 @@ def _member(fd: int, info: zipfile.ZipInfo, framing: list[Span]) -> Span | None:
     name_length, extra_length = struct.unpack("<HH", header[26:30])
     data_start = start + 30 + name_length + extra_length
     data_end = data_start + info.compress_size
+    if data_end > size:
+        return None
     framing.append((start, data_start))
     if info.flag_bits & 0x08:
         descriptor = _descriptor_length(os.pread(fd, 24, data_end), info)

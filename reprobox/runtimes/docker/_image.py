@@ -33,7 +33,8 @@ def ensure_image(
     network: bool = True,
     project: image_module.ProjectFiles | None = None,
 ) -> ImageInfo:
-    """The job's image: a prebuilt reference as is, or the reprobox image, reused by tag or built now.
+    """The job's image: a prebuilt reference as is, or the reprobox image, reused by tag or built now;
+    for a job with extra packages, the shared image (reused or built first) plus one layer of them.
 
     `network=False` builds with no network at all (every wheel must come from the wheelhouse);
     `project` builds from another source checkout than this package's. What it does goes to the
@@ -47,11 +48,27 @@ def ensure_image(
     plan = image_module.plan_build(
         spec, base_image=base_image, lock=lock, wheelhouse=wheelhouse, project=project
     )
+    if plan.shared is not None:
+        _built_or_reused(plan.shared, engine, rebuild=False, network=network)
+    return _built_or_reused(plan, engine, rebuild=rebuild, network=network)
+
+
+def _built_or_reused(
+    plan: image_module.BuildPlan, engine: Engine, *, rebuild: bool, network: bool
+) -> ImageInfo:
+    """The image of one build: found by its tag, or built now (a job's extras over the shared image)."""
     if not rebuild and engine.image_exists(plan.tag):
         progress.say(f"image {plan.tag} is up to date; no build needed")
         return engine.inspect_image(plan.tag)
     offline = ", offline from the wheelhouse" if plan.offline else ""
-    progress.say(f"building image {plan.tag} from {plan.base_image} ({plan.lock}{offline}) ...")
+    if plan.shared is not None:
+        count = len(image_module.locked_pins(plan.extra_requirements)) if plan.extra_requirements else 0
+        progress.say(
+            f"building image {plan.tag}: {count} extra package{'s' if count != 1 else ''} "
+            f"over {plan.shared.tag}{offline} ..."
+        )
+    else:
+        progress.say(f"building image {plan.tag} from {plan.base_image} ({plan.lock}{offline}) ...")
     log: collections.deque[str] = collections.deque(maxlen=BUILD_LOG_LINES)
 
     def record(line: str) -> None:
@@ -66,9 +83,9 @@ def ensure_image(
                 context,
                 plan.tag,
                 plan.buildargs,
-                plan.labels,
+                plan.labels if plan.shared is None else {},  # an extras Dockerfile carries its labels
                 record,
-                base_image=plan.base_image,
+                base_image=plan.shared.tag if plan.shared is not None else plan.base_image,
                 network=network,
             )
         except BuildFailed as exc:

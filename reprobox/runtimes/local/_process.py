@@ -23,6 +23,9 @@ from reprobox.runtimes.local import jobprocs
 GRACE_SECONDS = 5.0
 
 
+STOP_LOOK_S = 0.1  # how often a stop request or the deadline is looked for while the job runs
+
+
 def supervise(
     argv: list[str],
     cwd: Path,
@@ -79,7 +82,16 @@ class _Cancelled(Exception):
 
 
 def _wait(process: subprocess.Popen[bytes], timeout: float | None, stop: threading.Event | None) -> int:
-    """Wait for the guest, in short slices so a stop request or the deadline is noticed promptly."""
+    """Wait for the guest: a thread blocks in waitpid and says when it ended, so the end is seen at once
+    (not at a poll's next look); a stop request or the deadline is noticed within STOP_LOOK_S."""
+    ended = threading.Event()
+
+    def reap() -> None:
+        with contextlib.suppress(Exception):  # the caller's own wait reports what went wrong
+            process.wait()
+        ended.set()
+
+    threading.Thread(target=reap, name="reprobox-reap", daemon=True).start()
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         if stop is not None and stop.is_set():
@@ -87,11 +99,8 @@ def _wait(process: subprocess.Popen[bytes], timeout: float | None, stop: threadi
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise subprocess.TimeoutExpired(process.args, timeout or 0)
-        slice_seconds = 0.1 if remaining is None else min(0.1, remaining)
-        try:
-            return process.wait(timeout=slice_seconds)
-        except subprocess.TimeoutExpired:
-            continue
+        if ended.wait(STOP_LOOK_S if remaining is None else min(STOP_LOOK_S, remaining)):
+            return process.wait()
 
 
 def _pump(stream: IO[bytes], sink: OutputSink) -> None:
@@ -105,7 +114,7 @@ def _pump(stream: IO[bytes], sink: OutputSink) -> None:
             return
         if not chunk:
             return
-        with contextlib.suppress(Exception):  # the sink records its own failure (runner._TeeSink.lost)
+        with contextlib.suppress(Exception):  # the sink records its own failure (runfolder.JobLog.lost)
             sink.write(chunk)
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from reprobox import progress
 from reprobox.errors import EnvironmentProblem, UsageError
+from reprobox.fileio import write_text_atomic
 from reprobox.jobfile import ImageSpec, redact_env
-from reprobox.records.files import write_text_atomic
 from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, Runtime, RuntimeOptions
 from reprobox.runtimes.slurm._model import (
     CONTAINER_ENV,

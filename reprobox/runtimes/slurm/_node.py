@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any
 
 from reprobox.errors import EnvironmentProblem
-from reprobox.records.files import write_text_atomic
+from reprobox.fileio import write_text_atomic
 from reprobox.runtimes.base import RunOutcome, RunPlan, Runtime, RuntimeOptions
 from reprobox.runtimes.launcher import MASTER_ADDR_VARIABLE, MASTER_PORT_VARIABLE
 from reprobox.runtimes.slurm._model import NODE_ORDER_VARIABLE, NODE_OUTCOME_FILE, STATE_SUBDIR

@@ -7,7 +7,7 @@ one; a failed write removes its temporary file, and a full disk's error names th
 structure a few hundred levels deep parses but breaks the code that walks it later; every document
 reprobox reads is far shallower than MAX_JSON_DEPTH.
 
-A leaf: the standard library and ``space`` only (not ``tempfile``, which costs more to import than the
+A leaf: the standard library and ``diskspace`` only (not ``tempfile``, which costs more to import than the
 rest), because the guest imports it in the job's processes.
 """
 
@@ -18,7 +18,7 @@ import math
 import os
 from pathlib import Path
 
-from reprobox.records.space import is_full
+from reprobox.diskspace import is_full
 
 TYPE_CHECKING = False  # typing costs more to import than this module: the guest imports it
 if TYPE_CHECKING:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reprobox.render.values import show_value
 from reprobox.reproduce import ReproduceResult
+from reprobox.valuetext import show_value
 
 
 def reproduce_text(result: ReproduceResult) -> str:
