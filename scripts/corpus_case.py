@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class Result:
     verdict: str
     exit: int
     sentence: str
+    seconds: float = 0.0  # init, verify's two runs and the truth's two runs, on this machine
 
     @property
     def right(self) -> bool:
@@ -42,7 +44,8 @@ class Result:
 
     def line(self) -> str:
         mark = "right" if self.right else "WRONG"
-        return f"{self.name}: truth {self.truth}, verdict {self.verdict} (exit {self.exit}) {mark}"
+        took = f" in {self.seconds:.0f} s" if self.seconds else ""
+        return f"{self.name}: truth {self.truth}, verdict {self.verdict} (exit {self.exit}) {mark}{took}"
 
 
 def case_fields(case: Path) -> dict[str, str]:
@@ -122,11 +125,12 @@ def run_truth(case: Path) -> tuple[str, str]:
 
 
 def run_case(case: Path, logs: Path) -> Result:
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"corpus-{case.name}-") as work:
         verdict, code, sentence = run_reprobox(case, Path(work), logs / f"{case.name}.log")
     truth, why = run_truth(case)
     (logs / f"{case.name}.truth").write_text(why + "\n")
-    return Result(case.name, truth, verdict, code, sentence)
+    return Result(case.name, truth, verdict, code, sentence, time.monotonic() - started)
 
 
 def main(argv: list[str] | None = None) -> int:

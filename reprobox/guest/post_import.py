@@ -42,7 +42,6 @@ class _PostImportFinder:
         loader = spec.loader if spec is not None else None
         if spec is None or loader is None or isinstance(loader, type) or not hasattr(loader, "__dict__"):
             return spec  # a built-in or frozen module: nothing we watch is one
-        del self.callbacks[fullname]  # fire once per process
         original_exec = loader.exec_module
 
         def exec_then_callback(module: ModuleType) -> None:
@@ -51,7 +50,11 @@ class _PostImportFinder:
             finally:
                 # Leave the loader as it was so tools that inspect loaders see the real one.
                 loader.__dict__.pop("exec_module", None)
-            callback(module)
+            # Once per process, when the module has run: a spec found only to ask whether the module is
+            # installed (`importlib.util.find_spec`, as transformers and datasets ask about torch) is
+            # never executed, and must not use the callback up.
+            if self.callbacks.pop(fullname, None) is callback:
+                callback(module)
 
         loader.exec_module = exec_then_callback  # type: ignore[method-assign]
         return spec

@@ -26,24 +26,32 @@ _spec.loader.exec_module(corpus_case)
 
 RIGHT_TODAY = {  # case: the module its library installs
     "einops-torch": "einops",
+    "gpytorch-regression": "gpytorch",
+    "ignite-quickstart": "ignite",
     "lightgbm-quickstart": "lightgbm",
     "neg-epoch-time": "sklearn",
+    "neg-iter-times-ignite": "ignite",
     "neg-run-id-torch": "torch",
     "neg-train-time-xgboost": "xgboost",
     "notebook-nbconvert": "nbconvert",
+    "pyro-svi": "pyro",
     "sklearn-gridsearch": "sklearn",
     "sklearn-persistence": "sklearn",
     "sklearn-sgd-timed": "sklearn",
     "statsmodels-ols": "statsmodels",
+    "tabnet-save-model": "pytorch_tabnet",
     "torch-jit-export": "torch",
+    "torch-onnx-export": "onnx",
     "torch-save-model": "torch",
+    "torchrl-dqn": "torchrl",
     "xgboost-native": "xgboost",
     "xgboost-sklearn": "xgboost",
 }
-IN_SUITE = {"torch-save-model", "sklearn-sgd-timed", "neg-epoch-time"}
+IN_SUITE = {"torch-save-model", "sklearn-sgd-timed", "neg-epoch-time", "neg-iter-times-ignite"}
 """The part the suite runs (a torch save; durations and a uuid4 run id by the run's record; a random
-number named like a duration): each case costs an init and four runs. REPROBOX_CORPUS=all runs every
-right case here; scripts/corpus.sh runs the whole corpus, wrong cases included."""
+number named like a duration; random numbers named like iteration times in a checkpoint's array): each
+case costs an init and four runs. REPROBOX_CORPUS=all runs every right case here; scripts/corpus.sh runs
+the whole corpus, wrong cases included."""
 
 
 @pytest.mark.parametrize("name", sorted(RIGHT_TODAY))

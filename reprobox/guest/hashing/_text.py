@@ -51,6 +51,7 @@ is read in."""
 
 TEXT_FORMATS = {
     ".json": "json",
+    ".ipynb": "json",  # a Jupyter notebook is one JSON document (nbformat): its outputs read as values
     ".jsonl": "jsonl",
     ".yaml": "yaml",
     ".yml": "yaml",
