@@ -8,7 +8,6 @@ project's scripts and kept, like any other cache.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -24,6 +23,7 @@ from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.image import MANAGED_LABEL
 from reprobox.jobfile import ImageSpec
 from reprobox.runtimes.docker import ensure_image
+from tests.image_checkout import copy_image_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -95,14 +95,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> image.ProjectFiles:
     A build removes the stage that installs the stack, so this build installs it again (about a minute);
     its layer is the same bytes as every other build's of that lock, which the engine stores once.
     """
-    root = tmp_path_factory.mktemp("checkout")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("Dockerfile", "pyproject.toml"):
-        shutil.copy2(ROOT / name, root / name)
-    for name in ("env", "reprobox"):
-        shutil.copytree(ROOT / name, root / name, ignore=ignore)
-    (root / "reprobox" / "integration-test-marker.txt").write_text(uuid.uuid4().hex)
-    return image.ProjectFiles.checkout(root)
+    project = copy_image_files(tmp_path_factory.mktemp("checkout"))
+    (project.root / "reprobox" / "integration-test-marker.txt").write_text(uuid.uuid4().hex)
+    return project
 
 
 @pytest.fixture(scope="session")

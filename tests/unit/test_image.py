@@ -17,6 +17,7 @@ from reprobox import image
 from reprobox._version import __version__
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.jobfile import ImageSpec
+from tests.image_checkout import copy_image_files
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST_PIN = re.compile(r"^ARG BASE_IMAGE=\S+:\S+@sha256:[0-9a-f]{64}$", re.MULTILINE)
@@ -26,14 +27,7 @@ NO_ENV: dict[str, str] = {}
 @pytest.fixture
 def project(tmp_path: Path) -> image.ProjectFiles:
     """A copy of this checkout's image files, free to change."""
-    root = tmp_path / "checkout"
-    root.mkdir()
-    shutil.copy2(ROOT / "Dockerfile", root / "Dockerfile")
-    shutil.copy2(ROOT / "pyproject.toml", root / "pyproject.toml")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "env", root / "env", ignore=ignore)
-    shutil.copytree(ROOT / "reprobox", root / "reprobox", ignore=ignore)
-    return image.ProjectFiles.checkout(root)
+    return copy_image_files(tmp_path / "checkout")
 
 
 def plan(project: image.ProjectFiles, **kwargs: object) -> image.BuildPlan:

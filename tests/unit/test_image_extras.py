@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from reprobox import image, imageuse
 from reprobox.engine import ImageInfo
 from reprobox.engine._images import _StageImages
 from reprobox.jobfile import ImageSpec
+from tests.image_checkout import copy_image_files
 
 ROOT = Path(__file__).resolve().parents[2]
 HASH = "--hash=sha256:" + "ab" * 32
@@ -23,14 +23,7 @@ HASH = "--hash=sha256:" + "ab" * 32
 
 @pytest.fixture
 def project(tmp_path: Path) -> image.ProjectFiles:
-    root = tmp_path / "checkout"
-    root.mkdir()
-    for name in ("Dockerfile", "pyproject.toml"):
-        shutil.copy2(ROOT / name, root / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "env", root / "env", ignore=ignore)
-    shutil.copytree(ROOT / "reprobox", root / "reprobox", ignore=ignore)
-    return image.ProjectFiles.checkout(root)
+    return copy_image_files(tmp_path / "checkout")
 
 
 def lock(path: Path, text: str) -> Path:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 import tarfile
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from reprobox import image
 from reprobox.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EnvironmentProblem, UsageError
 from reprobox.jobfile import ImageSpec
 from reprobox.pipfailure import explain_pip_failure
+from tests.image_checkout import copy_image_files
 from tests.offline_messages import assert_names_the_offline_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,14 +23,7 @@ HASH = "--hash=sha256:" + "ab" * 32
 
 @pytest.fixture
 def project(tmp_path: Path) -> image.ProjectFiles:
-    root = tmp_path / "checkout"
-    root.mkdir()
-    for name in ("Dockerfile", "pyproject.toml"):
-        shutil.copy2(ROOT / name, root / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "env", root / "env", ignore=ignore)
-    shutil.copytree(ROOT / "reprobox", root / "reprobox", ignore=ignore)
-    return image.ProjectFiles.checkout(root)
+    return copy_image_files(tmp_path / "checkout")
 
 
 def wheels_for(directory: Path, *locks: Path, skip: str | None = None) -> Path:

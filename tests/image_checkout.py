@@ -1,0 +1,21 @@
+"""A copy of this checkout's image files (Dockerfile, pyproject.toml, env/, reprobox/), free to change:
+what the image tests build from and plan."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from reprobox import image
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_image_files(root: Path) -> image.ProjectFiles:
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("Dockerfile", "pyproject.toml"):
+        shutil.copy2(ROOT / name, root / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("env", "reprobox"):
+        shutil.copytree(ROOT / name, root / name, ignore=ignore)
+    return image.ProjectFiles.checkout(root)
