@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import os
-import subprocess
 import time
 import zipfile
 from pathlib import Path
@@ -21,6 +20,7 @@ from reprobox import cli, image, progress
 from reprobox.engine import Engine, ImageInfo
 from reprobox.jobfile import ImageSpec
 from reprobox.runtimes.docker import ensure_image
+from tests.image_checkout import in_image
 
 pytestmark = pytest.mark.integration
 OFFLINE_BASE = os.environ.get("REPROBOX_OFFLINE_BASE", "reprobox/offline-base:bookworm")  # as conftest.py
@@ -86,29 +86,6 @@ def untagged_on(engine: Engine, shared: ImageInfo) -> list[str]:
         for info in engine.list_images()
         if not info.tags and info.layers[: len(shared.layers)] == shared.layers
     ]
-
-
-def in_image(image_id: str, code: str) -> str:
-    done = subprocess.run(
-        [
-            "docker",
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--entrypoint",
-            "/opt/venv/bin/python",
-            image_id,
-            "-c",
-            code,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 @pytest.fixture

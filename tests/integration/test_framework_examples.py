@@ -16,6 +16,7 @@ from reprobox.engine import Engine
 from reprobox.errors import EnvironmentProblem
 from reprobox.jobfile import ImageSpec
 from reprobox.records.manifest import read_record
+from tests.image_checkout import in_image
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
@@ -65,30 +66,6 @@ def link_or_copy(source: Path, target: Path) -> None:
         os.link(source, target)
     except OSError:
         shutil.copy2(source, target)
-
-
-def in_image(tag: str, code: str) -> str:
-    """stdout of `python -c code` in the image, with no network, as the job user."""
-    done = subprocess.run(
-        [
-            "docker",
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--entrypoint",
-            "/opt/venv/bin/python",
-            tag,
-            "-c",
-            code,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def test_a_jobs_own_wheelhouse_adds_to_the_shared_one(
