@@ -4,7 +4,9 @@ record that excuses a duration, a random id or an address as run-specific (``run
 Installed by the startup hook in every Python process of the job. Each clock function (``time.time``,
 ``perf_counter``, ``monotonic`` and their ``_ns`` forms) is wrapped: a reading is kept with its call site
 (file and line), in order, so a duration (``time.time() - start``) is the difference of a reading and the
-latest earlier reading of some site. Bounds, so that the hot path stays cheap and the record small:
+latest earlier reading of some site. Once ``datetime`` is imported, ``datetime.now``, ``utcnow`` and
+``today`` are recorded the same way (``datetime_clock``: microseconds of the epoch, two lines a site), or
+the record names them ``unrecorded``. Bounds, so that the hot path stays cheap and the record small:
 
 - after ``SAME_SITE_RUN`` readings in a row at one site (a progress bar's loop) only the last of the run
   is kept (it is the one a later reading is measured from); the readings skipped are counted;
@@ -30,7 +32,7 @@ import sys
 import time
 from collections import deque
 
-from reprobox.guest import settings
+from reprobox.guest import datetime_clock, settings
 from reprobox.guest.clock_ids import ClockIds
 from reprobox.guest.post_import import when_imported
 
@@ -39,7 +41,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-CLOCKS = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns")
+TIME_CLOCKS = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns")
+CLOCKS = (*TIME_CLOCKS, *datetime_clock.CLOCKS)
 SAME_SITE_RUN = 64
 MAX_READINGS = 8192
 MAX_SITES = 256
@@ -56,15 +59,15 @@ class ClockLog:
 
     def __init__(self, site_index: dict[Any, int]) -> None:
         self.sites: list[int] = []
-        self.values: list[float | int] = []
+        self.values: list[Any] = []  # numbers; a datetime clock's datetimes until ``to_json``
         self.site_index = site_index  # shared by every clock of the process
         self.last_site: Any = None
         self.run = 0
-        self.pending: float | int | None = None
+        self.pending: Any = None
         self.skipped = 0
         self.dropped = 0
 
-    def add(self, site: Any, value: float | int) -> None:
+    def add(self, site: Any, value: Any) -> None:
         if site == self.last_site:
             self.run += 1
             if self.run > SAME_SITE_RUN:  # a loop at one site: keep the latest, keep nothing else
@@ -79,7 +82,7 @@ class ClockLog:
             self.last_site, self.run = site, 1
         self._keep(site, value)
 
-    def _keep(self, site: Any, value: float | int) -> None:
+    def _keep(self, site: Any, value: Any) -> None:
         index = self.site_index.get(site)
         if index is None:
             if len(self.site_index) >= MAX_SITES:
@@ -106,14 +109,23 @@ class Recorder:
     def __init__(self) -> None:
         self.site_index: dict[Any, int] = {}
         self.clocks: dict[str, ClockLog] = {}
+        self.originals: dict[str, Callable[[], Any]] = {}
+        self.wrappers: dict[str, Callable[[], Any]] = {}
+        self.unrecorded: list[str] = []  # clocks the platform did not let this process wrap
         self.draws: list[str] = []
         self.latest_draws: deque[str] = deque(maxlen=MAX_DRAWS)
         self.draws_dropped = 0
         self.clock_ids = ClockIds()
 
+    def log(self, name: str) -> ClockLog:
+        """The clock's log, made when first asked."""
+        found = self.clocks.get(name)
+        if found is None:
+            found = self.clocks[name] = ClockLog(self.site_index)
+        return found
+
     def wrap_clock(self, name: str, clock: Callable[[], Any]) -> Callable[[], Any]:
-        log = self.clocks[name] = ClockLog(self.site_index)
-        add = log.add
+        add = self.log(name).add
         frame = sys._getframe
 
         def reading() -> Any:
@@ -129,6 +141,7 @@ class Recorder:
         reading.__name__ = reading.__qualname__ = name
         reading.__module__ = "time"  # pickled by reference, it is found where the job looks for it
         reading.__doc__ = clock.__doc__
+        self.originals[name], self.wrappers[name] = clock, reading
         return reading
 
     def wrap_urandom(self, urandom: Callable[[int], bytes]) -> Callable[[int], bytes]:
@@ -152,17 +165,42 @@ class Recorder:
     def to_json(self) -> dict[str, Any]:
         sites = [""] * len(self.site_index)
         for site, index in self.site_index.items():
-            sites[index] = f"{site[0].co_filename}:{site[1]}" if site is not None else "<no Python frame>"
+            sites[index] = _site_name(site)
+        clocks = {name: log.finish() for name, log in self.clocks.items() if log.values or log.pending}
+        for name in datetime_clock.CLOCKS:
+            if name in clocks:
+                clocks[name] = _in_micros(clocks[name], utc=name == datetime_clock.UTC)
         return {
             "pid": os.getpid(),
             "sites": sites,
-            "clocks": {name: log.finish() for name, log in self.clocks.items() if log.values or log.pending},
+            "clocks": clocks,
+            "unrecorded": self.unrecorded,
             "draws": [*self.draws, *self.latest_draws],
             "draws_dropped": self.draws_dropped,
             "clock_ids": self.clock_ids.kept(),
             "clock_ids_dropped": self.clock_ids.dropped,
             "memory": memory_ranges(),
         }
+
+
+def _site_name(site: Any) -> str:
+    """``file:line`` (a datetime's site: that line's and its caller's)."""
+    if site is None:
+        return "<no Python frame>"
+    return f"{site[0].co_filename}:{site[1]}" if len(site) == 2 else datetime_clock.site_name(site)
+
+
+def _in_micros(log: dict[str, Any], *, utc: bool) -> dict[str, Any]:
+    """A datetime clock's log with each reading as microseconds of the epoch (one that is none dropped)."""
+    sites, values = [], []
+    for site, value in zip(log["sites"], log["values"], strict=True):
+        found = datetime_clock.micros(value, utc)
+        if found is None:
+            log["dropped"] += 1
+            continue
+        sites.append(site)
+        values.append(found)
+    return {**log, "sites": sites, "values": values}
 
 
 def memory_ranges(maps: str = "/proc/self/maps") -> list[list[int]]:
@@ -187,10 +225,10 @@ def memory_ranges(maps: str = "/proc/self/maps") -> list[list[int]]:
 
 
 def install(run_dir: str) -> Recorder:
-    """Wrap the clocks, ``os.urandom`` and (once imported) ``uuid.uuid1`` of this process; write the
-    record at exit."""
+    """Wrap the clocks, ``os.urandom`` and (once imported) ``uuid.uuid1`` and ``datetime``'s clocks of
+    this process; write the record at exit."""
     recorder = Recorder()
-    for name in CLOCKS:
+    for name in TIME_CLOCKS:
         setattr(time, name, recorder.wrap_clock(name, getattr(time, name)))
     drawn = recorder.wrap_urandom(os.urandom)
     os.urandom = drawn
@@ -198,6 +236,10 @@ def install(run_dir: str) -> Recorder:
     if random_module is not None and hasattr(random_module, "_urandom"):  # SystemRandom, secrets
         random_module._urandom = drawn  # type: ignore[attr-defined]
     when_imported("uuid", recorder.clock_ids.wrap_module)
+    if "datetime" in sys.modules:  # imported before the hook ran (a .pth file's code)
+        datetime_clock.install(recorder, sys.modules["datetime"])
+    else:
+        when_imported("datetime", lambda module: datetime_clock.install(recorder, module))
     atexit.register(_write, recorder, os.path.join(run_dir, settings.GUEST_STATE))  # noqa: PTH118
     return recorder
 

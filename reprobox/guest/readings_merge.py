@@ -3,7 +3,8 @@ run's facts (``runfacts``) within bounds: at most ``MAX_PROCESSES`` files of ``M
 ``MAX_READINGS`` readings, ``MAX_DRAWS`` draws, ``MAX_CLOCK_IDS`` clock-derived uuids and ``MAX_RANGES``
 address ranges in all. What lies past a bound is counted as dropped, so the verdict knows the record is
 incomplete and judges nothing by it alone (a uuid past its bound leaves the clock's record whole: it is
-counted as ``clock_ids_dropped``).
+counted as ``clock_ids_dropped``). A clock some process could not wrap (``datetime``'s, where the
+platform refuses) is named in ``unrecorded_clocks``, which leaves the record incomplete too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import saferead
-from reprobox.guest import readings
+from reprobox.guest import datetime_clock, readings
 
 MAX_PROCESSES = 64
 MAX_FILE_BYTES = 4 * saferead.MIB
@@ -30,6 +31,7 @@ PYTHONS = (
 SHELLS = frozenset(
     {"bash", "sh", "dash", "zsh", "ksh", "fish", "env", "timeout", "nohup", "nice", "stdbuf", "tini"}
 )
+UNRECORDABLE = frozenset({datetime_clock.UNWRAPPED})
 _HEX = re.compile(r"[0-9a-f]{2,128}")
 _UUID_HEX = re.compile(r"[0-9a-f]{32}")
 
@@ -40,13 +42,14 @@ def merged(folder: Path, programs: Mapping[str, Any] | None = None) -> dict[str,
     (``file:line``); ``clock_ids`` the uuid1s the job made (32 hex digits); ``dropped`` counts what no
     bound kept; ``programs`` are the job's long-lived processes (pid -> executable) and
     ``unrecorded_programs`` those of them, shells aside, that left no record, whose clocks no record
-    holds."""
+    holds; ``unrecorded_clocks`` the clocks some process read unrecorded."""
     files = sorted(folder.glob(f"{readings.FILE_PREFIX}*.json")) if folder.is_dir() else []
     clocks: list[dict[str, Any]] = []
     draws: list[str] = []
     clock_ids: list[str] = []
     clock_ids_dropped = 0
     memory: list[list[int]] = []
+    unrecorded_clocks: set[str] = set()
     dropped = max(0, len(files) - MAX_PROCESSES)
     written: set[int] = set()
     kept = 0
@@ -72,6 +75,10 @@ def merged(folder: Path, programs: Mapping[str, Any] | None = None) -> dict[str,
         room = max(0, MAX_CLOCK_IDS - len(clock_ids))
         clock_ids_dropped += _int(data.get("clock_ids_dropped")) + max(0, len(made) - room)
         clock_ids += made[:room]
+        found_unrecorded = data.get("unrecorded")
+        unrecorded_clocks.update(
+            c for c in (found_unrecorded if isinstance(found_unrecorded, list) else []) if c in UNRECORDABLE
+        )
         memory += [r for r in data.get("memory") or [] if _range(r)][: max(0, MAX_RANGES - len(memory))]
     recorded = {entry["pid"] for entry in clocks} | written
     return {
@@ -83,6 +90,7 @@ def merged(folder: Path, programs: Mapping[str, Any] | None = None) -> dict[str,
         "dropped": dropped,
         "programs": dict(programs or {}),
         "unrecorded_programs": unrecorded(programs or {}, recorded),
+        "unrecorded_clocks": sorted(unrecorded_clocks),
     }
 
 

@@ -13,11 +13,11 @@ clocks, drew from the OS's entropy and mapped in memory.
   what it drew from the OS's entropy (``_drawn``) or cut from the uuid1s it made (``_clockids``), and the
   names of its run-specific folders (``_pairing``). Numbers that are Unix time inside each run's window,
   or one of its monotonic clocks' readings, likewise.
-- by the record of its clocks: numbers that are a difference of two readings its Python took (a
-  duration), a whole count over one (a rate) or one over a whole count (a mean), to the digits they show
-  and where that is no chance (``_durations``), or the mean, sum or spread of durations it measured in a
-  row at one place, likewise (``_series``), whatever they are named; an array inside a checkpoint
-  element by element (``judge_elements``).
+- by the record of its clocks: numbers that are a difference of two readings its Python took of
+  ``time``'s clocks or through ``datetime.now`` (a duration), a whole count over one (a rate) or one
+  over a whole count (a mean), to the digits they show and where that is no chance (``_durations``),
+  or the mean, sum or spread of durations it measured in a row at one place, likewise (``_series``),
+  whatever they are named; an array inside a checkpoint element by element (``judge_elements``).
 - by name, as a fallback only: scalars whose tag names a duration or a rate (``train_runtime``,
   ``charts/SPS``, a monitor's ``t``: ``_names``) where the run kept no complete record of its clocks to
   test them (an older record, a bound reached, a program its Python started that kept none) or they are
@@ -114,7 +114,8 @@ __all__ = [
 
 DURATION_BY_NAME = (
     "a duration or throughput figure (by its name: the run's record of its clocks is incomplete: "
-    "a program of the job that is not Python, or a bound, left readings out)"
+    "a program of the job that is not Python, a bound, or a clock the guest could not wrap, left "
+    "readings out)"
 )
 DURATION_COARSE = f"a duration or throughput figure (by its name: {UNTESTABLE})"
 PAIRED_FOLDER = "a run-specific folder name (what lies under it pairs file for file)"

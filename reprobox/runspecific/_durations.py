@@ -1,9 +1,11 @@
 """Durations and rates known by the run's own record of its clocks, not by their names.
 
 The guest records the readings the job's Python took of its clocks, each with its call site, in order
-(``reprobox.guest.readings``). A duration is a reading minus the latest earlier reading of some site
-(``time.time() - start``, where ``start`` is the latest reading taken where ``start`` is set): those
-differences are the candidates. A number is
+(``reprobox.guest.readings``): ``time``'s functions, and ``datetime.now``, ``utcnow`` and ``today`` as
+microseconds of the epoch (``(end - start).total_seconds()`` of two is a difference of two readings).
+A duration is a reading minus the latest earlier reading of some site (``time.time() - start``, where
+``start`` is the latest reading taken where ``start`` is set): those differences are the candidates.
+A number is
 
 - a duration when it equals a candidate (in s, ms, us or ns) to the digits it shows;
 - a rate when it is a whole count over a candidate (steps per second), or the count the value's own name
@@ -45,6 +47,7 @@ UNITS = (1.0, 1e3, 1e6, 1e9)  # seconds, ms, us, ns
 MAX_CANDIDATES = 1 << 19  # differences kept per run: each value is tested against all of them
 _FULL_DIGITS = 15  # a value shown with this many significant digits is the computed float itself
 _ULPS = 8.0
+_PER_SECOND = {"_ns": 1e9, "_us": 1e6}  # a clock's unit, by its name's end (datetime's: microseconds)
 _STEP = re.compile(r"(?:^|[._/])step_?(\d+)$")
 _DECIMAL = re.compile(r"(?<![\d.])\d+\.(\d+)(?:[eE]([-+]?\d+))?(?![\d.])")
 
@@ -60,7 +63,8 @@ _CHANCE = Chance(UNITS, NEIGHBOURHOOD, MAX_CHANCE)
 class ClockRecord:
     """The candidate durations of one run (seconds, sorted), the same durations per pair of call sites in
     the order they were measured (``_series``), and whether its record is complete: nothing dropped by a
-    bound, and no long-lived program of the job that kept no record (a service in Go, a C++ binary)."""
+    bound, no long-lived program of the job that kept no record (a service in Go, a C++ binary), and no
+    clock a process could not wrap (``datetime``'s, where the platform refuses)."""
 
     differences: np.ndarray
     complete: bool
@@ -71,17 +75,19 @@ class ClockRecord:
         """From the run facts' ``readings`` (None when the guest recorded no clock reading)."""
         found: list[np.ndarray] = []
         clocks = readings.get("clocks") or []
-        complete = not readings.get("dropped") and not readings.get("unrecorded_programs")
+        missing = ("dropped", "unrecorded_programs", "unrecorded_clocks")
+        complete = not any(readings.get(key) for key in missing)
         total, recorded = 0, False
         for entry in clocks if isinstance(clocks, list) else []:
             if not isinstance(entry, Mapping):
                 continue
             recorded = True
-            scale = 1e-9 if str(entry.get("clock", "")).endswith("_ns") else 1.0
+            per_second = _PER_SECOND.get(str(entry.get("clock", ""))[-3:], 1.0)
             room = MAX_CANDIDATES - total
             series, cut = duration_series(entry.get("sites") or [], entry.get("values") or [], room)
             total += sum(len(s) for s in series)
-            found += [np.asarray(s, dtype=np.float64) * scale for s in series]
+            # divided, as a script divides: (t1 - t0) / 1e9, timedelta.total_seconds() (us / 10**6)
+            found += [np.asarray(s, dtype=np.float64) / per_second for s in series]
             if cut:  # past the bound: what is left is judged by no record alone
                 complete = False
                 break

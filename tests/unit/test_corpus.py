@@ -34,6 +34,7 @@ RIGHT_TODAY = {  # case: the module its library installs
     "neg-run-id-torch": "torch",
     "neg-train-time-xgboost": "xgboost",
     "notebook-nbconvert": "nbconvert",
+    "papermill-params": "papermill",
     "pyro-svi": "pyro",
     "sklearn-gridsearch": "sklearn",
     "sklearn-persistence": "sklearn",
