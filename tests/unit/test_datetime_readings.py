@@ -143,30 +143,6 @@ def test_a_platform_that_refuses_leaves_the_record_incomplete_and_the_job_runnin
     assert excuse is not None and excuse.reason == DURATION_BY_NAME
 
 
-def test_a_datetime_reading_costs_little_more_than_the_clock(tmp_path: Path) -> None:
-    script = """
-import functools, json, math, sys, time
-from reprobox.guest import readings
-readings.install(sys.argv[1])
-from datetime import datetime
-original = functools.partial(datetime.now.__wrapped__, datetime)  # the C method, called with no frame
-
-def cost(read, calls=20000):
-    best = math.inf
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
-            read()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best
-
-print(json.dumps(cost(datetime.now) - cost(original)))
-"""
-    overhead = run_job(tmp_path, script)
-    # a frame for the wrapper and the two lines of its site: about 1 us on two busy cores
-    assert overhead < 4e-6, f"{overhead * 1e9:.0f} ns a reading"
-
-
 # --- judging by the record --------------------------------------------------------------------------
 
 BASE_US = 1_795_000_000_000_000
