@@ -7,6 +7,7 @@ imported there and not in the process that forks one child per input).
 from __future__ import annotations
 
 import csv
+import datetime
 import functools
 import io
 import json
@@ -94,6 +95,8 @@ def _pickle() -> list[bytes]:
 
     value = {"weights": np.arange(6, dtype=np.float64).reshape(2, 3), "step": 10, "tags": {"a", "b"}}
     plain = {"lr": 0.1, "history": [1, 2.5, None, True, "x", b"\x00"], "pair": (1, 2), "big": 2**70}
+    stamp = datetime.datetime(2026, 11, 29, 5, 20, 3, 390000, tzinfo=datetime.timezone.utc)
+    plain["book_time"], plain["day"] = stamp, stamp.date()  # Hyperopt's Trials keep their stamps so
     return (
         [pickle.dumps(value, protocol=p) for p in (2, 4, 5)]
         + [pickle.dumps(plain, protocol=p) for p in (0, 3)]

@@ -131,6 +131,7 @@ def test_stamps_of_the_runs_own_clock_pids_and_addresses_reproduce(tmp_path: Pat
     assert (code, data["grade"]) == (0, "reproduced"), data["sentence"]
     reasons = excused(data)
     assert reasons["started_ns"] == reasons["stamp"] == "a wall-clock timestamp"
+    assert reasons["book_time"] == reasons["refresh_time"] == "a wall-clock timestamp"  # pickled datetimes
     # a name stamped to the second is equal when the two runs start in the same second (they run side by
     # side): then there is nothing to excuse; when it differs, it is excused as a reading of the clock
     assert reasons.get("wandb_run_name", "a wall-clock timestamp") == "a wall-clock timestamp"
@@ -142,7 +143,8 @@ def test_stamps_of_the_runs_own_clock_pids_and_addresses_reproduce(tmp_path: Pat
 
     code, data = verify(capsys, JOBS / "clock-stamps" / "old-stamp.yaml", tmp_path)
     assert (code, data["grade"]) == (1, "not reproducible")
-    assert [e["name"] for e in data["value_differences"]] == ["release"]
+    named = sorted((e["checkpoint"], e["name"]) for e in data["value_differences"])
+    assert named == [("config.json", "release"), ("state.pkl", "released")]
     assert "release" in data["sentence"]
 
 

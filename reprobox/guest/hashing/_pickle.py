@@ -6,12 +6,12 @@ timm's ``.pth.tar`` (its parsed command-line ``Namespace``), Hugging Face's ``tr
 ``rng_state.pth``, Lightning's ``.ckpt`` (``AttributeDict``), plain ``.pkl`` files. This reader still
 yields their tensors and plain values. It is a ``pickle.Unpickler`` whose ``find_class`` never imports:
 a small table of known globals (torch tensors and storages, NumPy arrays, dtypes and scalars,
-``OrderedDict``, ``set``, ``bytes`` and the like) is rebuilt by our own functions, and every other
-global becomes an inert stand-in class that records its arguments, state and items. Tensor bytes are
-read from the file itself, never through ``torch.load``: each tensor is a span of the file, read by
-``pread`` only when it is hashed (``_filebytes``), so a file cut short or replaced meanwhile raises
-``FileChanged`` rather than killing the process with SIGBUS as a memory map would. Comparison reads them
-the same way, one tensor at a time (``_load``).
+``OrderedDict``, ``set``, ``bytes``, a ``datetime`` as its ISO 8601 text, and the like) is rebuilt by
+our own functions, and every other global becomes an inert stand-in class that records its arguments,
+state and items. Tensor bytes are read from the file itself, never through ``torch.load``: each tensor
+is a span of the file, read by ``pread`` only when it is hashed (``_filebytes``), so a file cut short or
+replaced meanwhile raises ``FileChanged`` rather than killing the process with SIGBUS as a memory map
+would. Comparison reads them the same way, one tensor at a time (``_load``).
 
 ``fickling`` is not used: it decides whether a pickle is safe to hand to the real unpickler (by an
 allowlist of imports) or decompiles it to Python source, but it yields no values without running the

@@ -1,13 +1,14 @@
 """The globals a pickle may name that the safe reader rebuilds with its own code: torch tensors and
-storages, NumPy arrays, dtypes and scalars, a few containers and built-in values, and the copyreg
-functions that instantiate a class (only ever a stand-in). Each checks its arguments and builds an
-inert placeholder; every other global becomes a stand-in class."""
+storages, NumPy arrays, dtypes and scalars, a few containers and built-in values, dates and times
+(``_pickle_dates``), and the copyreg functions that instantiate a class (only ever a stand-in). Each
+checks its arguments and builds an inert placeholder; every other global becomes a stand-in class."""
 
 from __future__ import annotations
 
 import collections
 from collections.abc import Callable
 
+from reprobox.guest.hashing._pickle_dates import make_date, make_datetime
 from reprobox.guest.hashing._pickle_objects import (
     MAX_DIMS,
     ArraySpec,
@@ -276,6 +277,8 @@ SAFE_CALLABLES: dict[tuple[str, str], Callable[..., object]] = {
     ("builtins", "bytearray"): make_bytearray,
     ("builtins", "bytes"): make_bytes,
     ("builtins", "getattr"): getattr_of,
+    ("datetime", "datetime"): make_datetime,
+    ("datetime", "date"): make_date,
     ("_codecs", "encode"): encode_text,
     ("copyreg", "_reconstructor"): reconstructor,
     ("copyreg", "__newobj__"): new_object,

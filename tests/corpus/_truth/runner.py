@@ -30,9 +30,12 @@ def case_command(case_dir: Path) -> list[str]:
     return ["python", "train.py"]
 
 
-def run_twice(case_dir: Path, *, seed_torch: bool = False, timeout: float = 300) -> tuple[Path, Path]:
+def run_twice(
+    case_dir: Path, *, seed_torch: bool = False, seed_unseeded: bool = False, timeout: float = 300
+) -> tuple[Path, Path]:
     """Two finished copies of the case's folder, in a temporary directory removed when the truth exits
-    (TRUTH_KEEP=1 keeps it, to look at what the runs wrote)."""
+    (TRUTH_KEEP=1 keeps it, to look at what the runs wrote). seed_unseeded: NumPy's default_rng()
+    without a seed is seeded from outside too (sitecustomize.py), as reprobox seeds such generators."""
     root = Path(tempfile.mkdtemp(prefix=f"truth-{case_dir.name}-"))
     if os.environ.get("TRUTH_KEEP") != "1":
         atexit.register(shutil.rmtree, root, ignore_errors=True)
@@ -42,6 +45,7 @@ def run_twice(case_dir: Path, *, seed_torch: bool = False, timeout: float = 300)
         PYTHONPATH=str(HERE),
         TRUTH_SEED="0",
         TRUTH_SEED_TORCH="1" if seed_torch else "0",
+        TRUTH_SEED_UNSEEDED="1" if seed_unseeded else "0",
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
     )
     copies = []
