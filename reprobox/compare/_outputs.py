@@ -20,6 +20,7 @@ from reprobox.compare._ignore import ignore_rules, ignored_by
 from reprobox.compare._marks import WHOLE_FILE
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, Comparison
 from reprobox.compare._pairing import FilePairing, Side
+from reprobox.compare._renamed_values import Judged, judge_renamed, renamed_values
 from reprobox.compare._reshard import Since, fold_reshards
 from reprobox.compare._tensors import differing_tensor_names, tensor_differences
 from reprobox.compare._timed_tensors import excuse_timed_tensors
@@ -167,7 +168,16 @@ class _Pair:
             return
         values_a = _values(a.record, path_a)
         values_b = _values(b.record, path_b)
+        renamed = renamed_values([k for k in keys if k not in mb], [k for k in keys if k not in ma], contexts)
+        named_in_b = {r.key_b for r in renamed.values()}
         for key in keys:
+            if key in renamed:
+                same = ma[key] == mb[renamed[key].key_b]
+                found = judge_renamed(key, renamed[key], same, (values_a, values_b), contexts)
+                self.compare_renamed(path_a, key, found)
+                continue
+            if key in named_in_b:
+                continue
             if key not in ma or key not in mb:
                 if not self.ignore_value(path_a, key, None, None):
                     self.real_value(
@@ -208,6 +218,24 @@ class _Pair:
                     "evidence": excuse.evidence,
                 }
             )
+
+    def compare_renamed(self, path: str, key: str, found: Judged) -> None:
+        """A value under a name that differs by its run's own facts: excused by name, content compared."""
+        if self.ignore_value(path, key, None, None):
+            return
+        if not found.excused:
+            self.real_value(path, key, found.a, found.b, found.reason)
+            return
+        self.out.run_specific.append(
+            {
+                "checkpoint": path,
+                "name": key,
+                "a": outputvalues.shown(key, found.a),
+                "b": outputvalues.shown(key, found.b),
+                "reason": found.reason,
+                "evidence": "the run's own record",
+            }
+        )
 
     def real_value(self, path: str, name: str, va: object, vb: object, why: str | None) -> None:
         self.out.verdict = DIFFERENT

@@ -25,17 +25,20 @@ sys.modules["corpus_case"] = corpus_case
 _spec.loader.exec_module(corpus_case)
 
 RIGHT_TODAY = {  # case: the module its library installs
+    "dvclive-quickstart": "dvclive",
     "einops-torch": "einops",
     "gpytorch-regression": "gpytorch",
     "hyperopt-trials": "hyperopt",
     "ignite-quickstart": "ignite",
     "lightgbm-quickstart": "lightgbm",
+    "metric-learning-triplet": "pytorch_metric_learning",
     "neg-epoch-time": "sklearn",
     "neg-iter-times-ignite": "ignite",
     "neg-run-id-torch": "torch",
     "neg-train-time-xgboost": "xgboost",
     "notebook-nbconvert": "nbconvert",
     "papermill-params": "papermill",
+    "pyg-gcn": "torch_geometric",
     "pyro-svi": "pyro",
     "river-pickle": "river",
     "sklearn-gridsearch": "sklearn",
@@ -44,6 +47,7 @@ RIGHT_TODAY = {  # case: the module its library installs
     "skopt-dump": "skopt",
     "statsmodels-ols": "statsmodels",
     "tabnet-save-model": "pytorch_tabnet",
+    "tensorboardx-demo": "tensorboardX",
     "torch-jit-export": "torch",
     "torch-onnx-export": "onnx",
     "torch-save-model": "torch",
