@@ -50,6 +50,7 @@ for _ in range(3):
     now()  # readings of the helper between the start and the end
 time.sleep(0.3)
 end = now()
+time.sleep(0.05)  # the readings below lie apart from the duration's neighbourhood
 local = datetime.now()  # naive, local time (TZ is set)
 utc = datetime.utcnow()
 today = datetime.today()
