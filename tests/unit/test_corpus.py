@@ -26,7 +26,9 @@ _spec.loader.exec_module(corpus_case)
 
 RIGHT_TODAY = {  # case: the module its library installs
     "einops-torch": "einops",
+    "equinox-cnn": "equinox",
     "gpytorch-regression": "gpytorch",
+    "hydra-train": "hydra",
     "ignite-quickstart": "ignite",
     "lightgbm-quickstart": "lightgbm",
     "neg-epoch-time": "sklearn",
@@ -34,10 +36,12 @@ RIGHT_TODAY = {  # case: the module its library installs
     "neg-run-id-torch": "torch",
     "neg-train-time-xgboost": "xgboost",
     "notebook-nbconvert": "nbconvert",
+    "numpyro-eight-schools": "numpyro",
     "pyro-svi": "pyro",
     "sklearn-gridsearch": "sklearn",
     "sklearn-persistence": "sklearn",
     "sklearn-sgd-timed": "sklearn",
+    "spacy-textcat": "spacy",
     "statsmodels-ols": "statsmodels",
     "tabnet-save-model": "pytorch_tabnet",
     "torch-jit-export": "torch",
