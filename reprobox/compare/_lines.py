@@ -1,11 +1,11 @@
 """Text files no reader parses, compared line by line, judged by each run's own record.
 
-Each pair of differing lines is judged by the values inside it (``_prose``: numbers, stamps and ids among
-equal words, each by the judges structured values get, a number with the words around it as its name);
-where the words around them differ too, each line is first masked with its run's facts
-(``runspecific.mask_pair``: paths, hosts, pids, clock readings, drawn ids, addresses; decimals are left
-to the judges, with their names) and what the masks leave is judged the same way. Lines that do not
-align (one run wrote more) are masked whole.
+Each pair of differing lines is first masked with its run's facts (``runspecific.mask_pair``: paths,
+hosts, pids, clock readings, drawn ids, addresses; a decimal is never masked as a duration here, as it
+has no name): lines the masks make equal are excused together, one entry for the file. A pair they leave
+different is judged by the values inside it (``_prose``: numbers, stamps and ids among equal words, each
+by the judges structured values get, a number with the words around it as its name), as written, else
+as the masks leave it. Lines that do not align (one run wrote more) are masked whole.
 """
 
 from __future__ import annotations
@@ -43,17 +43,17 @@ def judged_texts(text_a: str, text_b: str, contexts: tuple[RunContext, RunContex
     for index, (plain_a, plain_b) in enumerate(zip(lines_a, lines_b, strict=True)):
         if plain_a == plain_b:
             continue
-        tokens = judge_line(plain_a, plain_b, *contexts)
-        if tokens is None:
-            (line_a, why_a), (line_b, why_b) = mask_pair(plain_a, plain_b, *contexts, durations=False)
-            tokens = [] if line_a == line_b else judge_line(line_a, line_b, *contexts)
-            out_a[index], out_b[index] = line_a, line_b
-            if tokens is not None and why_a | why_b:
-                judged.reasons |= why_a | why_b
-                judged.masked = judged.masked or (index + 1, plain_a, plain_b)
-        if tokens is not None:
-            judged.tokens += [(index + 1, token) for token in tokens]
-            out_a[index] = out_b[index] = plain_a
+        (line_a, why_a), (line_b, why_b) = mask_pair(plain_a, plain_b, *contexts, durations=False)
+        masked = line_a == line_b  # by the run's facts alone (a stamp, a pid): one entry for the file
+        tokens = None if masked else judge_line(plain_a, plain_b, *contexts)
+        if tokens is None and not masked:
+            tokens = judge_line(line_a, line_b, *contexts)  # what the masks leave
+            masked = tokens is not None
+        if masked:
+            judged.reasons |= why_a | why_b
+            judged.masked = judged.masked or (index + 1, plain_a, plain_b)
+        out_a[index], out_b[index] = (plain_a, plain_a) if masked or tokens else (line_a, line_b)
+        judged.tokens += [(index + 1, token) for token in tokens or ()]
     judged.a, judged.b = "\n".join(out_a), "\n".join(out_b)
     return judged
 
