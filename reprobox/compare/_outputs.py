@@ -5,7 +5,8 @@ Every difference lands in the Comparison, real (``differences``, ``value_differe
 reads them.
 Which files pair up is decided in ``_pairing``, which tensors differ in ``_tensors``, whether differing
 bytes are only the formats' framing in ``_accounting``, what the job file ignores in ``_ignore``, and
-which differences of a torch Distributed Checkpoint are only its layout (a reshard) in ``_reshard``.
+which differences of a torch Distributed Checkpoint are only its layout (a reshard) in ``_reshard``,
+and text files that no reader parses, line by line and by the values inside a line, in ``_lines``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from reprobox import outputvalues
 from reprobox.compare import _unreadable
 from reprobox.compare._accounting import UNREAD_BYTES, byte_finding
 from reprobox.compare._ignore import ignore_rules, ignored_by
+from reprobox.compare._lines import JudgedText, judged_texts, stamped_lines_reordered
 from reprobox.compare._marks import WHOLE_FILE
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, Comparison
 from reprobox.compare._pairing import FilePairing, Side
@@ -26,14 +28,12 @@ from reprobox.compare._tensors import differing_tensor_names, tensor_differences
 from reprobox.compare._timed_tensors import excuse_timed_tensors
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import (
-    CLOCK_MARK,
     CONCURRENT_LINES,
     RunContext,
     StructuralPairs,
     for_file,
     judge_value,
     mask_file_name,
-    mask_pair,
     reason_by_key,
     unexplained_duration,
 )
@@ -255,23 +255,12 @@ class _Pair:
         text_a = _text(a.record, path_a)
         text_b = _text(b.record, path_b)
         if text_a is not None and text_b is not None:
-            (masked_a, reasons_a), (masked_b, reasons_b) = _masked_texts(text_a, text_b, contexts)
-            reordered = masked_a != masked_b and _stamped_lines_reordered(masked_a, masked_b)
-            if masked_a == masked_b or reordered:
-                line, left, right = outputvalues.first_differing_line(text_a, text_b)
-                reasons = reasons_a | reasons_b | ({CONCURRENT_LINES} if reordered else set())
-                out.run_specific.append(
-                    {
-                        "checkpoint": path_a,
-                        "name": f"line {line}",
-                        "a": outputvalues.shown("", left),
-                        "b": outputvalues.shown("", right),
-                        "reason": " and ".join(sorted(reasons)),
-                        "evidence": "the run's own record",
-                    }
-                )
+            judged = judged_texts(text_a, text_b, contexts)
+            reordered = judged.a != judged.b and stamped_lines_reordered(text_a, text_b, contexts)
+            if judged.a == judged.b or reordered:
+                self.excuse_text(path_a, judged, reordered, text_a, text_b)
                 return
-            line, left, right = outputvalues.first_differing_line(masked_a, masked_b)
+            line, left, right = outputvalues.first_differing_line(judged.a, judged.b)
             self.real_value(path_a, f"line {line}", left, right, "text; run-specific parts masked")
             return
         entry = _unreadable.describe(a.record, b.record, path_a, path_b)
@@ -290,6 +279,35 @@ class _Pair:
             f"format ({why}); the job file names it a checkpoint"
         )
 
+    def excuse_text(self, path: str, judged: JudgedText, reordered: bool, text_a: str, text_b: str) -> None:
+        """A text equal once run-specific: the lines its masks made equal as one entry (the first of
+        them, with every reason), and each token judged inside a line as its own, with its evidence."""
+        if judged.masked is not None or reordered or not judged.tokens:
+            line, left, right = judged.masked or outputvalues.first_differing_line(text_a, text_b)
+            reasons = judged.reasons | ({CONCURRENT_LINES} if reordered else set())
+            self.out.run_specific.append(
+                {
+                    "checkpoint": path,
+                    "name": f"line {line}",
+                    "a": outputvalues.shown("", left),
+                    "b": outputvalues.shown("", right),
+                    "reason": " and ".join(sorted(reasons)),
+                    "evidence": "the run's own record",
+                }
+            )
+        for line, token in judged.tokens:
+            self.out.run_specific.append(
+                {
+                    "checkpoint": path,
+                    "name": f"line {line}",
+                    "words": token.words,
+                    "a": outputvalues.shown(token.words, token.a),
+                    "b": outputvalues.shown(token.words, token.b),
+                    "reason": token.excuse.reason,
+                    "evidence": token.excuse.evidence,
+                }
+            )
+
 
 def _values(record: RunRecord, path: str) -> dict[str, object] | None:
     found = outputvalues.output_file(record.output_dir, path)
@@ -303,33 +321,3 @@ def _text(record: RunRecord, path: str) -> str | None:
 
 def _presence(key: str, metadata: dict[str, Any]) -> str:
     return "<present>" if key in metadata else "<absent>"
-
-
-def _masked_texts(
-    text_a: str, text_b: str, contexts: tuple[RunContext, RunContext]
-) -> tuple[tuple[str, set[str]], tuple[str, set[str]]]:
-    """Both texts with each run's own facts masked: line by line where only some lines differ (a long
-    log is decoded only where it differs), whole where the lines do not align."""
-    lines_a, lines_b = text_a.splitlines(), text_b.splitlines()
-    if len(lines_a) != len(lines_b):
-        return mask_pair(text_a, text_b, *contexts)
-    out_a, out_b, why_a, why_b = [], [], set[str](), set[str]()
-    for plain_a, plain_b in zip(lines_a, lines_b, strict=True):
-        (line_a, more_a), (line_b, more_b) = (
-            mask_pair(plain_a, plain_b, *contexts)
-            if plain_a != plain_b
-            else ((plain_a, set()), (plain_b, set()))
-        )
-        why_a, why_b = why_a | more_a, why_b | more_b
-        out_a.append(line_a)
-        out_b.append(line_b)
-    return ("\n".join(out_a), why_a), ("\n".join(out_b), why_b)
-
-
-def _stamped_lines_reordered(masked_a: str, masked_b: str) -> bool:
-    """The same lines in another order, where every line out of place carries a reading of its run's
-    clock: a log that concurrent threads or processes write, each line stamped as it was written."""
-    lines_a, lines_b = masked_a.splitlines(), masked_b.splitlines()
-    if len(lines_a) != len(lines_b) or sorted(lines_a) != sorted(lines_b):
-        return False
-    return all(CLOCK_MARK in x for x, y in zip(lines_a, lines_b, strict=True) if x != y)

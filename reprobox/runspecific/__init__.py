@@ -229,10 +229,11 @@ def _by_name(
         if not (_clock_complete(run_a) and _clock_complete(run_b)):
             return Excuse(DURATION_BY_NAME, BY_NAME)
         # untestable as what the name says it is: a random number named epoch_time that no duration of
-        # the record explains is real, however many rates the record's readings could make of it
+        # the record explains is real, however many rates the record's readings could make of it; and a
+        # value its own run's record refutes is real, however coarse the other run's value is
         kinds = (RATE_OF_CLOCK,) if names_rate(name) else (DURATION_OF_CLOCK, MEAN_OF_CLOCK)
         found = (explains(run_a.clock, a, name, kinds), explains(run_b.clock, b, name, kinds))  # type: ignore[arg-type]
-        return Excuse(DURATION_COARSE, BY_NAME) if UNTESTABLE in found else None
+        return Excuse(DURATION_COARSE, BY_NAME) if UNTESTABLE in found and None not in found else None
     unrecorded = {
         HOSTNAME: not (run_a.all_hostnames() or run_b.all_hostnames()),
         PROCESS_ID: not (run_a.pids or run_b.pids),

@@ -35,18 +35,21 @@ def mask(text: str, run: RunContext) -> tuple[str, set[str]]:
 
 
 def mask_pair(
-    text_a: str, text_b: str, run_a: RunContext, run_b: RunContext
+    text_a: str, text_b: str, run_a: RunContext, run_b: RunContext, *, durations: bool = True
 ) -> tuple[tuple[str, set[str]], tuple[str, set[str]]]:
     """Both texts masked, each with its own run's facts, where a decimal that stands at the same place in
     both with the same digits is left as it is: a number equal in both runs is no duration of either
     (``train_loss 0.049640`` is not masked in one run because its digits met a difference of that run's
-    readings, and kept in the other)."""
+    readings, and kept in the other). ``durations=False`` leaves every decimal that is no other fact, for
+    a caller that judges them with their names (a line of prose)."""
     reasons_a: set[str] = set()
     reasons_b: set[str] = set()
     text_a, text_b = _mask_facts(text_a, run_a, reasons_a), _mask_facts(text_b, run_b, reasons_b)
     numbers_a, numbers_b = decimals(text_a), decimals(text_b)
     same: frozenset[int] = frozenset()
-    if len(numbers_a) == len(numbers_b):
+    if not durations:  # every decimal kept, as if equal in both
+        same = frozenset(range(max(len(numbers_a), len(numbers_b))))
+    elif len(numbers_a) == len(numbers_b):
         same = frozenset(
             place for place, (x, y) in enumerate(zip(numbers_a, numbers_b, strict=True)) if x == y
         )
