@@ -25,11 +25,14 @@ sys.modules["corpus_case"] = corpus_case
 _spec.loader.exec_module(corpus_case)
 
 RIGHT_TODAY = {  # case: the module its library installs
+    "bayesopt-jsonlogger": "bayes_opt",
     "dvclive-quickstart": "dvclive",
     "einops-torch": "einops",
     "gpytorch-regression": "gpytorch",
     "hyperopt-trials": "hyperopt",
     "ignite-quickstart": "ignite",
+    "imblearn-smote-pipeline": "imblearn",
+    "kornia-augmentation": "kornia",
     "lightgbm-quickstart": "lightgbm",
     "metric-learning-triplet": "pytorch_metric_learning",
     "neg-epoch-time": "sklearn",
