@@ -25,6 +25,7 @@ sys.modules["corpus_case"] = corpus_case
 _spec.loader.exec_module(corpus_case)
 
 RIGHT_TODAY = {  # case: the module its library installs
+    "bayesopt-jsonlogger": "bayes_opt",
     "dvclive-quickstart": "dvclive",
     "einops-torch": "einops",
     "equinox-cnn": "equinox",
@@ -32,6 +33,8 @@ RIGHT_TODAY = {  # case: the module its library installs
     "hydra-train": "hydra",
     "hyperopt-trials": "hyperopt",
     "ignite-quickstart": "ignite",
+    "imblearn-smote-pipeline": "imblearn",
+    "kornia-augmentation": "kornia",
     "lightgbm-quickstart": "lightgbm",
     "metric-learning-triplet": "pytorch_metric_learning",
     "neg-epoch-time": "sklearn",

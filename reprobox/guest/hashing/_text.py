@@ -8,7 +8,9 @@ only run-specific (a duration, a timestamp), listed as such.
 Values are named as the hashing contract names them (``flatten``: ``log_history.3.train_runtime``);
 JSON Lines, CSV and TSV files are a list of rows (``0.loss``, ``12.val_acc``; their cells stay strings, as
 written; a CSV's leading ``#`` lines are its preamble, not its header: ``preamble.0.t_start``). Their
-content hash is the digest of their values: these files hold no tensors. Files larger than
+content hash is the digest of their values: these files hold no tensors. A ``.json`` file whose text
+goes on after its first document is read as JSON Lines when each of its lines is one JSON value (loggers
+append a record a line under a ``.json`` name). Files larger than
 ``MAX_TEXT_BYTES`` or that do not parse are hashed as plain files, with a note saying why. A file with
 no suffix that holds a JSON object (an archive member named ``data``) is read as JSON.
 """
@@ -68,6 +70,9 @@ MAX_LISTED_ELEMENTS = 4096
 _PICKLE_BASE64_HEAD = "gA"  # base64 of a pickle's PROTO opcode (0x80), protocol 2 and later
 
 COMMENT_PREFIX = "#"
+_MORE_AFTER_THE_DOCUMENT = "Extra data"
+"""``json.loads``' message for a text that goes on after its first document: a ``.json`` file of JSON
+Lines (bayesian-optimization's ``JSONLogger`` appends one object a step to ``logs.json``)."""
 PREAMBLE = "preamble"
 
 
@@ -91,7 +96,12 @@ def read_values(path: Path) -> list[tuple[str, object]]:
     if kind == "jsonl":
         return _jsonl_values(path)
     if kind == "json":
-        return _flat(_json_document(path))
+        try:
+            return _flat(_json_document(path))
+        except json.JSONDecodeError as exc:
+            if exc.msg != _MORE_AFTER_THE_DOCUMENT:
+                raise
+        return _jsonl_values(path)  # refused in turn unless every line is one JSON value
     return _flat(_yaml(decoded(_read_bytes(path, MAX_YAML_TEXT_BYTES)), path))
 
 
