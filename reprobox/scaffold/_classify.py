@@ -18,10 +18,10 @@ from reprobox.scaffold._observe import Observation
 
 CHECKPOINT, LOG, VALUES, OTHER = "checkpoint", "log", "values", "other"
 # Outputs that are records of the run rather than of what it computed: listed, left out of comparisons.
-# (TensorBoard event files, W&B and MLflow runs and Hydra's records are compared: their numbers are read
-# and their clocks, hosts and run ids excused, so they need no rule.)
+# (Logs, TensorBoard event files, W&B and MLflow runs and Hydra's records are compared: their numbers are
+# read and their clocks, durations, hosts and run ids judged by the run's record, so they need no rule: a
+# log's losses are values the job saved.)
 LOG_RULES: tuple[tuple[str, str, str], ...] = (
-    ("*.log", "**/*.log", "log files: lines stamped with the time and durations"),
     ("*.trace.json", "**/*.trace.json", "profiler traces: timings"),
     ("nohup.out", "**/nohup.out", "a shell's record of the run's output"),
 )
