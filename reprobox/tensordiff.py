@@ -18,7 +18,7 @@ smallest normal number of the dtype.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,9 +76,11 @@ def diff_checkpoint_files(
     checkpoint: str,
     names: Iterable[str] | None = None,
     chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    name_in_b: Callable[[str], str] = str,
 ) -> list[TensorDifference]:
     """Compare the tensors of two checkpoint files, all of them or only ``names``, in name order, each
-    pair read when it is compared and let go after; EnvironmentProblem names a file changed meanwhile."""
+    pair read when it is compared and let go after; EnvironmentProblem names a file changed meanwhile.
+    ``name_in_b`` gives file b's name for a tensor (an archive member paired under another name)."""
     tensors_a, _ = load_tensors(path_a)
     tensors_b, _ = load_tensors(path_b)
     wanted = sorted(set(names) if names is not None else set(tensors_a) | set(tensors_b))
@@ -86,7 +88,7 @@ def diff_checkpoint_files(
         return [
             diff_tensors(
                 tensors_a.get(name),
-                tensors_b.get(name),
+                tensors_b.get(name_in_b(name)),
                 checkpoint=checkpoint,
                 name=name,
                 chunk_elements=chunk_elements,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz one reader family for a while: scripts/fuzz.sh READER SECONDS [SEED]
-# READER: npy npz safetensors torch pickle text tensorboard wandb mlflow hdf5 sqlite compressed pt2
-# torchscript dcp-metadata dcp-shard (or "all", SECONDS each).
+# READER: npy npz safetensors torch pickle text tensorboard wandb mlflow hdf5 sqlite compressed ubjson
+# pt2 torchscript dcp-metadata dcp-shard (or "all", SECONDS each).
 # dcp-*: a mutated .metadata (or .distcp shard) beside the other files of a DCP save, every file hashed.
 # Each input is hashed as `reprobox hash` does, in a forked child held to 10 s and 512 MiB; an input that
 # ends any other way than read or refused (exit 2) is kept under tests/fuzz/regressions/READER/, where the
@@ -19,8 +19,8 @@ python="${PYTHON:-.venv/bin/python}"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 if [ "$1" = all ]; then
     status=0
-    for reader in npy npz safetensors torch pickle text tensorboard wandb mlflow hdf5 sqlite compressed pt2 \
-        torchscript dcp-metadata dcp-shard; do
+    for reader in npy npz safetensors torch pickle text tensorboard wandb mlflow hdf5 sqlite compressed ubjson \
+        pt2 torchscript dcp-metadata dcp-shard; do
         "$python" -m tests.fuzz "$reader" "$2" "${3:-0}" || status=1
     done
     exit $status

@@ -3,7 +3,8 @@
 Every difference lands in the Comparison, real (``differences``, ``value_differences``, ``renamed``,
 ``notes``) or excused (``run_specific``, ``ignored``, ``format_only``, ``resharded``); ``grade_of`` then
 reads them.
-Which files pair up is decided in ``_pairing``, which tensors differ in ``_tensors``, whether differing
+Which files pair up is decided in ``_pairing`` (an archive's members whose names differ by the runs' own
+facts, in ``_members``), which tensors differ in ``_tensors``, whether differing
 bytes are only the formats' framing in ``_accounting``, what the job file ignores in ``_ignore``, and
 which differences of a torch Distributed Checkpoint are only its layout (a reshard) in ``_reshard``,
 and text files that no reader parses, line by line and by the values inside a line, in ``_lines``.
@@ -20,6 +21,7 @@ from reprobox.compare._accounting import UNREAD_BYTES, byte_finding
 from reprobox.compare._ignore import ignore_rules, ignored_by
 from reprobox.compare._lines import JudgedText, judged_texts, stamped_lines_reordered
 from reprobox.compare._marks import WHOLE_FILE
+from reprobox.compare._members import MemberPairs, pair_members
 from reprobox.compare._model import DIFFERENT, TENSOR_DETAIL_LIMIT, Comparison
 from reprobox.compare._pairing import FilePairing, Side
 from reprobox.compare._renamed_values import Judged, judge_renamed, renamed_values
@@ -32,7 +34,6 @@ from reprobox.runspecific import (
     RunContext,
     StructuralPairs,
     for_file,
-    judge_value,
     mask_file_name,
     reason_by_key,
     unexplained_duration,
@@ -93,10 +94,18 @@ class _Pair:
         unreadable_before = len(out.unreadable)
         real_before, excused_before = self.real_count(), self.excused_count()
         contexts = self.contexts(path_a, path_b)
+        members = pair_members(
+            ca, cb, contexts, lambda: (_values(a.record, path_a), _values(b.record, path_b))
+        )
+        cb = members.renamed(cb)  # run b's members under run a's names, their contents still compared
+        out.run_specific.extend(members.entries(path_a))
         names = differing_tensor_names(ca, cb, contexts=contexts)
         names = [n for n in names if not self.ignore_value(path_a, n, None, None)]
         if names and names != [WHOLE_FILE]:
-            names, timed = excuse_timed_tensors(a.record, b.record, (path_a, path_b), names, contexts)
+            paths = (path_a, path_b)
+            names, timed = excuse_timed_tensors(
+                a.record, b.record, paths, names, contexts, name_in_b=members.name_in_b
+            )
             out.run_specific.extend(timed)
         if names == [WHOLE_FILE]:
             self.compare_opaque(path_a, path_b, contexts)
@@ -106,14 +115,20 @@ class _Pair:
             shown = names[: max(0, TENSOR_DETAIL_LIMIT - len(out.differences))]
             out.differences.extend(
                 tensor_differences(
-                    a.record, b.record, path_a, shown, tensor_details=self.tensor_details, notes=out.notes
+                    a.record,
+                    b.record,
+                    path_a,
+                    shown,
+                    tensor_details=self.tensor_details,
+                    notes=out.notes,
+                    name_in_b=members.name_in_b,
                 )
             )
             if len(names) > len(shown):
                 out.notes.append(
                     f"checkpoint {path_a}: {len(names)} tensors differ; the first {len(shown)} are listed"
                 )
-        self.compare_values(path_a, path_b, contexts)
+        self.compare_values(path_a, (ca, cb), members)
         if names != [WHOLE_FILE]:
             self.compare_bytes(path_a, path_b, real_before)
         if len(out.unreadable) > unreadable_before:
@@ -158,16 +173,15 @@ class _Pair:
         )
         return True
 
-    def compare_values(self, path_a: str, path_b: str, contexts: tuple[RunContext, RunContext]) -> None:
-        """Each non-tensor value whose digest differs: ignored, run-specific (with why), or real."""
-        a, b = self.a, self.b
-        ma = (a.record.checkpoint(path_a) or {}).get("metadata") or {}
-        mb = (b.record.checkpoint(path_b) or {}).get("metadata") or {}
+    def compare_values(self, path_a: str, records: tuple[Any, Any], members: MemberPairs) -> None:
+        """Each non-tensor value whose digest differs (run b's under run a's member names): ignored,
+        run-specific (with why), or real."""
+        contexts = members.contexts
+        ma, mb = (record.get("metadata") or {} for record in records)
         keys = sorted(k for k in set(ma) | set(mb) if ma.get(k) != mb.get(k))
         if not keys:
             return
-        values_a = _values(a.record, path_a)
-        values_b = _values(b.record, path_b)
+        values_a, values_b = members.values()
         renamed = renamed_values([k for k in keys if k not in mb], [k for k in keys if k not in ma], contexts)
         named_in_b = {r.key_b for r in renamed.values()}
         for key in keys:
@@ -204,7 +218,7 @@ class _Pair:
             va, vb = values_a[key], values_b[key]
             if self.ignore_value(path_a, key, va, vb):
                 continue
-            excuse = judge_value(key, va, vb, *contexts, names=values_a)
+            excuse = members.judge(key, va, vb, values_a)
             if excuse is None:
                 self.real_value(path_a, key, va, vb, unexplained_duration(key, values_a))
                 continue

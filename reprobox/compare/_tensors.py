@@ -3,6 +3,7 @@ both runs' files; the verdict stands without them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from reprobox import outputvalues
@@ -34,7 +35,14 @@ def differing_tensor_names(
 
 
 def tensor_differences(
-    a: RunRecord, b: RunRecord, path: str, names: list[str], *, tensor_details: bool, notes: list[str]
+    a: RunRecord,
+    b: RunRecord,
+    path: str,
+    names: list[str],
+    *,
+    tensor_details: bool,
+    notes: list[str],
+    name_in_b: Callable[[str], str] = str,
 ) -> list[dict[str, Any]]:
     plain = [{"checkpoint": path, "name": name} for name in names]
     if not names or not tensor_details or names == ["<file>"]:
@@ -49,7 +57,9 @@ def tensor_differences(
     from reprobox import tensordiff
 
     try:
-        diffs = tensordiff.diff_checkpoint_files(file_a, file_b, checkpoint=path, names=names)
+        diffs = tensordiff.diff_checkpoint_files(
+            file_a, file_b, checkpoint=path, names=names, name_in_b=name_in_b
+        )
     except ImportError:
         notes.append("install torch to see how much the differing tensors differ")
         return plain

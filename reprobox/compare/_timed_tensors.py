@@ -15,7 +15,7 @@ tensor statistics do. Any failure to read leaves the tensor a difference.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reprobox import outputvalues
@@ -32,14 +32,17 @@ def excuse_timed_tensors(
     paths: tuple[str, str],
     names: Sequence[str],
     contexts: tuple[RunContext, RunContext],
+    *,
+    name_in_b: Callable[[str], str] = str,
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """The names that still differ, and a run-specific entry for each tensor whose differing elements
-    the runs' records explain."""
+    the runs' records explain (``name_in_b``: run b's name for each, where an archive's members pair by
+    their names' run-specific parts)."""
     if contexts[0].clock is None or contexts[1].clock is None:
         return list(names), []
     meta_a = _tensor_entries(a.checkpoint(paths[0]) or {})
     meta_b = _tensor_entries(b.checkpoint(paths[1]) or {})
-    candidates = [n for n in names if _small_numeric(meta_a.get(n), meta_b.get(n))]
+    candidates = [n for n in names if _small_numeric(meta_a.get(n), meta_b.get(name_in_b(n)))]
     if not candidates:
         return list(names), []
     loaded = _load_both(a, b, paths)
@@ -48,7 +51,7 @@ def excuse_timed_tensors(
     tensors_a, tensors_b = loaded
     excused: list[dict[str, Any]] = []
     for name in candidates:
-        pairs = _differing_elements(tensors_a, tensors_b, name)
+        pairs = _differing_elements(tensors_a, tensors_b, name, name_in_b(name))
         excuse = judge_elements(name, pairs, *contexts) if pairs else None
         if excuse is None:
             continue
@@ -93,10 +96,10 @@ def _load_both(a: RunRecord, b: RunRecord, paths: tuple[str, str]) -> tuple[Any,
         return None
 
 
-def _differing_elements(tensors_a: Any, tensors_b: Any, name: str) -> list[tuple[float, float]]:
+def _differing_elements(tensors_a: Any, tensors_b: Any, name: str, name_b: str) -> list[tuple[float, float]]:
     """Each element pair that differs, as Python numbers (a float32 element keeps its own precision)."""
     try:
-        values_a, values_b = tensors_a[name].flatten().tolist(), tensors_b[name].flatten().tolist()
+        values_a, values_b = tensors_a[name].flatten().tolist(), tensors_b[name_b].flatten().tolist()
     except Exception:  # noqa: BLE001 - as above
         return []
     if len(values_a) != len(values_b):

@@ -32,7 +32,9 @@ _HEX_RUN = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{8,}(?![0-9a-fA-F])")
 _BASE64_RUN = re.compile(r"[0-9A-Za-z_+/-]{11,}")
 _SEPARATOR = re.compile(r"[-_/+]")
 HEX_ADDRESS = re.compile(r"\b0x([0-9a-fA-F]{4,16})\b")
-DECIMAL = re.compile(r"(?<![\d.])\d{5,20}(?![\d.])")
+DECIMAL = re.compile(r"(?<!\d)(?<!\d\.)\d{5,20}(?!\d)(?!\.\d)")
+"""A whole number of its own: not inside a longer one, nor either side of a decimal point (``0.12345``),
+but before a suffix or after a dot of a name (``140419582628976.npy``, ``cache.140419582628976``)."""
 
 
 @dataclass(frozen=True)

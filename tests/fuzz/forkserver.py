@@ -47,6 +47,7 @@ TARGET_FILES: dict[str, str] = {
     "hdf5": "model.weights.h5",
     "sqlite": "study.db",
     "compressed": "values",  # the seed's own suffixes (.json.gz, .npy.xz) are kept
+    "ubjson": "model.ubj",
     "pt2": "model.pt2",
     "torchscript": "traced_model.pt",
 }

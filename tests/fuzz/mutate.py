@@ -390,6 +390,25 @@ def _sqlite(rng: random.Random, data: bytes) -> bytes:
     return bytes(out)
 
 
+_UBJSON_MARKERS = b"ZNTFiUIlLdDHCS[]{}$#"
+
+
+def _ubjson(rng: random.Random, data: bytes) -> bytes:
+    """A length or count (the 8 bytes after an ``L`` length marker) set to an interesting number, a
+    marker replaced by another, or bytes mutated."""
+    lengths = _occurrences(data, b"L")
+    choice = rng.random()
+    if lengths and choice < 0.45:
+        at = rng.choice(lengths) + 1
+        value = rng.choice(INTERESTING_INTS) % (1 << 64)
+        return data[:at] + value.to_bytes(8, "big") + data[at + 8 :]
+    markers = [at for at, byte in enumerate(data[:65536]) if byte in _UBJSON_MARKERS]
+    if markers and choice < 0.8:
+        at = rng.choice(markers)
+        return data[:at] + bytes([rng.choice(_UBJSON_MARKERS)]) + data[at + 1 :]
+    return mutate_bytes(rng, data)
+
+
 def _decompressed(data: bytes) -> tuple[Callable[[bytes], bytes], bytes] | None:
     """The compressor that wrote ``data`` and what it holds (at most 1 MiB of it), or None."""
     import bz2
@@ -448,6 +467,7 @@ MUTATORS: dict[str, Mutator] = {
     "hdf5": _hdf5,
     "sqlite": _sqlite,
     "compressed": _compressed,
+    "ubjson": _ubjson,
     "pt2": _torch_archive,
     "torchscript": _torch_archive,
 }

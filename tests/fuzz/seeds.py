@@ -306,6 +306,68 @@ def _sqlite() -> list[bytes]:
     return out
 
 
+_UBJSON_TYPED = {"|i1": b"i", "|u1": b"U", ">i2": b"I", ">i4": b"l", ">i8": b"L", ">f4": b"d", ">f8": b"D"}
+
+
+def ubjson(value: object) -> bytes:
+    """UBJSON (draft 12) of a value, as XGBoost writes it: lengths as int64, objects and untyped arrays
+    marked and closed, NumPy arrays as typed and counted ones (``[$d#L...``)."""
+    import numpy as np
+
+    def length(n: int) -> bytes:
+        return b"L" + struct.pack(">q", n)
+
+    if value is None or isinstance(value, bool):
+        return {None: b"Z", True: b"T", False: b"F"}[value]
+    if isinstance(value, int):
+        return b"L" + struct.pack(">q", value)
+    if isinstance(value, float):
+        return b"D" + struct.pack(">d", value)
+    if isinstance(value, str):
+        return b"S" + length(len(value.encode())) + value.encode()
+    if isinstance(value, np.ndarray):
+        big = value.astype(value.dtype.newbyteorder(">"))
+        return b"[$" + _UBJSON_TYPED[big.dtype.str] + b"#" + length(big.size) + big.tobytes()
+    if isinstance(value, list):
+        return b"[" + b"".join(ubjson(v) for v in value) + b"]"
+    assert isinstance(value, dict)
+    return b"{" + b"".join(length(len(k.encode())) + k.encode() + ubjson(v) for k, v in value.items()) + b"}"
+
+
+def _ubjson() -> list[bytes]:
+    """XGBoost's own ``.ubj`` of a small booster where XGBoost is installed, and documents of each UBJSON
+    type written by the specification (typed arrays of every numeric type, counted and typed objects)."""
+    import numpy as np
+
+    tree = {
+        "split_conditions": np.array([0.5, -1.25, 3.0], dtype=np.float32),
+        "left_children": np.array([1, -1, -1], dtype=np.int32),
+        "default_left": np.array([0, 1, 0], dtype=np.uint8),
+        "base_weights": np.array([0.25, -0.5, 1.0]),
+        "ids": np.arange(4, dtype=np.int64),
+        "small": np.array([-3, 4], dtype=np.int8),
+        "mid": np.array([300, -300], dtype=np.int16),
+        "name": "tree",
+        "tree_param": {"num_nodes": "3", "size_leaf_vector": "1"},
+    }
+    out = [
+        ubjson({"learner": {"trees": [tree, tree], "attributes": {}, "names": []}, "version": [3, 2, 0]}),
+        b"{#i\x03i\x01a[$l#i\x02\x00\x00\x00\x01\xff\xff\xff\xffi\x01b{$d#i\x01i\x01x?\x80\x00\x00"
+        + b"i\x01c[$S#i\x02i\x02hii\x00",
+        b"[CzHi\x0512345TFZN[$T#i\x03]",
+    ]
+    try:
+        import xgboost as xgb
+    except ImportError:
+        return out
+    rng = np.random.default_rng(0)
+    data = xgb.DMatrix(rng.normal(size=(40, 3)), label=rng.integers(0, 3, size=40))
+    booster = xgb.train(
+        {"max_depth": 2, "nthread": 1, "objective": "multi:softprob", "num_class": 3}, data, 2
+    )
+    return [*out, bytes(booster.save_raw(raw_format="ubj"))]
+
+
 def _compressed() -> list[tuple[str, bytes]]:
     import bz2
     import gzip
@@ -367,6 +429,7 @@ BUILDERS: dict[str, Builder] = {
     "hdf5": _hdf5,
     "sqlite": _sqlite,
     "compressed": _compressed,
+    "ubjson": _ubjson,
     "pt2": _pt2,
     "torchscript": _torchscript,
 }

@@ -52,6 +52,7 @@ RIGHT_TODAY = {  # case: the module its library installs
     "sklearn-gridsearch": "sklearn",
     "sklearn-persistence": "sklearn",
     "sklearn-sgd-timed": "sklearn",
+    "skops-persistence": "skops",
     "skopt-dump": "skopt",
     "spacy-textcat": "spacy",
     "statsmodels-ols": "statsmodels",

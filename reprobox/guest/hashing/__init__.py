@@ -55,12 +55,14 @@ The contract (other modules and tools recompute it, so it must not drift):
   rowid order), a BLOB as
   ``{"sha256": hex, "bytes": n}``, each schema entry ``sqlite_schema/<type>/<name>`` its SQL, and
   ``sqlite_header/user_version`` and ``sqlite_header/application_id``.
+- A UBJSON document (``"ubjson"``: XGBoost's ``.ubj``) is named as a JSON file is; an array of one
+  numeric type (``[$d#...``) is a tensor of that dtype under its name.
 - ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"torchscript"``, ``"pt2"``,
-  ``"safetensors"``, ``"numpy"``, ``"hdf5"``, ``"dcp"`` or ``"pickle"`` from the tensors, ``"file"``
-  when it is the file sha256 (other files, and checkpoints whose content could not be read safely;
-  ``note`` then says why). ``reader`` names what read the content. Nothing a pickle names is ever
-  imported or run: torch files and pickles are read by the safe pickle reader (``_pickle``), without
-  torch, and its stand-in objects flatten as mappings.
+  ``"safetensors"``, ``"numpy"``, ``"hdf5"``, ``"ubjson"``, ``"dcp"`` or ``"pickle"`` from the tensors,
+  ``"file"`` when it is the file sha256 (other files, and checkpoints whose content could not be read
+  safely; ``note`` then says why). ``reader`` names what read the content. Nothing a pickle names is
+  ever imported or run: torch files and pickles are read by the safe pickle reader (``_pickle``),
+  without torch, and its stand-in objects flatten as mappings.
 - ``unaccounted`` says which bytes no reader accounted for, neither parsed as content nor known to be
   the format's framing (``_layout``): ``{"bytes", "count", "ranges" (the first 16 [start, end]),
   "sha256"}``, the sha256 over each such range's length (8 bytes, little-endian) then its bytes, in file
@@ -77,10 +79,10 @@ table in ``_readers`` (each row: what it recognises, its plan for hashing, its l
 bounds); the readers are ``_formats`` (torch and pickles, on ``_pickle``), ``_torchscript`` and ``_pt2``
 (on ``_torch_archive``), ``_safetensors``,
 ``_numpy_files``, ``_hdf5``, ``_text``, ``_logformats`` (TensorBoard with ``_graphdef``, MLflow, W&B),
-``_sqlite`` (databases, row by row) and ``_archives`` (zip and tar, and with ``_compressed`` single gzip,
-bzip2 and xz files, through the same table), byte sources in ``_arrays``, each within the limits of
-``_bounds``; the output-file selection in ``_select``; ``load_tensors`` in ``_readers``, with each
-format's loaders in ``_load``.
+``_sqlite`` (databases, row by row), ``_ubjson`` (XGBoost's models) and ``_archives`` (zip and tar, and
+with ``_compressed`` single gzip, bzip2 and xz files, through the same table), byte sources in
+``_arrays``, each within the limits of ``_bounds``; the output-file selection in ``_select``;
+``load_tensors`` in ``_readers``, with each format's loaders in ``_load``.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from reprobox.guest.hashing import (
     _load,
     _logformats,
     _numpy_files,
-    _pickle,
     _pt2,
     _safetensors,
     _sniff,
@@ -45,6 +44,7 @@ from reprobox.guest.hashing import (
     _textbounds,
     _torch_archive_read,
     _torchscript,
+    _ubjson,
 )
 from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_EXPANSION_RATIO, OverLimit, cpu_budget, limit_reason, size_text
@@ -123,10 +123,6 @@ def _log_row(kind: str) -> Reader:
     )
 
 
-def _is_pickle(path: Path) -> bool:
-    return _sniff.suffix(path) in _pickle.PICKLE_SUFFIXES or _sniff.pickled_kind(path) == "pickle"
-
-
 def _is_npz(path: Path) -> bool:
     return path.suffix.lower() == ".npz"
 
@@ -200,6 +196,15 @@ READERS: tuple[Reader, ...] = (
         bounds=_hdf5.BOUNDS,
     ),
     Reader(
+        format="ubjson",
+        yields="values by dotted name; arrays of one numeric type as tensors",
+        what="UBJSON document (XGBoost's .ubj, a booster's raw bytes in a skops file)",
+        detect=_ubjson.is_ubjson,
+        plan=_ubjson.plan_ubjson,
+        load=_ubjson.load_ubjson,
+        bounds=_ubjson.BOUNDS,
+    ),
+    Reader(
         format="pt2",
         what="torch.export PT2 archive (torch.export.save, package_pt2)",
         yields="weights and constants by FQN; the exported program, configs and sample inputs as values",
@@ -230,7 +235,7 @@ READERS: tuple[Reader, ...] = (
         format="pickle",
         yields="tensors and values",
         what="pickle",
-        detect=_is_pickle,
+        detect=_formats.is_pickle_file,
         plan=_formats._plan_pickle,
         load=lambda path: _load._load_pickled_tensors(path, None),
         bounds="nothing imported or run; nesting, expansion and storage bounds",
