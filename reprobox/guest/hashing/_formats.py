@@ -30,6 +30,11 @@ from reprobox.guest.hashing._torch_types import SavedTensor
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
 
 
+def is_pickle_file(path: Path) -> bool:
+    """A pickle: by a pickle suffix, or by its first bytes."""
+    return _sniff.suffix(path) in PICKLE_SUFFIXES or _sniff.pickled_kind(path) == "pickle"
+
+
 def is_torch_file(path: Path) -> bool:
     """A ``torch.save`` file: by its first bytes (``checkpoint.pth.tar``), else by a torch suffix unless
     its bytes are another container's (a zip without ``data.pkl`` is an archive). A ``.pkl`` suffix
