@@ -34,9 +34,9 @@ def git_view(folder: Path) -> GitView | None:
     git ignores the folder itself (then nothing in it would be committed: the folder's own rules apply)."""
     if shutil.which("git") is None:
         return None
-    top = _git(folder, "rev-parse", "--show-toplevel")
-    prefix = _git(folder, "rev-parse", "--show-prefix")
-    if not top or not top.strip() or prefix is None:
+    located = _git(folder, "rev-parse", "--show-toplevel", "--show-prefix")  # one line each, in order
+    top, _, prefix = (located or "").partition("\n")
+    if not top.strip():
         return None
     if _git(folder, "check-ignore", "-q", ".") is not None:  # exit 0: the folder is ignored
         return None

@@ -191,10 +191,11 @@ def loaded_libraries(maps: str, distributions: Mapping[str, str]) -> dict[str, A
         if len(parts) < 6 or not parts[5].startswith("/"):
             continue
         mapped = parts[5]
-        if _LIBRARY_FILE.match(Path(mapped).name) is None:
+        name = mapped.rpartition("/")[2]  # a few hundred lines in a torch process: no Path for each
+        if _LIBRARY_FILE.match(name) is None:
             continue
         real = os.path.realpath(mapped)  # the kernel shows the resolved file; this also covers links
-        match = _LIBRARY_FILE.match(Path(real).name) or _LIBRARY_FILE.match(Path(mapped).name)
+        match = _LIBRARY_FILE.match(real.rpartition("/")[2]) or _LIBRARY_FILE.match(name)
         if match is not None and match.group(1) not in found:
             found[match.group(1)] = _library_version(match.group(1), real, match.group(2), distributions)
     return {name: found.get(name, absent("not loaded in this process")) for name in TRACKED_LIBRARIES}

@@ -180,11 +180,11 @@ def _saved_array(name: str, tensor: SavedTensor) -> _Array:
 
 def _saved_buffers(tensor: SavedTensor, budget: int) -> Iterator[bytes | memoryview]:
     """A one-run tensor streamed from the file; any other read (what it spans) now, and let go after."""
-    import numpy as np
-
-    if tensor.stream is not None:
+    if tensor.stream is not None:  # no NumPy: a checkpoint of plain tensors is hashed without importing it
         yield from tensor.stream.chunks(FILE_CHUNK_BYTES)
         return
+    import numpy as np
+
     values = tensor.values
     if values is None:  # saved without data: nothing to hash beyond dtype and shape
         return

@@ -37,6 +37,11 @@ MAX_DECOMPRESSED_BYTES = 1 << 30
 past about 1,032 times, so a gzip bomb is refused by this bound rather than by its ratio. A larger
 compressed output is compared by its bytes, with a note saying so."""
 
+BOUNDS = (
+    f"decompressed at most {MAX_EXPANSION_RATIO} times the file and {size_text(MAX_DECOMPRESSED_BYTES)}, "
+    "counted as it decompresses; nesting of archives"
+)
+
 SUFFIXES = (".gz", ".gzip", ".bz2", ".xz", ".lzma")
 
 _BLOCK_SIZES = tuple(b"%d" % size for size in range(1, 10))

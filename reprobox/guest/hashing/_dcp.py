@@ -33,9 +33,10 @@ from reprobox.guest.hashing._bounds import (
 from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._pickle import read_pickle
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
+from reprobox.guest.hashing._sniff import DCP_INDEX_NAME, DCP_SHARD_SUFFIX
 
-METADATA_NAME = ".metadata"
-SHARD_SUFFIX = ".distcp"
+METADATA_NAME = DCP_INDEX_NAME
+SHARD_SUFFIX = DCP_SHARD_SUFFIX
 MAX_ITEMS = MAX_ARCHIVE_MEMBERS
 """Items an index may list (as an archive's members)."""
 
@@ -105,11 +106,6 @@ class DcpIndex:
 
     def items_in(self, shard: str) -> list[Item]:
         return [item for item in self.items if item.shard == shard]
-
-
-def is_index(path: Path) -> bool:
-    """A DCP ``.metadata`` file: by its name and a shard beside it."""
-    return path.name == METADATA_NAME and any(path.parent.glob("*" + SHARD_SUFFIX))
 
 
 def read_index(path: Path) -> DcpIndex:

@@ -29,16 +29,14 @@ from reprobox.guest.filehash import FILE_CHUNK_BYTES
 from reprobox.guest.hashing._archives import member_name
 from reprobox.guest.hashing._arrays import _Array, _Content, _opaque, _refused
 from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget, limit_reason
-from reprobox.guest.hashing._dcp import METADATA_NAME, SHARD_SUFFIX, DcpIndex, Item, read_index
+from reprobox.guest.hashing._dcp import BOUNDS as INDEX_BOUNDS
+from reprobox.guest.hashing._dcp import METADATA_NAME, DcpIndex, Item, read_index
 from reprobox.guest.hashing._formats import _plan_torch
 from reprobox.guest.hashing._layout import Layout, Span
 from reprobox.guest.hashing._load import LazyTensors, Loaded, Loader, _load_torch_tensors
 
 READER_NAME = "DCP shard reader"
-
-
-def is_shard(path: Path) -> bool:
-    return path.suffix.lower() == SHARD_SUFFIX
+BOUNDS = INDEX_BOUNDS + "; each item read as a torch.save file"
 
 
 class ItemFolder:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from reprobox.errors import UsageError
 from reprobox.guest.filehash import FILE_CHUNK_BYTES
-from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import (
     _Array,
     _Content,
@@ -37,7 +36,7 @@ from reprobox.guest.hashing._arrays import (
 from reprobox.guest.hashing._bounds import OverLimit, expansion_budget, limit_reason, over_limit, size_text
 from reprobox.guest.hashing._canonical import _metadata_digests, numpy_dtype_name
 from reprobox.guest.hashing._filebytes import FileIdentity, _opened, pread_chunks
-from reprobox.guest.hashing._hdf5_bytes import SIGNATURE, Source
+from reprobox.guest.hashing._hdf5_bytes import Source
 from reprobox.guest.hashing._hdf5_data import Dataset, read_array
 from reprobox.guest.hashing._hdf5_tree import Contents, read_contents
 from reprobox.guest.hashing._layout import Layout
@@ -53,10 +52,6 @@ BOUNDS = (
     "depth and group nesting counted; each object read once; chunks decompressed to their size, 1 GiB to "
     "assemble one dataset; tensors within 16 times the file"
 )
-
-
-def is_hdf5(path: Path) -> bool:
-    return _sniff.head(path)[: len(SIGNATURE)] == SIGNATURE
 
 
 class _Opened:

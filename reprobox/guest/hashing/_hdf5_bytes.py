@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._filebytes import FileChanged
 
@@ -24,6 +25,12 @@ MAX_STRUCTURE_BYTES = 64 << 20
 kilobytes; a heap of names or a compact dataset stays far below."""
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def is_hdf5(path: Path) -> bool:
+    """An HDF5 file, by the superblock's signature at its start (recognised here, where the signature
+    lives, so that choosing a file's reader does not import the HDF5 reader)."""
+    return _sniff.head(path)[: len(SIGNATURE)] == SIGNATURE
 
 
 class Unsupported(ValueError):

@@ -23,19 +23,12 @@ import functools
 import zipfile
 from pathlib import Path
 
-from reprobox.guest.hashing import _sniff
-from reprobox.guest.hashing._bounds import (
-    MAX_ARCHIVE_MEMBERS,
-    MAX_ELEMENTS,
-    check_shape,
-    zip_member_count,
-)
+from reprobox.guest.hashing._bounds import MAX_ELEMENTS, check_shape
 from reprobox.guest.hashing._filebytes import FileSpan
 from reprobox.guest.hashing._pickle_objects import StorageRef, TensorSpec
 from reprobox.guest.hashing._torch_archive import TorchArchive, open_archive
-from reprobox.guest.hashing._torch_archive_read import ArchiveRead
+from reprobox.guest.hashing._torch_archive_read import ArchiveRead, loader, planner
 from reprobox.guest.hashing._torch_types import DTYPES, SavedTensor
-from reprobox.saferead import ZIP_DAMAGE
 
 READER_NAME = "PT2 archive reader"
 NOTE = (
@@ -73,31 +66,6 @@ SCALAR_TYPES = {
     35: "uint64",
 }
 """``torch._export.serde.schema.ScalarType``: each dtype's number in a ``tensor_meta``."""
-
-_NOT_A_PT2: tuple[type[Exception], ...] = (*ZIP_DAMAGE, OSError)
-
-
-def is_pt2(path: Path) -> bool:
-    """A zip whose folder holds ``archive_format`` reading ``pt2`` (as ``is_pt2_package`` judges it)."""
-    if _sniff.head(path)[:4] != b"PK\x03\x04":
-        return False
-    return _sniff.memo(path, "pt2", _is_pt2)
-
-
-def _is_pt2(path: Path) -> bool:
-    try:
-        if zip_member_count(path) > MAX_ARCHIVE_MEMBERS:
-            return False  # not looked into: the archive reader refuses it by the same limit
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            if not names or "/" not in names[0]:
-                return False
-            member = names[0].split("/", 1)[0] + "/archive_format"
-            if member not in names or archive.getinfo(member).file_size > 16:
-                return False
-            return archive.read(member) == b"pt2"
-    except _NOT_A_PT2:  # damaged: not a PT2 archive, whatever it says
-        return False
 
 
 def read_pt2(path: Path) -> ArchiveRead:
@@ -206,3 +174,8 @@ class _RawMembers:
         if info.compress_type != zipfile.ZIP_STORED or span is None:
             raise ValueError(f"member '{key}' is compressed, which torch's writer never does")
         return self._archive.file.span(span[0], nbytes)
+
+
+plan_pt2 = planner(read_pt2, "PT2")
+"""The table's plan for a PT2 archive (recognised by ``_sniff.is_pt2``)."""
+load_pt2 = loader(read_pt2, "PT2")

@@ -6,7 +6,11 @@ the first that recognises the file reads it. Neither hashing nor comparison asks
 anywhere else: hashing records what the row's ``plan`` made of it, comparison reads the same names back
 through the row's ``load``. A file no row recognises is compared by its bytes.
 
-The next format is one new reader module (a ``detect``, a ``plan`` and a ``load``) and one row here.
+A row names its functions and its bounds by module and name (``Named``), and a module is imported the
+first time one of its names is used: choosing a file's reader imports only the recognisers (each light,
+in its reader module or, for a reader heavy to import, in ``_sniff``), and hashing a torch file imports
+the torch reader alone. The next format is one new reader module (a ``detect``, a ``plan`` and a
+``load``) and one row here.
 Its plan also says which bytes it read (``_layout``): a ``Layout`` of content and framing, or, for a
 reader that parses the whole file or fails, ``parses_whole_file`` in its row. One that says neither
 cannot say which bytes it read, and a byte difference in its files is never excused as container bytes.
@@ -20,36 +24,22 @@ a ``.tar.gz`` is a tar before a gzip stream is a compressed file, the one member
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reprobox.errors import UsageError
-from reprobox.guest.hashing import (
-    _archives,
-    _compressed,
-    _dcp,
-    _dcp_assembled,
-    _dcp_shards,
-    _formats,
-    _hdf5,
-    _load,
-    _logformats,
-    _numpy_files,
-    _pt2,
-    _safetensors,
-    _sniff,
-    _sqlite,
-    _text,
-    _textbounds,
-    _torch_archive_read,
-    _torchscript,
-    _ubjson,
-)
+from reprobox.guest.hashing import _logformats, _sniff
 from reprobox.guest.hashing._arrays import _Content, _opaque
-from reprobox.guest.hashing._bounds import MAX_EXPANSION_RATIO, OverLimit, cpu_budget, limit_reason, size_text
+from reprobox.guest.hashing._bounds import OverLimit, cpu_budget, limit_reason
 from reprobox.guest.hashing._layout import Layout
-from reprobox.guest.hashing._load import Loaded
+from reprobox.guest.hashing._named import Named
+
+if TYPE_CHECKING:
+    from reprobox.guest.hashing._archives import MemberReaders
+    from reprobox.guest.hashing._load import Loaded
 
 
 @dataclass(frozen=True)
@@ -62,11 +52,14 @@ class Reader:
     detect: Callable[[Path], bool]  # from the file's name, place or first bytes (a zip's directory at most)
     plan: Callable[[Path], _Content]  # for hashing: the tensors to hash and the digests of the values
     load: Callable[[Path], Loaded]  # for comparison: the same names, with their tensors and values
-    bounds: str  # the limits it holds a file to (``_bounds``), in words
+    bounds: str | Named  # the limits it holds a file to (``_bounds``), in words, or its module's sentence
     # its plan parses the file from its first byte to its last, or fails: every byte is accounted for
     # (``_layout``). A reader that parses less states its ``Layout`` in its plan; one that does neither
     # cannot say which bytes it read, and a difference in its files' bytes is never excused.
     parses_whole_file: bool = False
+
+
+_UNIQUE = Named("_load", "_unique")
 
 
 def _values_loader(read: Callable[[Path], list[tuple[str, object]]]) -> Callable[[Path], Loaded]:
@@ -74,7 +67,7 @@ def _values_loader(read: Callable[[Path], list[tuple[str, object]]]) -> Callable
 
     def load(path: Path) -> Loaded:
         try:
-            return {}, _load._unique(read(path))
+            return {}, _UNIQUE(read(path))
         except OverLimit:
             raise
         except (ValueError, UnicodeDecodeError) as exc:
@@ -83,33 +76,22 @@ def _values_loader(read: Callable[[Path], list[tuple[str, object]]]) -> Callable
     return load
 
 
-_TEXT_SUFFIXES = {
-    kind: frozenset(suffix for suffix, named in _text.TEXT_FORMATS.items() if named == kind)
-    for kind in set(_text.TEXT_FORMATS.values())
-}
-
-
-_TEXT_BOUNDS = (
-    f"at most {_text.MAX_TEXT_BYTES >> 20} MiB; nesting as every reader; "
-    f"{_textbounds.MAX_TEXT_VALUES:,} entries, counted as they are read; YAML at most "
-    f"{_text.MAX_YAML_TEXT_BYTES >> 20} MiB"
-)
-
-
 def _text_row(kind: str, what: str) -> Reader:
     return Reader(
         format=kind,
         what=what,
         yields="values by dotted name",
-        detect=lambda path: _sniff.suffix(path) in _TEXT_SUFFIXES[kind],
-        plan=_text.plan_text,
-        load=_values_loader(_text.read_values),
-        bounds=_TEXT_BOUNDS,
+        detect=lambda path: _sniff.text_format(path) == kind,
+        plan=Named("_text", "plan_text"),
+        load=_values_loader(Named("_text", "read_values")),
+        bounds=Named("_text", "BOUNDS"),
         parses_whole_file=True,
     )
 
 
 def _log_row(kind: str) -> Reader:
+    """The logging tools' files, recognised by name and place before any other row: every file meets
+    these rows, so ``_logformats`` is imported with the table."""
     what, _name, read = _logformats.LOG_FORMATS[kind]
     return Reader(
         format=kind,
@@ -127,6 +109,31 @@ def _is_npz(path: Path) -> bool:
     return path.suffix.lower() == ".npz"
 
 
+def _may_be_ubjson(path: Path) -> bool:
+    """A ``.ubj`` file, or one that opens a container as UBJSON does: only then is its parser imported."""
+    if _sniff.suffix(path) not in (".ubj", ".ubjson") and _sniff.head(path)[:1] not in (b"{", b"["):
+        return False
+    return bool(Named("_ubjson", "is_ubjson")(path))
+
+
+_PLAN_NPZ, _PLAN_NPY = Named("_numpy_files", "plan_npz"), Named("_numpy_files", "plan_npy")
+_LOAD_PICKLED = Named("_load", "_load_pickled_tensors")
+
+
+def _archive_row(format: str, what: str, yields: str, detect: Named, bounds: str | Named) -> Reader:
+    """A row of a container read member by member: through this same table (``_members``)."""
+    plan, load = Named("_archives", "plan_archive"), Named("_archives", "load_archive")
+    return Reader(
+        format=format,
+        what=what,
+        yields=yields,
+        detect=detect,
+        plan=lambda path: plan(path, _members()),
+        load=lambda path: load(path, _members()),
+        bounds=bounds,
+    )
+
+
 READERS: tuple[Reader, ...] = (
     _log_row("tensorboard"),
     _log_row("wandb"),
@@ -140,41 +147,37 @@ READERS: tuple[Reader, ...] = (
         format="sqlite",
         what="SQLite database (Optuna's study.db, MLflow's mlflow.db)",
         yields="values by table, row key and column; the schema's SQL",
-        detect=_sqlite.is_sqlite,
-        plan=_sqlite.plan_sqlite,
-        load=_values_loader(_sqlite.read_sqlite),
-        bounds=(
-            f"at most {_sqlite.MAX_SQLITE_BYTES >> 20} MiB, the header checked first; opened read-only and "
-            f"immutable, no memory map, no extensions; SQLite's limits lowered; {_sqlite.READ_SECONDS:g} s "
-            "of CPU time; quick_check before any row is read"
-        ),
+        detect=_sniff.is_sqlite,
+        plan=Named("_sqlite", "plan_sqlite"),
+        load=_values_loader(Named("_sqlite", "read_sqlite")),
+        bounds=Named("_sqlite", "BOUNDS"),
     ),
     Reader(
         format="dcp",
         what="torch Distributed Checkpoint index (.metadata beside .distcp shards)",
         yields="per tensor: dtype, size and the digest of the tensor assembled from its chunks; the chunk "
         "layout under layout.; the save's fields (storage_meta.save_id) as values",
-        detect=_dcp.is_index,
-        plan=_dcp_assembled.plan_index,
-        load=_dcp_assembled.load_index,
-        bounds=_dcp.BOUNDS,
+        detect=_sniff.is_dcp_index,
+        plan=Named("_dcp_assembled", "plan_index"),
+        load=Named("_dcp_assembled", "load_index"),
+        bounds=Named("_dcp", "BOUNDS"),
     ),
     Reader(
         format="dcp",
         what="torch Distributed Checkpoint shard (.distcp)",
         yields="each item's tensor as <fqn>@<chunk offsets>, each other item's value by its fqn",
-        detect=_dcp_shards.is_shard,
-        plan=_dcp_shards.plan_shard,
-        load=_dcp_shards.load_shard,
-        bounds=_dcp.BOUNDS + "; each item read as a torch.save file",
+        detect=_sniff.is_dcp_shard,
+        plan=Named("_dcp_shards", "plan_shard"),
+        load=Named("_dcp_shards", "load_shard"),
+        bounds=Named("_dcp_shards", "BOUNDS"),
     ),
     Reader(
         format="safetensors",
         yields="tensors; its metadata as values",
         what="safetensors file",
         detect=lambda path: _sniff.suffix(path) == ".safetensors",
-        plan=_safetensors.plan_safetensors,
-        load=_load._load_safetensors_tensors,
+        plan=Named("_safetensors", "plan_safetensors"),
+        load=Named("_load", "_load_safetensors_tensors"),
         bounds="header size and nesting; every shape and offset checked against the file",
     ),
     Reader(
@@ -182,103 +185,93 @@ READERS: tuple[Reader, ...] = (
         yields="tensors",
         what="NumPy .npy or .npz file",
         detect=lambda path: _sniff.suffix(path) in (".npy", ".npz"),
-        plan=lambda path: _numpy_files.plan_npz(path) if _is_npz(path) else _numpy_files.plan_npy(path),
-        load=_load._load_numpy_tensors,
+        plan=lambda path: _PLAN_NPZ(path) if _is_npz(path) else _PLAN_NPY(path),
+        load=Named("_load", "_load_numpy_tensors"),
         bounds="no Python objects; shapes; zip members and expansion; arrays held in memory",
     ),
     Reader(
         format="hdf5",
         yields="datasets as tensors by path; attributes and links as values",
         what="HDF5 file (h5py, Keras weights)",
-        detect=_hdf5.is_hdf5,
-        plan=_hdf5.plan_hdf5,
-        load=_hdf5.load_hdf5,
-        bounds=_hdf5.BOUNDS,
+        detect=Named("_hdf5_bytes", "is_hdf5"),
+        plan=Named("_hdf5", "plan_hdf5"),
+        load=Named("_hdf5", "load_hdf5"),
+        bounds=Named("_hdf5", "BOUNDS"),
     ),
     Reader(
         format="ubjson",
         yields="values by dotted name; arrays of one numeric type as tensors",
         what="UBJSON document (XGBoost's .ubj, a booster's raw bytes in a skops file)",
-        detect=_ubjson.is_ubjson,
-        plan=_ubjson.plan_ubjson,
-        load=_ubjson.load_ubjson,
-        bounds=_ubjson.BOUNDS,
+        detect=_may_be_ubjson,
+        plan=Named("_ubjson", "plan_ubjson"),
+        load=Named("_ubjson", "load_ubjson"),
+        bounds=Named("_ubjson", "BOUNDS"),
     ),
     Reader(
         format="pt2",
         what="torch.export PT2 archive (torch.export.save, package_pt2)",
         yields="weights and constants by FQN; the exported program, configs and sample inputs as values",
-        detect=_pt2.is_pt2,
-        plan=_torch_archive_read.planner(_pt2.read_pt2, "PT2"),
-        load=_torch_archive_read.loader(_pt2.read_pt2, "PT2"),
-        bounds=_pt2.BOUNDS,
+        detect=_sniff.is_pt2,
+        plan=Named("_pt2", "plan_pt2"),
+        load=Named("_pt2", "load_pt2"),
+        bounds=Named("_pt2", "BOUNDS"),
     ),
     Reader(
         format="torchscript",
         what="TorchScript archive (torch.jit.save)",
         yields="the module's tensors and values by name; constants; code and debug info as values",
-        detect=_torchscript.is_torchscript_file,
-        plan=_torch_archive_read.planner(_torchscript.read_torchscript, "TorchScript"),
-        load=_torch_archive_read.loader(_torchscript.read_torchscript, "TorchScript"),
-        bounds=_torchscript.BOUNDS,
+        detect=_sniff.is_torchscript,
+        plan=Named("_torchscript", "plan_torchscript"),
+        load=Named("_torchscript", "load_torchscript"),
+        bounds=Named("_torchscript", "BOUNDS"),
     ),
     Reader(
         format="torch",
         yields="tensors and values",
         what="torch.save file",
-        detect=_formats.is_torch_file,
-        plan=_formats._plan_torch,
-        load=_load._load_torch_tensors,
+        detect=Named("_formats", "is_torch_file"),
+        plan=Named("_formats", "_plan_torch"),
+        load=Named("_load", "_load_torch_tensors"),
         bounds="zip members; the safe pickle reader's nesting, expansion and storage bounds",
     ),
     Reader(
         format="pickle",
         yields="tensors and values",
         what="pickle",
-        detect=_formats.is_pickle_file,
-        plan=_formats._plan_pickle,
-        load=lambda path: _load._load_pickled_tensors(path, None),
+        detect=Named("_formats", "is_pickle_file"),
+        plan=Named("_formats", "_plan_pickle"),
+        load=lambda path: _LOAD_PICKLED(path, None),
         bounds="nothing imported or run; nesting, expansion and storage bounds",
     ),
-    Reader(
-        format="zip",
-        yields="each member's tensors and values, under its name",
-        what="zip archive",
-        detect=_archives.is_zip_archive,
-        plan=lambda path: _archives.plan_archive(path, MEMBERS),
-        load=lambda path: _archives.load_archive(path, MEMBERS),
-        bounds="member count, member and total sizes, expansion ratio, nesting of archives",
+    _archive_row(
+        "zip",
+        "zip archive",
+        "each member's tensors and values, under its name",
+        Named("_archives", "is_zip_archive"),
+        "member count, member and total sizes, expansion ratio, nesting of archives",
     ),
-    Reader(
-        format="tar",
-        yields="each member's tensors and values, under its name",
-        what="tar archive (plain, gzip, bzip2 or xz)",
-        detect=_archives.is_tar_archive,
-        plan=lambda path: _archives.plan_archive(path, MEMBERS),
-        load=lambda path: _archives.load_archive(path, MEMBERS),
-        bounds="member count, member and total sizes, expansion ratio, nesting of archives",
+    _archive_row(
+        "tar",
+        "tar archive (plain, gzip, bzip2 or xz)",
+        "each member's tensors and values, under its name",
+        Named("_archives", "is_tar_archive"),
+        "member count, member and total sizes, expansion ratio, nesting of archives",
     ),
-    Reader(
-        format="compressed",
-        yields="what the file it holds yields, under that file's name",
-        what="gzip, bzip2 or xz compressed file (read as the file it holds)",
-        detect=_compressed.is_compressed,
-        plan=lambda path: _archives.plan_archive(path, MEMBERS),
-        load=lambda path: _archives.load_archive(path, MEMBERS),
-        bounds=(
-            f"decompressed at most {MAX_EXPANSION_RATIO} times the file and "
-            f"{size_text(_compressed.MAX_DECOMPRESSED_BYTES)}, counted as it decompresses; "
-            "nesting of archives"
-        ),
+    _archive_row(
+        "compressed",
+        "gzip, bzip2 or xz compressed file (read as the file it holds)",
+        "what the file it holds yields, under that file's name",
+        Named("_compressed", "is_compressed"),
+        Named("_compressed", "BOUNDS"),
     ),
     Reader(
         format="json",
         what="JSON document without a suffix",
         yields="values by dotted name",
-        detect=_text.is_bare_json,
-        plan=_text.plan_bare_json,
-        load=_values_loader(_text.read_bare_json),
-        bounds=_TEXT_BOUNDS,
+        detect=Named("_text", "is_bare_json"),
+        plan=Named("_text", "plan_bare_json"),
+        load=_values_loader(Named("_text", "read_bare_json")),
+        bounds=Named("_text", "BOUNDS"),
         parses_whole_file=True,
     ),
 )
@@ -322,8 +315,11 @@ def _load_member(path: Path) -> Loaded | None:
     return None if reader is None else reader.load(path)
 
 
-MEMBERS: _archives.MemberReaders = _archives.MemberReaders(plan=plan, load=_load_member)
-"""The table as archives read their members with it."""
+@functools.cache
+def _members() -> MemberReaders:
+    """The table as archives read their members with it (made when the first archive is read)."""
+    members: MemberReaders = Named("_archives", "MemberReaders")(plan, _load_member)
+    return members
 
 
 def load_tensors(path: Path) -> Loaded:

@@ -1,21 +1,49 @@
-"""A file's first bytes, read once while the table of readers decides which reader takes the file.
+"""A file's first bytes, read once while the table of readers decides which reader takes the file, and
+the recognisers of the formats whose readers are heavy to import.
 
 Each row's ``detect`` looks at the first bytes (a zip's ``PK``, a pickle's protocol, a tar's ``ustar``);
 tried in order, they would open a file they do not recognise once each. Within ``session`` the first
 ``HEAD_BYTES`` and what the detectors derive from them are read once per file and kept until the
 decision is made; outside one, each call reads the file itself.
+
+Every file meets the rows' detectors in order until one takes it, so a detector that lived in its reader
+would import that reader (SQLite, DCP, PT2, TorchScript: their readers and all they build on) for every
+file that merely passes its row. Their recognisers are here instead, with the signatures they check;
+each reader is imported only when a file of its format is read (``_readers``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, zip_member_count
+from reprobox.saferead import ZIP_DAMAGE
+
 HEAD_BYTES = 512
 """Enough for every detector: a tar's magic sits at byte 257."""
+
+TEXT_FORMATS = {
+    ".json": "json",
+    ".ipynb": "json",  # a Jupyter notebook is one JSON document (nbformat): its outputs read as values
+    ".jsonl": "jsonl",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".csv": "csv",
+    ".tsv": "tsv",  # CatBoost's catboost_info/time_left.tsv and learn_error.tsv
+    ".tab": "tsv",
+}
+"""Each structured text format (``_text``) by the suffixes that name it."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DCP_INDEX_NAME = ".metadata"  # a torch Distributed Checkpoint's index (``_dcp``) ...
+DCP_SHARD_SUFFIX = ".distcp"  # ... beside its shards (``_dcp_shards``)
+_ZIP_LOCAL_HEADER = b"PK\x03\x04"
+_NOT_A_PT2: tuple[type[Exception], ...] = (*ZIP_DAMAGE, OSError)
 
 T = TypeVar("T")
 
@@ -65,3 +93,61 @@ def pickled_kind(path: Path) -> str | None:
     from reprobox.guest.hashing._pickle import pickled_kind as read_kind
 
     return memo(path, "pickled_kind", read_kind)
+
+
+def text_format(path: Path) -> str | None:
+    """The structured text format a file is read as, from its suffix, or None."""
+    return TEXT_FORMATS.get(suffix(path))
+
+
+def is_sqlite(path: Path) -> bool:
+    return head(path)[: len(SQLITE_MAGIC)] == SQLITE_MAGIC
+
+
+def is_dcp_index(path: Path) -> bool:
+    """A DCP ``.metadata`` file: by its name and a shard beside it."""
+    return path.name == DCP_INDEX_NAME and any(path.parent.glob("*" + DCP_SHARD_SUFFIX))
+
+
+def is_dcp_shard(path: Path) -> bool:
+    return suffix(path) == DCP_SHARD_SUFFIX
+
+
+def is_pt2(path: Path) -> bool:
+    """A zip whose folder holds ``archive_format`` reading ``pt2`` (as ``is_pt2_package`` judges it)."""
+    if head(path)[:4] != _ZIP_LOCAL_HEADER:
+        return False
+    return memo(path, "pt2", _is_pt2)
+
+
+def _is_pt2(path: Path) -> bool:
+    try:
+        if zip_member_count(path) > MAX_ARCHIVE_MEMBERS:
+            return False  # not looked into: the archive reader refuses it by the same limit
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+            if not names or "/" not in names[0]:
+                return False
+            member = names[0].split("/", 1)[0] + "/archive_format"
+            if member not in names or archive.getinfo(member).file_size > 16:
+                return False
+            return archive.read(member) == b"pt2"
+    except _NOT_A_PT2:  # damaged: not a PT2 archive, whatever it says
+        return False
+
+
+def is_torchscript(path: Path) -> bool:
+    """A torch zip (``<archive>/data.pkl``) with TorchScript's code or constants beside its data."""
+    if pickled_kind(path) != "torch":
+        return False
+    return memo(path, "torchscript", _is_torchscript)
+
+
+def _is_torchscript(path: Path) -> bool:
+    """``_pickle_torch.is_torchscript``, asked only of a torch zip (the pickle reader is then loaded)."""
+    from reprobox.guest.hashing._pickle_torch import is_torchscript as has_code
+
+    try:
+        return has_code(path)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False

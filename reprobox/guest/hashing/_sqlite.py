@@ -48,15 +48,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import _Content, _refused
 from reprobox.guest.hashing._bounds import MAX_VALUES, OverLimit, check_cpu_budget, size_text
 from reprobox.guest.hashing._canonical import _metadata_digests, canonical_json, canonical_value
 from reprobox.guest.hashing._filebytes import FileIdentity, check_unchanged
 from reprobox.guest.hashing._layout import Layout
+from reprobox.guest.hashing._sniff import SQLITE_MAGIC
 
 READER_NAME = "SQLite row reader"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 HEADER_BYTES = 100
 
 MAX_SQLITE_BYTES = 256 << 20
@@ -65,6 +64,12 @@ MAX_SQLITE_BYTES = 256 << 20
 READ_SECONDS = 5.0
 """SQLite stops past this much CPU time of the reading thread, at compare time too (where no file budget
 is running); within hashing the file's own budget (``_bounds.FILE_CPU_SECONDS``) stops it first."""
+
+BOUNDS = (
+    f"at most {MAX_SQLITE_BYTES >> 20} MiB, the header checked first; opened read-only and immutable, no "
+    f"memory map, no extensions; SQLite's limits lowered; {READ_SECONDS:g} s of CPU time; quick_check "
+    "before any row is read"
+)
 
 MIN_SQLITE = (3, 31, 0)
 """``trusted_schema`` (3.31), ``pragma_table_xinfo`` (3.26) and ``immutable`` (3.11): older SQLite
@@ -107,10 +112,6 @@ KEYED_BY = {"sqlite_sequence": ("name",)}
 """Internal tables that declare no key, and the column that is one."""
 SCHEMA_NAME, HEADER_NAME = "sqlite_schema", "sqlite_header"
 _GENERATED_VIRTUAL = 2  # ``hidden`` in ``table_xinfo``: computed on read, not stored
-
-
-def is_sqlite(path: Path) -> bool:
-    return _sniff.head(path)[: len(SQLITE_MAGIC)] == SQLITE_MAGIC
 
 
 def check_header(head: bytes, size: int) -> None:

@@ -32,7 +32,9 @@ from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason,
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten, flatten_rows, numpy_dtype_name
 from reprobox.guest.hashing._loaded import loaded
 from reprobox.guest.hashing._pickle import read_pickle_bytes
+from reprobox.guest.hashing._sniff import TEXT_FORMATS
 from reprobox.guest.hashing._textbounds import (
+    MAX_TEXT_VALUES,
     EntryCount,
     counted_lines,
     decoded,
@@ -51,16 +53,11 @@ CPU (one long scalar as slowly as many short values): a larger YAML output (genu
 ``hparams.yaml``, are a few KiB, as job files are) is compared as bytes, within the CPU time every file
 is read in."""
 
-TEXT_FORMATS = {
-    ".json": "json",
-    ".ipynb": "json",  # a Jupyter notebook is one JSON document (nbformat): its outputs read as values
-    ".jsonl": "jsonl",
-    ".yaml": "yaml",
-    ".yml": "yaml",
-    ".csv": "csv",
-    ".tsv": "tsv",  # CatBoost's catboost_info/time_left.tsv and learn_error.tsv
-    ".tab": "tsv",
-}
+BOUNDS = (
+    f"at most {MAX_TEXT_BYTES >> 20} MiB; nesting as every reader; {MAX_TEXT_VALUES:,} entries, counted as "
+    f"they are read; YAML at most {MAX_YAML_TEXT_BYTES >> 20} MiB"
+)
+
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 """The cell delimiter of each table format; both are read by the same CSV reader."""
 
@@ -77,7 +74,7 @@ PREAMBLE = "preamble"
 
 
 def text_format_of(path: Path) -> str | None:
-    """The structured text format a file is read as, from its suffix, or None."""
+    """The structured text format a file is read as, from its suffix (``_sniff.TEXT_FORMATS``), or None."""
     return TEXT_FORMATS.get(path.suffix.lower())
 
 

@@ -20,13 +20,10 @@ of another kind (a mobile ``bytecode.pkl``'s companions), is a gap, named in the
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
-from reprobox.guest.hashing import _sniff
-from reprobox.guest.hashing._pickle_torch import is_torchscript
 from reprobox.guest.hashing._torch_archive import TorchArchive, open_archive
-from reprobox.guest.hashing._torch_archive_read import ArchiveRead
+from reprobox.guest.hashing._torch_archive_read import ArchiveRead, loader, planner
 
 READER_NAME = "TorchScript archive reader"
 NOTE = (
@@ -39,20 +36,6 @@ BOUNDS = (
 )
 _PICKLE = ".pkl"
 _DEBUG = ".debug_pkl"
-
-
-def is_torchscript_file(path: Path) -> bool:
-    """A torch zip (``<archive>/data.pkl``) with TorchScript's code or constants beside its data."""
-    if _sniff.pickled_kind(path) != "torch":
-        return False
-    return _sniff.memo(path, "torchscript", _is_torchscript)
-
-
-def _is_torchscript(path: Path) -> bool:
-    try:
-        return is_torchscript(path)
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False
 
 
 def read_torchscript(path: Path) -> ArchiveRead:
@@ -86,3 +69,8 @@ def _pickled(archive: TorchArchive, name: str) -> object:
     if name == "constants.pkl" and isinstance(tree, tuple):  # named as the code names them
         return {f"c{index}": value for index, value in enumerate(tree)}
     return tree
+
+
+plan_torchscript = planner(read_torchscript, "TorchScript")
+"""The table's plan for a TorchScript archive (recognised by ``_sniff.is_torchscript``)."""
+load_torchscript = loader(read_torchscript, "TorchScript")

@@ -83,7 +83,8 @@ class _Cancelled(Exception):
 
 def _wait(process: subprocess.Popen[bytes], timeout: float | None, stop: threading.Event | None) -> int:
     """Wait for the guest: a thread blocks in waitpid and says when it ended, so the end is seen at once
-    (not at a poll's next look); a stop request or the deadline is noticed within STOP_LOOK_S."""
+    (not at a poll's next look); a stop request is noticed within STOP_LOOK_S, the deadline when it
+    comes. With neither to look for, nothing wakes until the guest ends (Ctrl-C still raises here)."""
     ended = threading.Event()
 
     def reap() -> None:
@@ -99,7 +100,8 @@ def _wait(process: subprocess.Popen[bytes], timeout: float | None, stop: threadi
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise subprocess.TimeoutExpired(process.args, timeout or 0)
-        if ended.wait(STOP_LOOK_S if remaining is None else min(STOP_LOOK_S, remaining)):
+        looks = [look for look in (remaining, STOP_LOOK_S if stop is not None else None) if look is not None]
+        if ended.wait(min(looks, default=None)):
             return process.wait()
 
 
