@@ -100,6 +100,20 @@ class DiskFull(EnvironmentProblem):
         return cls(DiskFullFact.met(exc, Path(os.fsdecode(exc.filename)).absolute().parent))
 
 
+class NotEnoughSpace(EnvironmentProblem):
+    """A build refused before it starts because the engine's disk holds less than it would use."""
+
+    def __init__(self, what: str, folder: Path, needed: int, free: int) -> None:
+        super().__init__(
+            f"{what} needs at least {needed / 1e9:.1f} GB free where the engine keeps its images ({folder}), "
+            f"and {free / 1e9:.1f} GB are free there: free space (reprobox clean --images removes the images "
+            "no run uses) and rerun"
+        )
+        self.folder = folder
+        self.needed = needed
+        self.free = free
+
+
 class Interrupted(ReproboxError):
     """Ctrl-C or a termination signal; the run was stopped and recorded as interrupted.
 

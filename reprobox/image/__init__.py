@@ -51,6 +51,7 @@ from reprobox.image._project import (
     deterministic_env,
     project_files,
 )
+from reprobox.image._space import MEASURED_PEAK_OVER_FLOOR, build_space_floor
 from reprobox.image._wheelhouse import (
     LOCKS,
     wheel_pin,
@@ -68,11 +69,13 @@ __all__ = [
     "LOCKS",
     "LOCK_VARIABLE",
     "MANAGED_LABEL",
+    "MEASURED_PEAK_OVER_FLOOR",
     "SHARED_IMAGE_LABEL",
     "WHEELHOUSE_VARIABLE",
     "BuildPlan",
     "LockLine",
     "ProjectFiles",
+    "build_space_floor",
     "check_extra_lock",
     "cuda_build",
     "default_base_image",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -93,3 +94,14 @@ def test_missing_base_image_names_the_offline_base(
     assert "REPROBOX_BASE_IMAGE" in message
     assert caught.value.exit_code == 4
     assert not engine.image_exists(plan.tag)
+
+
+def test_the_engine_says_where_it_keeps_images_and_the_room_there(engine: Engine) -> None:
+    """The folder the engine names and the bytes df calls available there: the figure a build's floor
+    is checked against."""
+    storage = engine.image_storage()
+    assert storage is not None, "the engine on this machine's socket named no folder it keeps images in"
+    folder, free = storage
+    assert str(folder) == engine.client.info()["DockerRootDir"]
+    disk = os.statvfs(folder)
+    assert abs(free - disk.f_bavail * disk.f_frsize) < 1 << 30  # the same disk, moments apart

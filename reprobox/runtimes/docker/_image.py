@@ -13,7 +13,7 @@ from typing import Any
 from reprobox import image as image_module
 from reprobox import progress
 from reprobox.engine import BuildFailed, Engine, GpuUnavailable, ImageInfo
-from reprobox.errors import EnvironmentProblem
+from reprobox.errors import EnvironmentProblem, NotEnoughSpace
 from reprobox.jobfile import ImageSpec
 from reprobox.pipfailure import explain_pip_failure
 from reprobox.runtimes.docker._settings import CONTAINER_HOME, hardened_settings
@@ -69,6 +69,7 @@ def _built_or_reused(
         )
     else:
         progress.say(f"building image {plan.tag} from {plan.base_image} ({plan.lock}{offline}) ...")
+    _check_space(plan, engine)
     log: collections.deque[str] = collections.deque(maxlen=BUILD_LOG_LINES)
 
     def record(line: str) -> None:
@@ -94,6 +95,20 @@ def _built_or_reused(
             if explained is None:
                 raise
             raise explained from exc
+
+
+def _check_space(plan: image_module.BuildPlan, engine: Engine) -> None:
+    """Refuse an offline build the engine's disk cannot hold, before it spends minutes to fail at its
+    last step; an online build's wheels are not known beforehand, nor a remote engine's disk."""
+    if not plan.wheels:
+        return
+    storage = engine.image_storage()
+    if storage is None:
+        return
+    folder, free = storage
+    needed = image_module.build_space_floor(plan.wheels)
+    if free < needed:
+        raise NotEnoughSpace(f"building image {plan.tag}", folder, needed, free)
 
 
 def image_facts(image: ImageInfo) -> dict[str, Any]:
