@@ -5,7 +5,8 @@ mutations are this package's framing-aware ones (``mutate``), and its limits lib
 (``-timeout``, ``-rss_limit_mb``). An input that ends otherwise than read or refused (UsageError) is a
 crash, which libFuzzer writes to ``-artifact_prefix``. A text input is hashed under each text suffix, a
 compressed one under a JSON and an .npy name. A target whose seeds are folders (``FOLDERS``) mutates the
-first seed's file, beside that seed's other files, and hashes every file of the folder.
+first seed's file, beside that seed's other files, and hashes every file of the folder. A target of a
+decoder no reader calls yet (``DIRECT_READERS``) hands the input to it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["reprobox.guest.hashing"]):
-    from reprobox.guest.hashing import hash_checkpoint
+    from reprobox.guest.hashing import _zstd, hash_checkpoint  # noqa: F401 - _zstd: instrumented here
 
 from reprobox.errors import UsageError
-from tests.fuzz.forkserver import FOLDERS, TARGET_FILES, folder_input, input_path, preload
+from reprobox.guest.hashing._bounds import OverLimit
+from reprobox.guest.hashing._zstd import ZstdError
+from tests.fuzz.forkserver import DIRECT_READERS, FOLDERS, TARGET_FILES, folder_input, input_path, preload
 from tests.fuzz.mutate import MUTATORS
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".yaml", ".csv")
@@ -47,6 +50,10 @@ def main(argv: list[str]) -> None:
         checkpoint = folder_input(folder / "work", target, first)
 
     def one_input(data: bytes) -> None:
+        if TARGET_FILES[target] in DIRECT_READERS:  # a decoder no reader calls yet: its own errors refuse
+            with contextlib.suppress(ZstdError, OverLimit):
+                DIRECT_READERS[TARGET_FILES[target]](data)
+            return
         if target in FOLDERS:
             checkpoint.write_bytes(data)
             with contextlib.suppress(UsageError):  # refused, exit 2: a passing outcome

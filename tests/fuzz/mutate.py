@@ -409,6 +409,48 @@ def _ubjson(rng: random.Random, data: bytes) -> bytes:
     return mutate_bytes(rng, data)
 
 
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd(rng: random.Random, data: bytes) -> bytes:
+    """What a frame holds mutated and compressed again at another level (streamed or not, with or
+    without a checksum); its checksum flag cleared so that damage reaches past it; a block header set
+    to an interesting size or type; frames repeated or cut; or bytes mutated."""
+    choice = rng.random()
+    if choice < 0.3:
+        try:
+            import zstandard
+
+            from tests.fuzz.seeds import zstd_frames
+
+            inner = zstandard.ZstdDecompressor().decompress(data, max_output_size=1 << 20)
+        except Exception:  # noqa: BLE001 - not a frame the library reads (or no library): mutate bytes
+            return mutate_bytes(rng, data)
+        level = rng.choice([-7, -1, 1, 3, 6, 12, 19])
+        return zstd_frames(
+            mutate_bytes(rng, inner),
+            level,
+            checksum=rng.random() < 0.5,
+            streamed=rng.random() < 0.3,
+        )
+    frames = _occurrences(data, _ZSTD_MAGIC)
+    if frames and choice < 0.45:  # no checksum: the frame's last 4 bytes read as a block's, or dropped
+        at = rng.choice(frames) + 4
+        if at < len(data):
+            return data[:at] + bytes([data[at] & ~4]) + data[at + 1 : len(data) - 4 * (rng.random() < 0.7)]
+    start = rng.choice(frames) + 5 if frames else len(data) + 1
+    if start <= len(data) and choice < 0.75:  # a 3-byte block header (after a frame header) set anew
+        at = rng.randrange(start, len(data) + 1)
+        size = rng.choice(
+            [0, 1, 3, 127, 128, 4096, (128 << 10) - 1, 128 << 10, (128 << 10) + 1, (1 << 21) - 1]
+        )
+        header = (size << 3 | rng.randrange(4) << 1 | rng.randrange(2)).to_bytes(3, "little")
+        return data[:at] + header + data[at + 3 :]
+    if choice < 0.85:
+        return data * rng.randint(2, 3) if rng.random() < 0.5 else data[: rng.randrange(len(data) + 1)]
+    return mutate_bytes(rng, data)
+
+
 def _decompressed(data: bytes) -> tuple[Callable[[bytes], bytes], bytes] | None:
     """The compressor that wrote ``data`` and what it holds (at most 1 MiB of it), or None."""
     import bz2
@@ -468,6 +510,7 @@ MUTATORS: dict[str, Mutator] = {
     "sqlite": _sqlite,
     "compressed": _compressed,
     "ubjson": _ubjson,
+    "zstd": _zstd,
     "pt2": _torch_archive,
     "torchscript": _torch_archive,
 }

@@ -434,3 +434,20 @@ PROBES["dcp-100-000-chunks-of-one-tensor"] = (
     "",
     lambda: _dcp_folder(_one_tensor_of_every_item),
 )
+
+
+def _zstd_rle_blocks() -> bytes:
+    """A frame of 200,000 RLE blocks of 128 KiB each (25 GiB) from 800 kB, no content size declared."""
+    return b"\x28\xb5\x2f\xfd\x00\x78" + b"\x02\x00\x10\x00" * 200_000 + b"\x03\x00\x10\x00"
+
+
+def _zstd_sequence_blocks() -> bytes:
+    """Compressed blocks of 43,690 three-byte matches each, read from no bits (RLE tables): the most
+    sequences a block holds, repeated until the output or the CPU budget is spent."""
+    block = b"\x00" + b"\xff\xaa\x2b" + b"\x54\x00\x00\x00" + b"\x01"
+    header = (len(block) << 3 | 2 << 1).to_bytes(3, "little")
+    return b"\x28\xb5\x2f\xfd\x00\x78" + b"\x20\x00\x00abcd" + (header + block) * 20_000
+
+
+PROBES["zstd-25-gib-of-rle-blocks"] = ("zstd", "", _zstd_rle_blocks)
+PROBES["zstd-blocks-of-the-most-sequences"] = ("zstd", "", _zstd_sequence_blocks)

@@ -386,6 +386,53 @@ def _compressed() -> list[tuple[str, bytes]]:
     ]
 
 
+def zstd_frames(data: bytes, level: int = 3, *, checksum: bool = True, streamed: bool = False) -> bytes:
+    """A Zstandard frame of ``data`` as the reference library writes it (``streamed``: no content size,
+    a block cut at every 4 KiB written)."""
+    import zstandard
+
+    compressor = zstandard.ZstdCompressor(level=level, write_checksum=checksum)
+    if not streamed:
+        return bytes(compressor.compress(data))
+    stream = compressor.compressobj()
+    pieces = [stream.compress(data[at : at + 4096]) for at in range(0, len(data), 4096)]
+    return b"".join([*pieces, stream.flush()])
+
+
+def _zstd() -> list[bytes]:
+    """Frames the reference library writes of a JSON manifest, float32 weights, zeros, a repeated pattern
+    and a long run of sequences, at fast, default and slow levels; streamed frames of many blocks; frames
+    one after another with a skippable one between. Where zstandard is missing: raw and RLE blocks by hand."""
+    import numpy as np
+
+    skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+    hand = [
+        b"\x28\xb5\x2f\xfd\x20\x05\x29\x00\x00hello",  # single segment, size 5, one raw block
+        b"\x28\xb5\x2f\xfd\x00\x48\x03\x01\x00z" + skippable,  # an RLE block of 32 bytes, no size
+    ]
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        return hand
+    manifest = json.dumps(
+        {"version": 1, "config": {"max_inline_value_bytes": 100}, "nodes": list(range(300))}
+    )
+    weights = np.random.default_rng(0).standard_normal(8192).astype(np.float32).tobytes()
+    tokens = [bytes([i, 255 - i, i ^ 90, 7]) for i in range(200)]
+    sequences = b"".join(tokens[(i * 7919) % 200] for i in range(6000))
+    return [
+        *hand,
+        zstd_frames(manifest.encode(), 3),
+        zstd_frames(weights, 3),
+        zstd_frames(weights[:4000], 19, checksum=False),
+        zstd_frames(bytes(20000) + b"abc" * 3000, -5),
+        zstd_frames(sequences, 1),
+        zstd_frames(sequences + weights[:5000], 9, streamed=True),
+        zstd_frames(b"x", 3) + skippable + zstd_frames(manifest.encode()[:500], 19),
+        zstd_frames(b"", 3),
+    ]
+
+
 def _exported() -> dict[str, bytes]:
     """torch's exported and compiled forms of one small module (``tests.exported_models``), saved once."""
     import tempfile
@@ -430,6 +477,7 @@ BUILDERS: dict[str, Builder] = {
     "sqlite": _sqlite,
     "compressed": _compressed,
     "ubjson": _ubjson,
+    "zstd": _zstd,
     "pt2": _pt2,
     "torchscript": _torchscript,
 }
