@@ -6,7 +6,9 @@ in such tokens (the text between them equal, runs of blanks aside), each token t
 by the judges structured values get (``runspecific.judge_value``: durations and rates by the run's
 record of its clocks, stamps by its clock window, ids by its entropy draws and uuid1s, addresses by its
 memory map), named by the words before it and the unit after it (``Training seconds``), a name that
-matters only where the record cannot test the value, as for a structured value. Anything else that
+matters only where the record cannot test the value, as for a structured value. The line's whole numbers
+equal in both runs may be the count a rate is over (``17 effective words`` beside ``1222 effective
+words/s``): they are tried as its count, nearest first. Anything else that
 differs, or one token no judge explains, keeps the line a difference.
 """
 

@@ -17,7 +17,10 @@ clocks, drew from the OS's entropy and mapped in memory.
   ``time``'s clocks or through ``datetime.now`` (a duration), a whole count over one (a rate) or one
   over a whole count (a mean), to the digits they show and where that is no chance (``_durations``),
   or the mean, sum or spread of durations it measured in a row at one place, likewise (``_series``),
-  whatever they are named; an array inside a checkpoint element by element (``judge_elements``).
+  whatever they are named, or, too coarse for each run alone, the same such figure measured at the same
+  place in the code in both (``_paired``); an array inside a checkpoint element by element
+  (``judge_elements``). A reading is taken as the script held it: plus the constant its line adds to it
+  (``default_timer() - 0.00001``), as the guest recorded.
 - by name, as a fallback only: scalars whose tag names a duration or a rate (``train_runtime``,
   ``charts/SPS``, a monitor's ``t``: ``_names``) where the run kept no complete record of its clocks to
   test them (an older record, a bound reached, a program its Python started that kept none) or they are

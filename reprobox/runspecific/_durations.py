@@ -4,12 +4,15 @@ The guest records the readings the job's Python took of its clocks, each with it
 (``reprobox.guest.readings``): ``time``'s functions, and ``datetime.now``, ``utcnow`` and ``today`` as
 microseconds of the epoch (``(end - start).total_seconds()`` of two is a difference of two readings).
 A duration is a reading minus the latest earlier reading of some site (``time.time() - start``, where
-``start`` is the latest reading taken where ``start`` is set): those differences are the candidates.
+``start`` is the latest reading taken where ``start`` is set): those differences are the candidates,
+each reading taken as the script held it (plus the constant its line adds, ``default_timer() - 1e-05``:
+``_readings.held_values``).
 A number is
 
 - a duration when it equals a candidate (in s, ms, us or ns) to the digits it shows;
 - a rate when it is a whole count over a candidate (steps per second), or the count the value's own name
-  gives (``charts/SPS.step_1024``) over one, truncated or rounded as a script writes it;
+  gives (``charts/SPS.step_1024``) or a count written beside it (a sentence's) over one, truncated or
+  rounded as a script writes it;
 - a mean duration when it is a candidate over a whole count;
 - a mean, sum or standard deviation of durations measured in a row at one place (``_series``), to the
   digits it shows and where that is no chance (in practice only with all its digits: many such figures
@@ -21,6 +24,7 @@ that a number this precise would meet one at random) must stay under ``MAX_CHANC
 all its digits meets at most one candidate exactly; a rounded one needs a sparse neighbourhood. One too coarse
 for that (``int(seconds)``, a rate rounded to units) is ``UNTESTABLE``: the record cannot tell, and only
 its name may excuse it, saying so; a value the record can test and does not explain is never excused.
+Two runs' values too coarse alone may still be the same figure at the same place in both (``_paired``).
 """
 
 from __future__ import annotations
