@@ -40,28 +40,61 @@ def explains_pair(
     given count over a duration), where that is no chance; None otherwise."""
     if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in (a, b)):
         return None
-    places = [p for p in record_a.places if p in record_b.places]
-    if not places:
+    durations_a, durations_b = _aligned(record_a, record_b)
+    if not durations_a.size:
         return None
-    tries: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = [
-        (DURATION_OF_CLOCK, partial(np.multiply, unit)) for unit in UNITS
+    (centre_a, shown_a, width_a), (centre_b, shown_b, width_b) = _shown(a), _shown(b)
+    tries: list[tuple[str, Callable[[np.ndarray], np.ndarray], float, float]] = [
+        (
+            DURATION_OF_CLOCK,
+            partial(np.multiply, unit),
+            (centre_a - width_a) / unit,
+            (centre_a + width_a) / unit,
+        )
+        for unit in UNITS
     ]
-    tries += [(RATE_OF_CLOCK, partial(np.divide, n)) for n in [c for c in counts if c > 0][:MAX_COUNTS]]
-    shown_a, shown_b = _shown(a), _shown(b)
+    for count in [c for c in counts if c > 0][:MAX_COUNTS]:  # n / d falls as d grows
+        longest = count / (centre_a - width_a) if centre_a > width_a else math.inf
+        tries.append((RATE_OF_CLOCK, partial(np.divide, count), count / (centre_a + width_a), longest))
     expected, found = 0.0, None
-    for kind, figure in tries:
-        for place in places:
-            durations_a, durations_b = record_a.places[place], record_b.places[place]
-            size = min(len(durations_a), len(durations_b))
-            with np.errstate(divide="ignore"):
-                x, y = figure(durations_a[:size]), figure(durations_b[:size])
-            near = (np.abs(x - shown_a[0]) <= shown_a[2]) & (np.abs(y - shown_b[0]) <= shown_b[2])
-            # a random value of each run meets a place near both with the share its precision covers
-            expected += float(near.sum()) * (shown_a[1] / shown_a[2]) * (shown_b[1] / shown_b[2])
-            hit = (np.abs(x - shown_a[0]) <= shown_a[1]) & (np.abs(y - shown_b[0]) <= shown_b[1])
-            if found is None and bool(hit.any()):
-                found = kind
+    for kind, figure, low, high in tries:
+        # only the places whose duration in run a makes a figure near a's value (sorted: a slice)
+        near = slice(*np.searchsorted(durations_a, [low, high]))
+        x, y = figure(durations_a[near]), figure(durations_b[near])
+        close = (np.abs(x - centre_a) <= width_a) & (np.abs(y - centre_b) <= width_b)
+        # a random value of each run meets a place near both with the share its precision covers
+        expected += float(close.sum()) * (shown_a / width_a) * (shown_b / width_b)
+        hit = (np.abs(x - centre_a) <= shown_a) & (np.abs(y - centre_b) <= shown_b)
+        if found is None and bool(hit.any()):
+            found = kind
     return f"{found}, {AT_ONE_PLACE}" if found is not None and expected <= MAX_CHANCE**2 else None
+
+
+_ALIGNED: dict[tuple[int, int], tuple[ClockRecord, ClockRecord, tuple[np.ndarray, np.ndarray]]] = {}
+
+
+def _aligned(record_a: ClockRecord, record_b: ClockRecord) -> tuple[np.ndarray, np.ndarray]:
+    """Run a's positive durations at every place both runs measured, sorted, and run b's at the same place
+    and index beside each (made once per pair of records: a comparison judges many values)."""
+    key = (id(record_a), id(record_b))
+    found = _ALIGNED.get(key)
+    if found is not None and found[0] is record_a and found[1] is record_b:
+        return found[2]
+    parts_a, parts_b = [np.zeros(0)], [np.zeros(0)]
+    for place, durations_a in record_a.places.items():
+        durations_b = record_b.places.get(place)
+        if durations_b is not None:
+            size = min(len(durations_a), len(durations_b))
+            parts_a.append(durations_a[:size])
+            parts_b.append(durations_b[:size])
+    a, b = np.concatenate(parts_a), np.concatenate(parts_b)
+    keep = (a > 0) & (b > 0)
+    order = np.argsort(a[keep], kind="stable")
+    aligned = a[keep][order], b[keep][order]
+    if len(_ALIGNED) > 16:  # a few comparisons' pairs of runs
+        _ALIGNED.clear()
+    _ALIGNED[key] = (record_a, record_b, aligned)
+    return aligned
 
 
 def _shown(value: float) -> tuple[float, float, float]:
