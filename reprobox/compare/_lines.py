@@ -5,7 +5,8 @@ hosts, pids, clock readings, drawn ids, addresses; a decimal is never masked as 
 has no name): lines the masks make equal are excused together, one entry for the file. A pair they leave
 different is judged by the values inside it (``_prose``: numbers, stamps and ids among equal words, each
 by the judges structured values get, a number with the words around it as its name), as written, else
-as the masks leave it. Lines that do not align (one run wrote more) are masked whole.
+as the masks leave it. Lines that do not align (one run wrote more) are masked whole. A string value of
+a structured file whose facts masks leave it different is judged the same way (``judged_string``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reprobox import outputvalues
-from reprobox.compare._prose import JudgedToken, judge_line
-from reprobox.runspecific import CLOCK_MARK, RunContext, mask_pair
+from reprobox.compare._prose import BY_RECORD, JudgedToken, judge_line
+from reprobox.runspecific import CLOCK_MARK, Excuse, RunContext, mask_pair
 
 
 @dataclass
@@ -56,6 +57,23 @@ def judged_texts(text_a: str, text_b: str, contexts: tuple[RunContext, RunContex
         judged.tokens += [(index + 1, token) for token in tokens or ()]
     judged.a, judged.b = "\n".join(out_a), "\n".join(out_b)
     return judged
+
+
+def judged_string(a: object, b: object, contexts: tuple[RunContext, RunContext]) -> Excuse | None:
+    """A structured file's string value (a pickled event's message, a JSON field of prose) judged as a
+    text is, line by line and token by token: excused only where every line it differs in is made equal
+    by the runs' facts or by tokens each excused; the reason names each token and what it is."""
+    if not isinstance(a, str) or not isinstance(b, str) or a == b:
+        return None
+    judged = judged_texts(a, b, contexts)
+    if judged.a != judged.b or not (judged.tokens or judged.reasons):
+        return None
+    reasons = sorted(judged.reasons) + [
+        f"{token.a} vs {token.b}{f' ({token.words})' if token.words else ''}: {token.excuse.reason}"
+        for _, token in judged.tokens
+    ]
+    by_name = [token.excuse.evidence for _, token in judged.tokens if token.excuse.evidence != BY_RECORD]
+    return Excuse(f"in its text, {'; '.join(reasons)}", by_name[0] if by_name else BY_RECORD)
 
 
 def stamped_lines_reordered(text_a: str, text_b: str, contexts: tuple[RunContext, RunContext]) -> bool:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reprobox.compare._lines import judged_string
 from reprobox.compare._renamed_values import renamed_values
 from reprobox.runspecific import Excuse, RunContext, judge_value, mask
 
@@ -93,16 +94,18 @@ class MemberPairs:
         ]
 
     def judge(self, key: str, va: object, vb: object, names: Collection[str]) -> Excuse | None:
-        """``judge_value``, where each paired member's name inside the values is one mark for the pair."""
+        """``judge_value`` (a string value that differs in tokens: ``judged_string``), where each paired
+        member's name inside the values is one mark for the pair."""
         contexts = self.contexts
         marked_a, marked_b = self._marked(va, 0), self._marked(vb, 1)
         if (marked_a, marked_b) == (va, vb):
-            return judge_value(key, va, vb, *contexts, names=names)
+            return judge_value(key, va, vb, *contexts, names=names) or judged_string(va, vb, contexts)
         named = {self.why[a] for b, a in self.pairs.items() if _mentions(va, a) or _mentions(vb, b)}
         reason = f"{PAIRED_MEMBER} ({' and '.join(sorted(named))})"
         if marked_a == marked_b:
             return Excuse(reason, BY_RECORD)
         excuse = judge_value(key, marked_a, marked_b, *contexts, names=names)
+        excuse = excuse or judged_string(marked_a, marked_b, contexts)
         return None if excuse is None else Excuse(f"{reason}; {excuse.reason}", excuse.evidence)
 
     @functools.cached_property

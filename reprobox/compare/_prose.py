@@ -6,7 +6,9 @@ in such tokens (the text between them equal, runs of blanks aside), each token t
 by the judges structured values get (``runspecific.judge_value``: durations and rates by the run's
 record of its clocks, stamps by its clock window, ids by its entropy draws and uuid1s, addresses by its
 memory map), named by the words before it and the unit after it (``Training seconds``), a name that
-matters only where the record cannot test the value, as for a structured value. Anything else that
+matters only where the record cannot test the value, as for a structured value. The line's whole numbers
+equal in both runs may be the count a rate is over (``17 effective words`` beside ``1222 effective
+words/s``): they are tried as its count, nearest first. Anything else that
 differs, or one token no judge explains, keeps the line a difference.
 """
 
@@ -74,12 +76,17 @@ def judge_line(line_a: str, line_b: str, run_a: RunContext, run_b: RunContext) -
         _BLANKS.sub(" ", t) for t in texts_b
     ]:
         return None
-    differing = [(x, y) for x, y in zip(tokens_a, tokens_b, strict=True) if x.text != y.text]
-    if not differing or len(differing) > MAX_TOKENS:
+    places = [i for i, (x, y) in enumerate(zip(tokens_a, tokens_b, strict=True)) if x.text != y.text]
+    if not places or len(places) > MAX_TOKENS:
         return None
+    wholes = [
+        i for i, x in enumerate(tokens_a) if x.kind == "number" and x.text.isdigit() and i not in places
+    ]
     judged = []
-    for token_a, token_b in differing:
-        excuse = _judge(token_a, token_b, run_a, run_b)
+    for place in places:
+        token_a, token_b = tokens_a[place], tokens_b[place]
+        counts = [int(tokens_a[i].text) for i in sorted(wholes, key=lambda i: abs(i - place))]
+        excuse = _judge(token_a, token_b, (run_a, run_b), counts)
         if excuse is None:
             return None
         judged.append(JudgedToken(token_a.name.replace("_", " "), token_a.text, token_b.text, excuse))
@@ -124,18 +131,19 @@ def _unit(after: str, kind: str) -> list[str]:
     return [unit] if unit else []
 
 
-def _judge(a: _Token, b: _Token, run_a: RunContext, run_b: RunContext) -> Excuse | None:
+def _judge(a: _Token, b: _Token, runs: tuple[RunContext, RunContext], counts: list[int]) -> Excuse | None:
     """A number by its value first (a duration, a rate, Unix time, a draw or an address, then its name
     where the record cannot test it), then any token as text masked with each run's facts (a stamp, an
-    id, a time of day) where only the record may excuse it."""
-    name = a.name
+    id, a time of day) where only the record may excuse it. ``counts``: the line's whole numbers equal in
+    both runs, nearest first, which a rate may be over (``17 effective words``)."""
+    name, (run_a, run_b) = a.name, runs
     if a.kind in ("number", "clock"):
         as_text = _as_text(a.text, b.text, run_a, run_b)
         if a.kind == "clock" and as_text is not None:  # a time of day inside the window
             return as_text
         numbers = _number(a), _number(b)
         if numbers[0] is not None and numbers[1] is not None:
-            by_value = judge_value(name, numbers[0], numbers[1], run_a, run_b)
+            by_value = judge_value(name, numbers[0], numbers[1], run_a, run_b, counts=counts)
             if by_value is not None:
                 return by_value
         return as_text

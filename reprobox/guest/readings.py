@@ -4,9 +4,12 @@ record that excuses a duration, a random id or an address as run-specific (``run
 Installed by the startup hook in every Python process of the job. Each clock function (``time.time``,
 ``perf_counter``, ``monotonic`` and their ``_ns`` forms) is wrapped: a reading is kept with its call site
 (file and line), in order, so a duration (``time.time() - start``) is the difference of a reading and the
-latest earlier reading of some site. Once ``datetime`` is imported, ``datetime.now``, ``utcnow`` and
-``today`` are recorded the same way (``datetime_clock``: microseconds of the epoch, two lines a site), or
-the record names them ``unrecorded``. Bounds, so that the hot path stays cheap and the record small:
+latest earlier reading of some site. A site whose call the code moves by a number written there
+(``default_timer() - 0.00001``) is recorded with that constant, once, when the record is written
+(``clock_offsets``): the value the script held is known, and a reading costs no more for it. Once
+``datetime`` is imported, ``datetime.now``, ``utcnow`` and ``today`` are recorded the same way
+(``datetime_clock``: microseconds of the epoch, two lines a site), or the record names them
+``unrecorded``. Bounds, so that the hot path stays cheap and the record small:
 
 - after ``SAME_SITE_RUN`` readings in a row at one site (a progress bar's loop) only the last of the run
   is kept (it is the one a later reading is measured from); the readings skipped are counted;
@@ -173,6 +176,7 @@ class Recorder:
         return {
             "pid": os.getpid(),
             "sites": sites,
+            "offsets": self.offsets() if clocks else {},
             "clocks": clocks,
             "unrecorded": self.unrecorded,
             "draws": [*self.draws, *self.latest_draws],
@@ -181,6 +185,16 @@ class Recorder:
             "clock_ids_dropped": self.clock_ids.dropped,
             "memory": memory_ranges(),
         }
+
+    def offsets(self) -> dict[str, int | float]:
+        """The constants call sites add to their readings (``clock_offsets``); none where finding them
+        fails, so that the record of the readings themselves is never lost."""
+        try:
+            from reprobox.guest.clock_offsets import site_offsets  # at exit: parsing is no start-up cost
+
+            return site_offsets(self.site_index.items())
+        except Exception:  # noqa: BLE001 - a source that defeats the parser leaves its sites as read
+            return {}
 
 
 def _site_name(site: Any) -> str:

@@ -10,6 +10,7 @@ platform refuses) is named in ``unrecorded_clocks``, which leaves the record inc
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,12 +38,13 @@ _UUID_HEX = re.compile(r"[0-9a-f]{32}")
 
 
 def merged(folder: Path, programs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``{clocks: [{pid, clock, site_names, sites, values, skipped, dropped}], draws, clock_ids, memory,
-    dropped}``: the readings of each process and clock in order, each site an index into ``site_names``
-    (``file:line``); ``clock_ids`` the uuid1s the job made (32 hex digits); ``dropped`` counts what no
-    bound kept; ``programs`` are the job's long-lived processes (pid -> executable) and
-    ``unrecorded_programs`` those of them, shells aside, that left no record, whose clocks no record
-    holds; ``unrecorded_clocks`` the clocks some process read unrecorded."""
+    """``{clocks: [{pid, clock, site_names, site_offsets, sites, values, skipped, dropped}], draws,
+    clock_ids, memory, dropped}``: the readings of each process and clock in order, each site an index into
+    ``site_names`` (``file:line``), ``site_offsets`` the constants the code adds to some sites' readings
+    (site index as a string -> number); ``clock_ids`` the uuid1s the job made (32 hex digits);
+    ``dropped`` counts what no bound kept; ``programs`` are the job's long-lived processes (pid ->
+    executable) and ``unrecorded_programs`` those of them, shells aside, that left no record, whose
+    clocks no record holds; ``unrecorded_clocks`` the clocks some process read unrecorded."""
     files = sorted(folder.glob(f"{readings.FILE_PREFIX}*.json")) if folder.is_dir() else []
     clocks: list[dict[str, Any]] = []
     draws: list[str] = []
@@ -111,6 +113,7 @@ def unrecorded(programs: Mapping[str, Any], recorded: set[int]) -> list[str]:
 def _clocks(data: dict[str, Any]) -> list[dict[str, Any]]:
     pid = _int(data.get("pid"))
     sites = [s if isinstance(s, str) else "" for s in data.get("sites") or []]
+    offsets = _offsets(data.get("offsets"), len(sites))
     found = []
     for clock, log in sorted((data.get("clocks") or {}).items()):
         if clock not in readings.CLOCKS or not isinstance(log, dict):
@@ -125,6 +128,7 @@ def _clocks(data: dict[str, Any]) -> list[dict[str, Any]]:
                 "pid": pid,
                 "clock": clock,
                 "site_names": sites,
+                "site_offsets": offsets,
                 "sites": [s for s, _ in pairs],
                 "values": [v for _, v in pairs],
                 "skipped": _int(log.get("skipped")),
@@ -132,6 +136,21 @@ def _clocks(data: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return found
+
+
+def _offsets(found: object, sites: int) -> dict[str, int | float]:
+    """Site index -> the constant its code adds to its readings (``clock_offsets``), finite numbers only."""
+    if not isinstance(found, dict):
+        return {}
+    return {
+        key: value
+        for key, value in found.items()
+        if isinstance(key, str)
+        and key.isdigit()
+        and int(key) < sites
+        and _number(value)
+        and math.isfinite(value)
+    }
 
 
 def _merge(ranges: list[list[int]]) -> list[list[int]]:

@@ -17,7 +17,10 @@ clocks, drew from the OS's entropy and mapped in memory.
   ``time``'s clocks or through ``datetime.now`` (a duration), a whole count over one (a rate) or one
   over a whole count (a mean), to the digits they show and where that is no chance (``_durations``),
   or the mean, sum or spread of durations it measured in a row at one place, likewise (``_series``),
-  whatever they are named; an array inside a checkpoint element by element (``judge_elements``).
+  whatever they are named, or, too coarse for each run alone, the same such figure measured at the same
+  place in the code in both (``_paired``); an array inside a checkpoint element by element
+  (``judge_elements``). A reading is taken as the script held it: plus the constant its line adds to it
+  (``default_timer() - 0.00001``), as the guest recorded.
 - by name, as a fallback only: scalars whose tag names a duration or a rate (``train_runtime``,
   ``charts/SPS``, a monitor's ``t``: ``_names``) where the run kept no complete record of its clocks to
   test them (an older record, a bound reached, a program its Python started that kept none) or they are
@@ -41,6 +44,7 @@ from reprobox.runspecific._durations import (
     MEAN_OF_CLOCK,
     RATE_OF_CLOCK,
     UNTESTABLE,
+    count_in,
     explains,
 )
 from reprobox.runspecific._mask import (
@@ -65,6 +69,7 @@ from reprobox.runspecific._names import (
     reason_by_key,
     tag_of,
 )
+from reprobox.runspecific._paired import explains_pair
 from reprobox.runspecific._pairing import FolderPair, StructuralPairs, pair_by_structure
 from reprobox.runspecific._readings import CLOCK_READING
 from reprobox.runspecific._series import SERIES_MEAN, SERIES_SPREAD, SERIES_SUM
@@ -148,11 +153,19 @@ def _number(value: object) -> bool:
 
 
 def judge_value(
-    name: str, a: object, b: object, run_a: RunContext, run_b: RunContext, *, names: Collection[str] = ()
+    name: str,
+    a: object,
+    b: object,
+    run_a: RunContext,
+    run_b: RunContext,
+    *,
+    names: Collection[str] = (),
+    counts: Sequence[int] = (),
 ) -> Excuse | None:
-    """Why two differing values are run-specific, or None for a real difference."""
+    """Why two differing values are run-specific, or None for a real difference. ``counts``: whole numbers
+    written beside the values, equal in both runs, that a rate may be over (a sentence's)."""
     if _number(a) and _number(b):
-        by_record = _by_record(name, a, b, run_a, run_b)  # type: ignore[arg-type]
+        by_record = _by_record(name, a, b, run_a, run_b, counts=counts)  # type: ignore[arg-type]
         if by_record is not None:
             return by_record
     by_name = _by_name(name, a, b, run_a, run_b, names=names) if _scalar(a) and _scalar(b) else None
@@ -189,13 +202,20 @@ def judge_elements(
     return Excuse(f"each of its {len(pairs)} differing elements is {what}", BY_RECORD)
 
 
-def _by_record(name: str, a: float, b: float, run_a: RunContext, run_b: RunContext) -> Excuse | None:
+def _by_record(
+    name: str, a: float, b: float, run_a: RunContext, run_b: RunContext, *, counts: Sequence[int] = ()
+) -> Excuse | None:
     """Two numbers each a figure of its own run's clock (never one its name says the training computed),
     a reading of its monotonic clock, a draw of its entropy, a uuid1 it made or an address it mapped."""
     if run_a.clock is not None and run_b.clock is not None and not names_computed(name):
-        kind_a, kind_b = explains(run_a.clock, a, name), explains(run_b.clock, b, name)
+        kind_a = explains(run_a.clock, a, name, counts=counts)
+        kind_b = explains(run_b.clock, b, name, counts=counts)
         if kind_a not in (None, UNTESTABLE) and kind_b not in (None, UNTESTABLE):
             return Excuse(kind_a, BY_RECORD)
+        count = count_in(name)
+        paired = explains_pair(run_a.clock, a, run_b.clock, b, (count,) if count is not None else counts)
+        if paired is not None:  # each too coarse alone, or a difference of one: both at one place
+            return Excuse(paired, BY_RECORD)
     readings_a, readings_b = run_a.readings, run_b.readings
     if readings_a is not None and readings_b is not None and readings_a.holds(a) and readings_b.holds(b):
         return Excuse(CLOCK_READING, BY_RECORD)

@@ -37,12 +37,29 @@ class ReadingRecord:
         clocks = readings.get("clocks") or []
         for entry in clocks if isinstance(clocks, list) else []:
             if isinstance(entry, Mapping) and entry.get("clock") in MONOTONIC_CLOCKS:
-                found.update(v for v in entry.get("values") or [] if type(v) in (int, float) and v > 0)
+                found.update(v for v in held_values(entry) if type(v) in (int, float) and v > 0)
         return cls(frozenset(found)) if found else None
 
     def holds(self, number: float) -> bool:
         """Whether the number is one of the readings, written with enough digits to be no chance."""
         return number in self.values and _digits(number) >= MIN_DIGITS
+
+
+def held_values(entry: Mapping[str, Any]) -> list[Any]:
+    """One clock's readings as the script held them: a reading whose call site the code moves by a
+    number written there (``default_timer() - 0.00001``, ``guest.clock_offsets``) plus that constant,
+    computed as the script computes it (the float or int sum, to the last bit); every other as read."""
+    values = list(entry.get("values") or [])
+    found = entry.get("site_offsets")
+    offsets = found if isinstance(found, Mapping) else {}
+    if not offsets:
+        return values
+    sites = entry.get("sites") or []
+    for index, (site, value) in enumerate(zip(sites, values, strict=False)):
+        offset = offsets.get(str(site))
+        if type(offset) in (int, float) and type(value) in (int, float):
+            values[index] = value + offset
+    return values
 
 
 def _digits(number: float) -> int:

@@ -48,6 +48,14 @@ def duration_series(
     """Per pair of call sites (a reading's own, the earlier one's) the differences in reading order: each
     reading minus the latest earlier reading of every site; at most ``limit`` differences in all, and
     whether the bound cut some off."""
+    series, cut = duration_places(sites, values, limit)
+    return list(series.values()), cut
+
+
+def duration_places(
+    sites: Sequence[object], values: Sequence[object], limit: int
+) -> tuple[dict[tuple[object, object], list[float | int]], bool]:
+    """``duration_series`` keyed by its pair of sites (the reading's, the earlier one's)."""
     latest: dict[object, float | int] = {}
     series: dict[tuple[object, object], list[float | int]] = {}
     total = 0
@@ -56,11 +64,11 @@ def duration_series(
             continue
         for earlier_site, earlier in latest.items():
             if total >= limit:
-                return list(series.values()), True
+                return series, True
             series.setdefault((site, earlier_site), []).append(value - earlier)
             total += 1
         latest[site] = value
-    return list(series.values()), False
+    return series, False
 
 
 @dataclass(frozen=True)
