@@ -90,6 +90,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import os
+import posixpath
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -228,6 +229,10 @@ class _Pending:
             note=content.note,
             reader=content.reader,
             unaccounted=unaccounted,
+            part_of=tuple(
+                posixpath.normpath(posixpath.join(posixpath.dirname(self.relpath), other))
+                for other in content.part_of
+            ),
         )
 
 
