@@ -4,7 +4,7 @@ values, and each of its data files as a part of it.
 The manifest's row names what the latest version holds (``_ocdbt``): each zarr array whose chunks this
 reader decodes as one tensor under the array's key (``_ocdbt_zarr``); every other key as a value, a JSON
 value flattened under its key (``conv1.kernel.value/.zarray/dtype``), short UTF-8 text as itself, any
-other bytes as ``{"sha256", "bytes"}``; and the latest commit's time, ``commit_time`` (a clock
+other bytes as ``{"sha256", "bytes"}``; and the latest commit's time, ``commit_time_ns`` (a clock
 reading in nanoseconds since the epoch, judged by the run's record as any other).
 
 A data file (``d/<32 hex digits>``) is recognised beside the databases above it (up to
@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 READER_NAME = "OCDBT database reader"
 DATA_READER_NAME = "OCDBT data file reader"
-COMMIT_TIME = "commit_time"
+COMMIT_TIME = "commit_time_ns"
 SEARCH_LEVELS = 4
 MAX_TEXT_BYTES = 1 << 16  # a value read as text or JSON; a longer one is its digest
 BOUNDS = DATABASE_BOUNDS + "; each zarr chunk decoded to exactly its own size, each array within memory"
@@ -154,10 +155,8 @@ def _decoded(db: Database, keyed: dict[str, bytes | fmt.Ref], array: ZarrArray) 
 
 
 def _array(db: Database, keyed: dict[str, bytes | fmt.Ref], array: ZarrArray) -> _Array:
-    def buffers(_budget: int) -> Any:
-        import numpy as np
-
-        yield memoryview(np.ascontiguousarray(_decoded(db, keyed, array)).reshape(-1).view(np.uint8))
+    def buffers(_budget: int) -> Iterator[bytes]:
+        yield _decoded(db, keyed, array).tobytes()  # little-endian, C order: as the contract hashes it
 
     return _Array(array.name, array.dtype, array.shape, array.nbytes, buffers)
 
