@@ -151,8 +151,7 @@ READERS: tuple[Reader, ...] = (
     Reader(
         format="ocdbt",
         what="TensorStore OCDBT database (Orbax's checkpoints): manifest.ocdbt, and each d/<id> it reaches",
-        yields="the latest version's keys: zarr arrays as tensors, other values by key; commit_time_ns. "
-        "A data file: nothing of its own, its bytes as its databases read them (compared through them)",
+        yields="the latest keys: zarr arrays as tensors, the rest values; a data file nothing of its own",
         detect=Named("_ocdbt_rows", "is_ocdbt"),
         plan=Named("_ocdbt_rows", "plan_ocdbt"),
         load=Named("_ocdbt_rows", "load_ocdbt"),
