@@ -221,3 +221,20 @@ def test_a_node_decoding_past_the_database_cap_is_refused(tmp_path: Path) -> Non
     digest = hash_checkpoint(tmp_path / "manifest.ocdbt", relative_to=tmp_path)
     assert digest.format == "file" and digest.note is not None and "over the limit" in digest.note
     assert "\n" not in digest.note
+
+
+def test_a_chunk_that_does_not_decode_to_its_size_leaves_the_database_compared_as_bytes(
+    tmp_path: Path,
+) -> None:
+    node = units.leaf(
+        [units.DATA_FILE], [(b"w/.zarray", units.ZARRAY), (b"w/0.0", (0, 0, 4)), (b"w/1.0", b"x")]
+    )
+    (tmp_path / "d").mkdir()
+    (tmp_path / units.DATA_FILE).write_bytes(b"abcd" + node)
+    (tmp_path / "manifest.ocdbt").write_bytes(units.manifest([units.DATA_FILE], (0, 4, len(node))))
+    digest = hash_checkpoint(tmp_path / "manifest.ocdbt", relative_to=tmp_path)
+    assert (
+        digest.format == "file"
+        and digest.note is not None
+        and "chunk w/0.0 holds 4 bytes, not 24" in digest.note
+    )

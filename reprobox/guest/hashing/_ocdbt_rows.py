@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from reprobox.errors import UsageError
 from reprobox.guest.hashing import _ocdbt_format as fmt
 from reprobox.guest.hashing._archives import member_name
-from reprobox.guest.hashing._arrays import _Array, _Content, _opaque, _refused
-from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget, limit_reason, loads_json
+from reprobox.guest.hashing._arrays import _Array, _Content, _ContentError, _opaque, _refused, _unreadable
+from reprobox.guest.hashing._bounds import OverLimit, check_cpu_budget, limit_reason, loads_json, over_limit
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
 from reprobox.guest.hashing._layout import Layout, Span
 from reprobox.guest.hashing._load import LazyTensors, Loaded, _numpy_to_torch, _unique
@@ -156,7 +156,12 @@ def _decoded(db: Database, keyed: dict[str, bytes | fmt.Ref], array: ZarrArray) 
 
 def _array(db: Database, keyed: dict[str, bytes | fmt.Ref], array: ZarrArray) -> _Array:
     def buffers(_budget: int) -> Iterator[bytes]:
-        yield _decoded(db, keyed, array).tobytes()  # little-endian, C order: as the contract hashes it
+        try:
+            whole = _decoded(db, keyed, array)
+        except (ValueError, OSError) as exc:  # a chunk that does not decode to its size: the file as bytes
+            refusal = limit_reason(exc) if over_limit(exc) else None
+            raise _ContentError(_unreadable("OCDBT database", exc), refusal) from exc
+        yield whole.tobytes()  # little-endian, C order: as the contract hashes it
 
     return _Array(array.name, array.dtype, array.shape, array.nbytes, buffers)
 
