@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fuzz one reader family for a while: scripts/fuzz.sh READER SECONDS [SEED]
 # READER: npy npz safetensors torch pickle text tensorboard wandb mlflow hdf5 sqlite compressed ubjson
-# zstd pt2 torchscript dcp-metadata dcp-shard (or "all", SECONDS each).
-# zstd: the input handed to the Zstandard decompressor itself (no reader calls it yet), max_output 64 MiB.
-# dcp-*: a mutated .metadata (or .distcp shard) beside the other files of a DCP save, every file hashed.
+# zstd pt2 torchscript dcp-metadata dcp-shard ocdbt-manifest ocdbt-data (or "all", SECONDS each).
+# zstd: the input handed to the Zstandard decompressor itself, max_output 64 MiB.
+# dcp-*: a mutated .metadata (or .distcp shard) beside the other files of a DCP save, every file hashed;
+# ocdbt-*: a mutated manifest.ocdbt (or data file d/<id>) beside the rest of its database, likewise.
 # Each input is hashed as `reprobox hash` does, in a forked child held to 10 s and 512 MiB; an input that
 # ends any other way than read or refused (exit 2) is kept under tests/fuzz/regressions/READER/, where the
 # unit tests (tests/unit/test_fuzz_readers.py) replay it from then on. FUZZ_ENGINE=atheris runs it
@@ -21,7 +22,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 if [ "$1" = all ]; then
     status=0
     for reader in npy npz safetensors torch pickle text tensorboard wandb mlflow hdf5 sqlite compressed ubjson \
-        zstd pt2 torchscript dcp-metadata dcp-shard; do
+        zstd pt2 torchscript dcp-metadata dcp-shard ocdbt-manifest ocdbt-data; do
         "$python" -m tests.fuzz "$reader" "$2" "${3:-0}" || status=1
     done
     exit $status

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reprobox.compare._ignore import ignore_rules, ignored_by
-from reprobox.compare._marks import IGNORED, MISSING, UNREADABLE
+from reprobox.compare._marks import IGNORED, IN_DATABASE, MISSING, UNREADABLE
 from reprobox.compare._unreadable import described, may_hold_tensors
 from reprobox.records.manifest import RunRecord
 
@@ -85,7 +85,7 @@ def coverage_of(
             any(entry.get("format") == "file" for entry in entries if entry)
             and may_hold_tensors(path, kinds.get(path))
         )
-        if status == MISSING:
+        if status in (MISSING, IN_DATABASE):  # a database's data file: counted in its manifest's row
             continue
         if status == IGNORED:
             if tensors:

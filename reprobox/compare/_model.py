@@ -42,6 +42,7 @@ class Comparison:
     renamed: list[dict[str, Any]] = field(default_factory=list)  # same content under other file names
     format_only: list[str] = field(default_factory=list)  # same tensors and values, other file bytes
     resharded: list[dict[str, Any]] = field(default_factory=list)  # DCP folders cut otherwise (_reshard)
+    database_parts: list[str] = field(default_factory=list)  # data files compared through their database
     one_sided: list[dict[str, Any]] = field(default_factory=list)  # real: checkpoint, the run that wrote it
     unreadable: list[dict[str, Any]] = field(default_factory=list)  # differ, format unknown: no verdict
     compared_files: int = 0  # outputs whose content was compared (equal bytes count): none is no verdict
@@ -62,6 +63,7 @@ class Comparison:
             "renamed_files": self.renamed,
             "format_only": self.format_only,
             "resharded": self.resharded,
+            "database_parts": self.database_parts,
             "one_sided_files": self.one_sided,
             "unreadable_files": self.unreadable,
             "compared_files": self.compared_files,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reprobox.compare._databases import database_parts
 from reprobox.compare._ignore import ignored_by
 from reprobox.compare._marks import WHOLE_FILE
 from reprobox.compare._model import DIFFERENT, Comparison
@@ -48,8 +49,10 @@ class FilePairing:
         """Same path, or paths equal once run-specific parts are masked; the rest said plainly:
         same content under another name (a uuid), or present in one run only."""
         a, b, out = self.a, self.b, self.out
-        paths_a = {c["path"] for c in a.record.checkpoints}
-        paths_b = {c["path"] for c in b.record.checkpoints}
+        parts_a, parts_b = database_parts(a.record), database_parts(b.record)
+        out.database_parts.extend(sorted((parts_a | parts_b) - set(out.database_parts)))
+        paths_a = {c["path"] for c in a.record.checkpoints} - parts_a  # compared through their databases
+        paths_b = {c["path"] for c in b.record.checkpoints} - parts_b
         pairs = [(p, p) for p in sorted(paths_a & paths_b)]
         rest_a, rest_b = sorted(paths_a - paths_b), sorted(paths_b - paths_a)
         names_b = {path: mask_file_name(path, b.context) for path in rest_b}

@@ -17,6 +17,7 @@ from reprobox.compare._marks import (
     DIFFERS,
     EQUAL,
     IGNORED,
+    IN_DATABASE,
     MISSING,
     RESHARDED,
     RUN_SPECIFIC,
@@ -81,7 +82,8 @@ def checkpoint_table(
             record.checkpoint(cell["path"]) if cell["path"] else None
             for record, cell in zip(records, per_run, strict=True)
         ]
-        status = _status(path, per_run, entries, rules, findings)
+        in_database = findings is not None and path in findings.parts  # its database's row says
+        status = IN_DATABASE if in_database else _status(path, per_run, entries, rules, findings)
         contents = {cell["content_sha256"] for cell in per_run}
         agreeing = status in AGREEING or (
             status in (IGNORED, MISSING) and len(contents) == 1 and None not in contents
@@ -93,8 +95,11 @@ def checkpoint_table(
 class _Findings:
     """The files the comparison names, by what it found in them."""
 
-    def __init__(self, real: set[str], unreadable: set[str], excused: set[str], resharded: set[str]) -> None:
+    def __init__(
+        self, real: set[str], unreadable: set[str], excused: set[str], resharded: set[str], parts: set[str]
+    ) -> None:
         self.real, self.unreadable, self.excused, self.resharded = real, unreadable, excused, resharded
+        self.parts = parts  # data files compared through their databases
 
     @classmethod
     def of(cls, c: Comparison) -> _Findings:
@@ -108,7 +113,7 @@ class _Findings:
             if not r["differing_tensors"] and not r["differing_values"]
             for name in [".metadata", *r["a"]["shards"], *r["b"]["shards"]]
         }
-        return cls(real, unreadable, excused, resharded)
+        return cls(real, unreadable, excused, resharded, set(c.database_parts))
 
 
 def _status(

@@ -30,12 +30,15 @@ STATUS_TEXT = {  # a checkpoint row's status (compare._table), as the table's re
     "equal": "equal tensors and values (other bytes)",
     "run-specific": "equal but run-specific values",
     "resharded": "equal tensors by name, other shards",
+    "in database": "a database's data file, compared through its keys",
     "ignored": "ignored by the job file",
     "unreadable": "DIFFERS, format not readable",
     "differs": "DIFFERS",
     "missing": "missing in a run",
 }
-AGREEING_TEXT = frozenset(STATUS_TEXT[s] for s in ("same", "equal", "run-specific", "resharded", "ignored"))
+AGREEING_TEXT = frozenset(
+    STATUS_TEXT[s] for s in ("same", "equal", "run-specific", "resharded", "in database", "ignored")
+)
 TENSOR_HEADERS = ("checkpoint", "tensor", "dtype", "differing elements", "max abs", "max rel", "max ULP")
 
 

@@ -25,6 +25,7 @@ ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
     "equal": "equal",
     "run-specific": "run-specific",
     "resharded": "resharded",
+    "in database": "in database",
     "ignored": "ignored",
     "unreadable": "unread",
     "differs": "DIFF",
@@ -33,6 +34,7 @@ ROW_MARKS = {  # a checkpoint row's status (compare._table) as its mark
 ROW_NOTES = {
     "equal": "  (same tensors and values, other file bytes)",
     "resharded": "  (same tensors by name, cut into other shards)",
+    "in database": "  (a data file of a database, compared through its keys)",
     "unreadable": "  (differs; reprobox cannot read its format)",
 }
 LISTED_FIELDS = 12

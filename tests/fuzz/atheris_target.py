@@ -26,7 +26,7 @@ with atheris.instrument_imports(include=["reprobox.guest.hashing"]):
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._zstd import ZstdError
-from tests.fuzz.forkserver import DIRECT_READERS, FOLDERS, TARGET_FILES, folder_input, input_path, preload
+from tests.fuzz.forkserver import DIRECT_READERS, FOLDERS, TARGET_FILES, folder_input, input_path, input_root, preload
 from tests.fuzz.mutate import MUTATORS
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".yaml", ".csv")
@@ -57,8 +57,9 @@ def main(argv: list[str]) -> None:
         if target in FOLDERS:
             checkpoint.write_bytes(data)
             with contextlib.suppress(UsageError):  # refused, exit 2: a passing outcome
-                for path in sorted(checkpoint.parent.iterdir()):
-                    hash_checkpoint(path, relative_to=checkpoint.parent, workers=1, strict=True)
+                root = input_root(checkpoint, target)
+                for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                    hash_checkpoint(path, relative_to=root, workers=1, strict=True)
             return
         for suffix in suffixes:
             path = input_path(folder, target, suffix)

@@ -71,7 +71,9 @@ SUFFIXED = frozenset({"text", "compressed"})
 # --- targets whose input is one file of a folder (FOLDERS) ---
 TARGET_FILES["dcp-metadata"] = ".metadata"  # beside the valid .distcp shards of the seed's own save
 TARGET_FILES["dcp-shard"] = "__0_0.distcp"  # beside the valid .metadata (and other shard) of that save
-FOLDERS = frozenset({"dcp-metadata", "dcp-shard"})
+TARGET_FILES["ocdbt-manifest"] = "manifest.ocdbt"  # beside the data files its database wrote
+TARGET_FILES["ocdbt-data"] = "d/" + "0" * 32  # a data file (nodes and values) beside its manifest
+FOLDERS = frozenset({"dcp-metadata", "dcp-shard", "ocdbt-manifest", "ocdbt-data"})
 """Targets whose seeds are folders: the file named in TARGET_FILES is mutated, the seed's other files
 (its companions) lie beside it, written once a campaign, and every file of the folder is hashed, each as
 ``reprobox hash`` hashes it (a DCP checkpoint's index is read with its shards, and each shard by it)."""
@@ -104,10 +106,18 @@ def folder_input(work: Path, target: str, seed: Path) -> Path:
     folder = work / seed.name
     if not folder.is_dir():
         folder.mkdir(parents=True)
-        for companion in seed.iterdir():
-            if companion.name != TARGET_FILES[target]:
-                (folder / companion.name).write_bytes(companion.read_bytes())
+        for companion in seed.rglob("*"):
+            name = companion.relative_to(seed).as_posix()
+            if companion.is_file() and name != TARGET_FILES[target]:
+                (folder / name).parent.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_bytes(companion.read_bytes())
+    (folder / TARGET_FILES[target]).parent.mkdir(parents=True, exist_ok=True)
     return folder / TARGET_FILES[target]
+
+
+def input_root(path: Path, target: str) -> Path:
+    """The folder a FOLDERS target's input lies in, as its seed's files do (``d/<id>`` lies one down)."""
+    return path.parents[TARGET_FILES[target].count("/")]
 
 
 def _rss_bytes() -> int:
@@ -138,7 +148,7 @@ def _child(path: Path, write_end: int, time_limit: float) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     warnings.simplefilter("ignore")  # a reader's library warning about an input is not an outcome
     files, root = (
-        (sorted(p for p in path.iterdir() if p.is_file()), path) if path.is_dir() else ([path], path.parent)
+        (sorted(p for p in path.rglob("*") if p.is_file()), path) if path.is_dir() else ([path], path.parent)
     )
     try:
         if path.name in DIRECT_READERS:
@@ -308,7 +318,7 @@ def fuzz(target: str, seconds: float, seeds: Path, work: Path, findings: Path, r
             else input_path(work, target, suffix)
         )
         path.write_bytes(data)
-        outcome = run_input(path.parent if folder else path)
+        outcome = run_input(input_root(path, target) if folder else path)
         campaign.executions += 1
         campaign.kinds[outcome.kind] = campaign.kinds.get(outcome.kind, 0) + 1
         if not outcome.passed and outcome.signature not in seen:
@@ -316,7 +326,7 @@ def fuzz(target: str, seconds: float, seeds: Path, work: Path, findings: Path, r
             kept = findings / target / (hashlib.sha256(data).hexdigest()[:16] + ("" if folder else suffix))
             kept.parent.mkdir(parents=True, exist_ok=True)
             if folder:  # the whole folder: its companions as this save wrote them
-                shutil.copytree(path.parent, kept, dirs_exist_ok=True)
+                shutil.copytree(input_root(path, target), kept, dirs_exist_ok=True)
             else:
                 kept.write_bytes(data)
             campaign.findings.append((kept, outcome))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reprobox.guest.hashing._crc32c import masked_crc32c
+from tests.fuzz import ocdbt_inputs as ocdbt_seeds
 from tests.fuzz.seeds import wandb_frame
 
 Mutator = Callable[[random.Random, bytes], bytes]
@@ -714,3 +715,4 @@ def _dcp_shard(rng: random.Random, data: bytes) -> bytes:
 
 MUTATORS["dcp-metadata"] = _dcp_metadata
 MUTATORS["dcp-shard"] = _dcp_shard
+MUTATORS.update(ocdbt_seeds.MUTATORS)

@@ -18,6 +18,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.fuzz import ocdbt_inputs as ocdbt_seeds
+
 
 def _npy() -> list[bytes]:
     import numpy as np
@@ -581,6 +583,7 @@ def _save_rank(rank: int, init: str, checkpoint: str) -> None:
 
 BUILDERS["dcp-metadata"] = _dcp_saves
 BUILDERS["dcp-shard"] = _dcp_saves
+BUILDERS.update(ocdbt_seeds.BUILDERS)
 
 
 def write_seeds(folder: Path, names: list[str]) -> None:
@@ -591,6 +594,7 @@ def write_seeds(folder: Path, names: list[str]) -> None:
             if isinstance(seed, dict):  # a folder: the target's file and its companions, by name
                 (target / f"seed{index}").mkdir(exist_ok=True)
                 for file_name, content in seed.items():
+                    (target / f"seed{index}" / file_name).parent.mkdir(parents=True, exist_ok=True)
                     (target / f"seed{index}" / file_name).write_bytes(content)
                 continue
             suffix, data = seed if isinstance(seed, tuple) else ("", seed)

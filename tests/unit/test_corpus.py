@@ -29,6 +29,7 @@ RIGHT_TODAY = {  # case: the module its library installs
     "dvclive-quickstart": "dvclive",
     "einops-torch": "einops",
     "equinox-cnn": "equinox",
+    "flax-nnx-mnist": "flax",
     "gensim-word2vec": "gensim",
     "gpytorch-regression": "gpytorch",
     "hydra-train": "hydra",

@@ -26,6 +26,7 @@ from tests.fuzz.forkserver import (
     folder_input,
     fuzz,
     input_path,
+    input_root,
     preload_torch,
     run_input,
 )
@@ -82,7 +83,7 @@ def test_each_input_the_fuzzer_found_is_read_or_refused(
             first = sorted((request.getfixturevalue("seeds") / target).iterdir())[0]
             path = folder_input(tmp_path, target, first)
             path.write_bytes(kept.read_bytes())
-            folder = path.parent
+            folder = input_root(path, target)
         outcome = run_input(folder)
         assert outcome.passed, _described(outcome)
         return

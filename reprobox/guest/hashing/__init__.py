@@ -44,6 +44,8 @@ The contract (other modules and tools recompute it, so it must not drift):
 - A torch Distributed Checkpoint (``"dcp"``): its ``.metadata`` index is values (per tensor ``<fqn>`` the
   sha256 of the tensor assembled from its chunks, ``<fqn>.dtype``, ``<fqn>.size``; the cut under ``layout.``;
   ``storage_meta.save_id``), each ``.distcp`` shard its items, a chunk as ``<fqn>@<offsets>`` (``_dcp``).
+- An OCDBT database (``"ocdbt"``): ``manifest.ocdbt`` holds its latest keys (zarr arrays as tensors by key,
+  others as values, ``commit_time_ns``); a data file it reached, nothing, ``part_of`` naming the manifests.
 - A TorchScript archive (``"torchscript"``, ``torch.jit.save``) and a torch.export PT2 archive (``"pt2"``)
   are read member by member (``_torch_archive``): the module's tensors and values as ``data.pkl`` names
   them, a PT2 archive's weights and constants by FQN, every other member under its path
@@ -57,7 +59,7 @@ The contract (other modules and tools recompute it, so it must not drift):
   ``sqlite_header/user_version`` and ``sqlite_header/application_id``.
 - A UBJSON document (``"ubjson"``: XGBoost's ``.ubj``) is named as a JSON file is; an array of one
   numeric type (``[$d#...``) is a tensor of that dtype under its name.
-- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"torchscript"``, ``"pt2"``,
+- ``format`` says how ``content_sha256`` was made: ``"torch"``, ``"torchscript"``, ``"pt2"``, ``"ocdbt"``,
   ``"safetensors"``, ``"numpy"``, ``"hdf5"``, ``"ubjson"``, ``"dcp"`` or ``"pickle"`` from the tensors,
   ``"file"`` when it is the file sha256 (other files, and checkpoints whose content could not be read
   safely; ``note`` then says why). ``reader`` names what read the content. Nothing a pickle names is
@@ -90,6 +92,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import os
+import posixpath
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -228,6 +231,10 @@ class _Pending:
             note=content.note,
             reader=content.reader,
             unaccounted=unaccounted,
+            part_of=tuple(
+                posixpath.normpath(posixpath.join(posixpath.dirname(self.relpath), other))
+                for other in content.part_of
+            ),
         )
 
 

@@ -60,6 +60,9 @@ class _Content:
     refusal: str | None = None  # the limit that refused the content (see ``_bounds``), if one did
     values_only: bool = False  # a file of values alone (JSON, logs): with no tensors, its content is them
     layout: Layout | None = None  # the bytes the reader accounted for (``_layout``); None: it cannot say
+    # the files whose reader compares what this file holds (an OCDBT data file's manifests), relative
+    # to this file's folder: this file's name and packing are then their layout, not a content
+    part_of: tuple[str, ...] = ()
 
 
 def _opaque(note: str | None, refusal: str | None = None) -> _Content:

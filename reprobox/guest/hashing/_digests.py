@@ -1,7 +1,7 @@
 """The record hashing writes for each output file (the manifest's ``checkpoints``), and reads back.
 
 ``CheckpointDigest`` is the schema ``reprobox.run/1`` stores per file; fields added since are optional
-when read (``reader``, ``unaccounted``), so older records still load and say what they knew.
+when read (``reader``, ``unaccounted``, ``part_of``), so older records still load and say what they knew.
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ class CheckpointDigest:
     # the bytes no reader accounted for (``_layout``); None: the reader could not say (or format "file",
     # whose bytes are its content, or a record written before bytes were accounted for)
     unaccounted: Unaccounted | None = None
+    # the output files (their paths) whose reader reads what this one holds: an OCDBT database's data
+    # file is compared through its manifests, its random name and its packing their layout
+    part_of: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -72,7 +75,7 @@ class CheckpointDigest:
             "note": self.note,
             "reader": self.reader,
             "unaccounted": None if self.unaccounted is None else self.unaccounted.to_json(),
-        }
+        } | ({"part_of": list(self.part_of)} if self.part_of else {})
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> CheckpointDigest:
@@ -100,6 +103,9 @@ class CheckpointDigest:
             unaccounted = Unaccounted.from_json(data.get("unaccounted"))
         except ValueError as exc:
             raise _bad_record("unaccounted", str(exc)) from None
+        part_of = data.get("part_of", [])  # absent unless the file is part of another's content
+        if not isinstance(part_of, list) or not all(isinstance(p, str) for p in part_of):
+            raise _bad_record("part_of", "a list of paths")
         return cls(
             path=_expect_str(data, "path", "path"),
             size=size,
@@ -112,6 +118,7 @@ class CheckpointDigest:
             note=note,
             reader=reader,
             unaccounted=unaccounted,
+            part_of=tuple(part_of),
         )
 
 

@@ -105,10 +105,6 @@ def _log_row(kind: str) -> Reader:
     )
 
 
-def _is_npz(path: Path) -> bool:
-    return path.suffix.lower() == ".npz"
-
-
 def _may_be_ubjson(path: Path) -> bool:
     """A ``.ubj`` file, or one that opens a container as UBJSON does: only then is its parser imported."""
     if _sniff.suffix(path) not in (".ubj", ".ubjson") and _sniff.head(path)[:1] not in (b"{", b"["):
@@ -153,6 +149,15 @@ READERS: tuple[Reader, ...] = (
         bounds=Named("_sqlite", "BOUNDS"),
     ),
     Reader(
+        format="ocdbt",
+        what="TensorStore OCDBT database (Orbax's checkpoints): manifest.ocdbt, and each d/<id> it reaches",
+        yields="the latest keys: zarr arrays as tensors, the rest values; a data file nothing of its own",
+        detect=Named("_ocdbt_rows", "is_ocdbt"),
+        plan=Named("_ocdbt_rows", "plan_ocdbt"),
+        load=Named("_ocdbt_rows", "load_ocdbt"),
+        bounds=Named("_ocdbt_rows", "BOUNDS"),
+    ),
+    Reader(
         format="dcp",
         what="torch Distributed Checkpoint index (.metadata beside .distcp shards)",
         yields="per tensor: dtype, size and the digest of the tensor assembled from its chunks; the chunk "
@@ -185,7 +190,7 @@ READERS: tuple[Reader, ...] = (
         yields="tensors",
         what="NumPy .npy or .npz file",
         detect=lambda path: _sniff.suffix(path) in (".npy", ".npz"),
-        plan=lambda path: _PLAN_NPZ(path) if _is_npz(path) else _PLAN_NPY(path),
+        plan=lambda path: _PLAN_NPZ(path) if path.suffix.lower() == ".npz" else _PLAN_NPY(path),
         load=Named("_load", "_load_numpy_tensors"),
         bounds="no Python objects; shapes; zip members and expansion; arrays held in memory",
     ),
