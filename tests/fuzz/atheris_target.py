@@ -26,7 +26,15 @@ with atheris.instrument_imports(include=["reprobox.guest.hashing"]):
 from reprobox.errors import UsageError
 from reprobox.guest.hashing._bounds import OverLimit
 from reprobox.guest.hashing._zstd import ZstdError
-from tests.fuzz.forkserver import DIRECT_READERS, FOLDERS, TARGET_FILES, folder_input, input_path, input_root, preload
+from tests.fuzz.forkserver import (
+    DIRECT_READERS,
+    FOLDERS,
+    TARGET_FILES,
+    folder_input,
+    input_path,
+    input_root,
+    preload,
+)
 from tests.fuzz.mutate import MUTATORS
 
 TEXT_SUFFIXES = (".json", ".jsonl", ".yaml", ".csv")
@@ -50,7 +58,7 @@ def main(argv: list[str]) -> None:
         checkpoint = folder_input(folder / "work", target, first)
 
     def one_input(data: bytes) -> None:
-        if TARGET_FILES[target] in DIRECT_READERS:  # a decoder no reader calls yet: its own errors refuse
+        if TARGET_FILES[target] in DIRECT_READERS:  # a decoder fuzzed on its own: its own errors refuse
             with contextlib.suppress(ZstdError, OverLimit):
                 DIRECT_READERS[TARGET_FILES[target]](data)
             return
