@@ -6,7 +6,7 @@ mutations are this package's framing-aware ones (``mutate``), and its limits lib
 crash, which libFuzzer writes to ``-artifact_prefix``. A text input is hashed under each text suffix, a
 compressed one under a JSON and an .npy name. A target whose seeds are folders (``FOLDERS``) mutates the
 first seed's file, beside that seed's other files, and hashes every file of the folder. A target of a
-decoder no reader calls yet (``DIRECT_READERS``) hands the input to it.
+decoder fuzzed on its own (``DIRECT_READERS``) hands the input to it.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def _read_zstd(data: bytes) -> None:
 
 
 DIRECT_READERS: dict[str, Callable[[bytes], None]] = {"frames.zst": _read_zstd}
-"""Inputs handed to a decoder no reader calls yet (by the file name they are written under), within a
+"""Inputs handed to a decoder itself, not through a reader (by the file name they are written under), within a
 file's CPU budget: read, or refused with the decoders' own error (``ZstdError``, ``OverLimit``)."""
 SUFFIXED = frozenset({"text", "compressed"})
 """Targets whose inputs keep their seed's suffix: it picks the reader (of the file a stream holds)."""
