@@ -29,8 +29,9 @@ WEIGHTS = {
 }
 
 
-def write(folder: Path, weights: dict[str, np.ndarray[Any, Any]]) -> None:
-    """Each array as Orbax saves it: zarr v2, zstd, into one OCDBT database (chunks cut the kernel)."""
+def write(folder: Path, weights: dict[str, np.ndarray[Any, Any]], *, reopen: bool = False) -> None:
+    """Each array as Orbax saves it: zarr v2, zstd, into one OCDBT database (chunks cut the kernel);
+    ``reopen``: arrays already there written over."""
     base = {"driver": "ocdbt", "base": f"file://{folder}/"}
     for name, value in weights.items():
         chunks = [2, 3] if value.ndim == 2 else list(value.shape)
@@ -43,9 +44,26 @@ def write(folder: Path, weights: dict[str, np.ndarray[Any, Any]]) -> None:
                 "shape": list(value.shape),
                 "dtype": value.dtype.str,
             },
-            "create": True,
+            "create": not reopen,
+            "open": reopen,
         }
         ts.open(spec).result().write(value).result()
+
+
+def write_orbax_shaped(folder: Path, weights: dict[str, np.ndarray[Any, Any]]) -> None:
+    """As ``StandardCheckpointer().save`` lays a save out: the arrays written into the process's
+    database ``ocdbt.process_0/``, then copied into the root database at ``folder`` as Orbax merges them
+    (``experimental_copy_range_to`` in one transaction: the root's tree points into the process's data
+    files)."""
+    write(folder / "ocdbt.process_0", weights)
+    context = ts.Context()
+    child, parent = (
+        ts.KvStore.open({"driver": "ocdbt", "base": {"driver": "file", "path": f"{path}/"}}, context=context)
+        for path in (folder / "ocdbt.process_0", folder)
+    )
+    txn = ts.Transaction(atomic=True)
+    child.result().experimental_copy_range_to(parent.result().with_transaction(txn)).result()
+    txn.commit_async().result()
 
 
 def test_arrays_are_tensors_named_by_key_equal_to_what_tensorstore_reads(tmp_path: Path) -> None:
@@ -80,11 +98,13 @@ def test_arrays_are_tensors_named_by_key_equal_to_what_tensorstore_reads(tmp_pat
         assert (part.format, part.part_of, part.tensors) == ("ocdbt", ("manifest.ocdbt",), ())
 
 
-def _runs(tmp_path: Path, first: dict[str, Any], second: dict[str, Any]) -> compare.Comparison:
+def _runs(
+    tmp_path: Path, first: dict[str, Any], second: dict[str, Any], writer: Any = write
+) -> compare.Comparison:
     start = datetime.now(timezone.utc) - timedelta(seconds=5)
     window = tuple((start + timedelta(seconds=s)).isoformat(timespec="milliseconds") for s in (0, 120))
     runs = [
-        make_run(tmp_path, run_id, lambda out, w=weights: write(out / "ckpt", w), window=window)  # type: ignore[misc]
+        make_run(tmp_path, run_id, lambda out, w=weights: writer(out / "ckpt", w), window=window)  # type: ignore[misc]
         for run_id, weights in (("20261123T120000Z-aaaaaa", first), ("20261123T120105Z-bbbbbb", second))
     ]
     return compare.compare_runs(runs)
@@ -114,6 +134,58 @@ def test_a_changed_weight_is_named(tmp_path: Path) -> None:
     ]
     assert "dense.kernel" in result.sentence and "/d/" not in result.sentence
     assert not result.one_sided and not result.renamed
+
+
+def test_a_process_database_the_root_holds_is_compared_through_the_root(tmp_path: Path) -> None:
+    write_orbax_shaped(tmp_path, WEIGHTS)
+    records = {d.path: d for d in hash_outputs(tmp_path, [])}
+    root, process = records["manifest.ocdbt"], records["ocdbt.process_0/manifest.ocdbt"]
+    assert {t.name for t in root.tensors} == set(WEIGHTS)
+    assert (process.format, process.tensors, list(process.metadata)) == ("ocdbt", (), ["commit_time_ns"])
+    assert process.note == "14 of its 14 keys compared in ../manifest.ocdbt"
+    assert process.unaccounted is not None and process.unaccounted.none
+    parts = [d for path, d in records.items() if "/d/" in f"/{path}"]
+    assert {part.part_of for part in parts} >= {("ocdbt.process_0/manifest.ocdbt", "manifest.ocdbt")}
+    assert all(part.unaccounted is not None and part.unaccounted.none for part in parts)
+    tensors, values = load_tensors(tmp_path / "ocdbt.process_0" / "manifest.ocdbt")
+    assert (dict(tensors), list(values)) == ({}, ["commit_time_ns"])
+
+
+def test_an_orbax_shaped_save_counts_each_array_once(tmp_path: Path) -> None:
+    same = _runs(tmp_path / "same", WEIGHTS, WEIGHTS, write_orbax_shaped)
+    assert (same.verdict, same.grade) == (compare.IDENTICAL, compare.REPRODUCED), same.sentence
+    assert same.coverage is not None and same.coverage.tensors == len(WEIGHTS)
+    assert not same.renamed and not same.one_sided and not same.unreadable
+    changed = dict(WEIGHTS, **{"dense.kernel": WEIGHTS["dense.kernel"] + 1})
+    result = _runs(tmp_path / "changed", WEIGHTS, changed, write_orbax_shaped)
+    assert [(d["checkpoint"], d["name"]) for d in result.differences] == [
+        ("ckpt/manifest.ocdbt", "dense.kernel")
+    ]
+    assert "1 tensor differs" in result.sentence, result.sentence
+
+
+def test_a_key_only_the_process_database_holds_is_compared_there(tmp_path: Path) -> None:
+    """Written into the process's database after the merge: a new array, and an array written over (its
+    chunk now at another place than the one the root points at)."""
+
+    def save(folder: Path, extra: dict[str, Any]) -> None:
+        write_orbax_shaped(folder, WEIGHTS)
+        write(folder / "ocdbt.process_0", extra)
+        write(folder / "ocdbt.process_0", {"dense.bias": -WEIGHTS["dense.bias"]}, reopen=True)
+
+    process = tmp_path / "one" / "ocdbt.process_0" / "manifest.ocdbt"
+    save(process.parent.parent, {"extra": np.ones(4, dtype=np.float32)})
+    digest = hash_checkpoint(process, relative_to=tmp_path / "one")
+    assert {t.name for t in digest.tensors} == {"dense.bias", "extra"}
+    assert "extra/.zarray/shape" in digest.metadata and "dense.kernel/.zarray/shape" not in digest.metadata
+    tensors, _values = load_tensors(process)
+    assert np.array_equal(tensors["dense.bias"].numpy(), -WEIGHTS["dense.bias"])
+    ones, zeros = np.ones(4, dtype=np.float32), np.zeros(4, dtype=np.float32)
+    result = _runs(tmp_path / "runs", {"extra": ones}, {"extra": zeros}, save)
+    assert [(d["checkpoint"], d["name"]) for d in result.differences] == [
+        ("ckpt/ocdbt.process_0/manifest.ocdbt", "extra")
+    ]
+    assert "1 tensor differs" in result.sentence, result.sentence
 
 
 def test_a_data_file_no_database_reaches_is_a_plain_file(tmp_path: Path) -> None:

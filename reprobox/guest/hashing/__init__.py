@@ -45,7 +45,8 @@ The contract (other modules and tools recompute it, so it must not drift):
   sha256 of the tensor assembled from its chunks, ``<fqn>.dtype``, ``<fqn>.size``; the cut under ``layout.``;
   ``storage_meta.save_id``), each ``.distcp`` shard its items, a chunk as ``<fqn>@<offsets>`` (``_dcp``).
 - An OCDBT database (``"ocdbt"``): ``manifest.ocdbt`` holds its latest keys (zarr arrays as tensors by key,
-  others as values, ``commit_time_ns``); a data file it reached, nothing, ``part_of`` naming the manifests.
+  others as values, ``commit_time_ns``), but for those a database above holds alike (Orbax's root over
+  its process databases: compared there, once); a data file it reached, nothing, ``part_of`` naming them.
 - A TorchScript archive (``"torchscript"``, ``torch.jit.save``) and a torch.export PT2 archive (``"pt2"``)
   are read member by member (``_torch_archive``): the module's tensors and values as ``data.pkl`` names
   them, a PT2 archive's weights and constants by FQN, every other member under its path

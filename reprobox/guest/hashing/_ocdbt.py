@@ -3,7 +3,9 @@
 TensorStore's OCDBT key-value store keeps a folder: ``manifest.ocdbt`` (the configuration and the
 versions, each a B+tree root), and data files ``d/<32 hex digits>`` named by 128-bit random ids that
 TensorStore draws in C++, each a log of values and encoded tree nodes. Orbax writes one database per
-process (``ocdbt.process_0/``) and a root one beside them whose tree points into their data files. The
+process (``ocdbt.process_0/``), then copies each into a root one above them: the root's own B+tree holds
+the same keys, its inline values copied and the others pointing at the same bytes of the process
+databases' data files (``held_alike`` tells which keys a database above holds so). The
 order in which values are packed into data files, and how many files there are, follows the timing of
 asynchronous writes; the manifest's ``uuid`` is drawn at random too. None of that is what the database
 holds: it is its layout, as a zip's offsets are.
@@ -229,6 +231,29 @@ def data_file_layout(db: Database, path: str) -> Layout | None:
         return None
     content, framing = db.spans[path]
     return Layout.of(db.sizes[path], content, framing)
+
+
+def held_alike(db: Database, above: Database) -> set[str]:
+    """The keys of ``db`` that ``above`` holds too, each with the same value at the same place: the same
+    inline bytes, or the same bytes of the same data file (Orbax's root database holds its process
+    databases' keys so, pointing into their data files). Comparing them under ``above`` compares them."""
+    files = {path: (db.data_file(path).resolve(), size) for path, size in db.sizes.items()}
+    theirs = {path: (above.data_file(path).resolve(), size) for path, size in above.sizes.items()}
+    mine = dict(db.values)
+    found: set[str] = set()
+    for key, value in above.values:
+        own = mine.get(key)
+        if isinstance(own, bytes) and isinstance(value, bytes):
+            alike = own == value
+        elif isinstance(own, fmt.Ref) and isinstance(value, fmt.Ref):
+            alike = (own.offset, own.length) == (value.offset, value.length) and (
+                files[own.path] == theirs[value.path]
+            )
+        else:
+            alike = False
+        if alike:
+            found.add(key)
+    return found
 
 
 def read_database(manifest: Path) -> Database:

@@ -5,7 +5,14 @@ The manifest's row names what the latest version holds (``_ocdbt``): each zarr a
 reader decodes as one tensor under the array's key (``_ocdbt_zarr``); every other key as a value, a JSON
 value flattened under its key (``conv1.kernel.value/.zarray/dtype``), short UTF-8 text as itself, any
 other bytes as ``{"sha256", "bytes"}``; and the latest commit's time, ``commit_time_ns`` (a clock
-reading in nanoseconds since the epoch, judged by the run's record as any other).
+reading in nanoseconds since the epoch, judged by the run's record as any other). A key that a database
+above (up to ``SEARCH_LEVELS`` folders up) holds alike, the same inline bytes or the same bytes of the
+same data file, is left to that database, as is an array all of whose keys it holds so: Orbax's root
+database holds every key of its process databases so, and each array the job saved counts once, under
+the root. Whatever a process database holds that no database above does (a key the root lacks, a value
+written over since) is its own, read and compared as above, and so is the whole of an array any of whose
+keys is. Which keys were left to which manifest is
+the row's note; the manifest's bytes and its tree nodes stay accounted for by its own reading.
 
 A data file (``d/<32 hex digits>``) is recognised beside the databases above it (up to
 ``SEARCH_LEVELS`` folders up: Orbax's root database points into ``ocdbt.process_<n>/d/``). One that a
@@ -41,6 +48,7 @@ from reprobox.guest.hashing._ocdbt import (
     MANIFEST_NAME,
     Database,
     data_file_layout,
+    held_alike,
     read_database,
 )
 from reprobox.guest.hashing._ocdbt_zarr import MAX_METADATA_BYTES, ZarrArray, array_of, assemble
@@ -128,8 +136,27 @@ def _value(db: Database, key: str, value: bytes | fmt.Ref) -> list[tuple[str, ob
     return [(key, _digest(db, value))]
 
 
-def _contents(db: Database) -> tuple[list[ZarrArray], dict[str, bytes | fmt.Ref], list[tuple[str, object]]]:
-    """The arrays decoded as tensors, the values by key, and the named values of everything else."""
+def _held_above(manifest: Path, db: Database) -> tuple[set[str], list[str]]:
+    """The keys a database above holds alike (``held_alike``), and those databases' manifests relative to
+    this one's folder. One whose manifest is not read as a database holds none."""
+    held: set[str] = set()
+    where: list[str] = []
+    for above in _manifests_above(manifest):
+        try:
+            found = held_alike(db, read_database(above))
+        except (ValueError, RecursionError, OSError):
+            continue  # not a database read: its manifest's record says why
+        if found - held:
+            where.append(os.path.relpath(above, manifest.parent).replace(os.sep, "/"))
+        held |= found
+    return held, where
+
+
+def _contents(
+    db: Database, held: set[str]
+) -> tuple[list[ZarrArray], dict[str, bytes | fmt.Ref], list[tuple[str, object]]]:
+    """The arrays decoded as tensors, the values by key, and the named values of everything else; an
+    array all of whose keys a database above holds alike, and any other key it holds, left to it."""
     keyed = dict(db.values)
     arrays: list[ZarrArray] = []
     chunks: set[str] = set()
@@ -143,9 +170,15 @@ def _contents(db: Database) -> tuple[list[ZarrArray], dict[str, bytes | fmt.Ref]
         stored = [name for name in mine if name in keyed]
         if len(stored) < len(mine) and array.fill is None:
             continue  # a chunk missing and nothing to fill it with: its chunks stay values
-        arrays.append(array)
         chunks.update(stored)
-    values = [named for key, value in db.values if key not in chunks for named in _value(db, key, value)]
+        if key not in held or not held.issuperset(stored):
+            arrays.append(array)
+    values = [
+        named
+        for key, value in db.values
+        if key not in chunks and key not in held
+        for named in _value(db, key, value)
+    ]
     values.append((COMMIT_TIME, db.commit_time))
     return arrays, keyed, values
 
@@ -170,9 +203,11 @@ def plan_manifest(path: Path) -> _Content:
     """The database's latest keys and values: its arrays as tensors, the rest as values."""
     try:
         db = read_database(path)
-        arrays, keyed, values = _contents(db)
+        held, above = _held_above(path, db)
+        arrays, keyed, values = _contents(db, held)
     except (ValueError, RecursionError, OSError) as exc:
         return _refused("OCDBT database", exc)
+    note = f"{len(held)} of its {len(db.values)} keys compared in {', '.join(above)}" if held else None
     return _Content(
         format="ocdbt",
         arrays=[_array(db, keyed, array) for array in arrays],
@@ -180,6 +215,7 @@ def plan_manifest(path: Path) -> _Content:
         keepalive=db,
         reader=READER_NAME,
         values_only=not arrays,
+        note=note,  # held alike there: the same values at the same places, each compared once
         layout=Layout.whole(db.manifest_size),  # header, body and checksum, all parsed
     )
 
@@ -197,7 +233,7 @@ def load_manifest(path: Path) -> Loaded:
     """The tensors and values ``plan_manifest`` names, for comparison."""
     try:
         db = read_database(path)
-        arrays, keyed, values = _contents(db)
+        arrays, keyed, values = _contents(db, _held_above(path, db)[0])
     except OverLimit:
         raise
     except (ValueError, RecursionError, OSError) as exc:
