@@ -6,17 +6,17 @@ reader decodes as one tensor under the array's key (``_ocdbt_zarr``); every othe
 value flattened under its key (``conv1.kernel.value/.zarray/dtype``), short UTF-8 text as itself, any
 other bytes as ``{"sha256", "bytes"}``; and the latest commit's time, ``commit_time_ns`` (a clock
 reading in nanoseconds since the epoch, judged by the run's record as any other). A key that a database
-above (up to ``SEARCH_LEVELS`` folders up) holds alike, the same inline bytes or the same bytes of the
-same data file, is left to that database, as is an array all of whose keys it holds so: Orbax's root
-database holds every key of its process databases so, and each array the job saved counts once, under
-the root. Whatever a process database holds that no database above does (a key the root lacks, a value
-written over since) is its own, read and compared as above, and so is the whole of an array any of whose
-keys is. Which keys were left to which manifest is
-the row's note; the manifest's bytes and its tree nodes stay accounted for by its own reading.
+above (up to ``_sniff.OCDBT_SEARCH_LEVELS`` folders up) holds alike, the same inline bytes or the same
+bytes of the same data file, is left to that database, as is an array all of whose keys it holds so:
+Orbax's root database holds every key of its process databases so, and each array the job saved counts
+once, under the root. Whatever a process database holds that no database above does (a key the root
+lacks, a value written over since) is its own, read and compared as above, and so is the whole of an
+array any of whose keys is. Which keys were left to which manifest is the row's note; the manifest's
+bytes and its tree nodes stay accounted for by its own reading.
 
 A data file (``d/<32 hex digits>``) is recognised beside the databases above it (up to
-``SEARCH_LEVELS`` folders up: Orbax's root database points into ``ocdbt.process_<n>/d/``). One that a
-database's tree reached is that database's part: its record names the manifests that read it
+``_sniff.OCDBT_SEARCH_LEVELS`` folders up: Orbax's root database points into ``ocdbt.process_<n>/d/``).
+One that a database's tree reached is that database's part: its record names the manifests that read it
 (``part_of``) and the bytes they reached (its layout: tree nodes are framing, the latest values
 content), and comparison compares it through them, never by its random name. A data file no database
 reached is no part of one: it is compared as the plain file it is.
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -44,7 +43,6 @@ from reprobox.guest.hashing._ocdbt import (
     BOUNDS as DATABASE_BOUNDS,
 )
 from reprobox.guest.hashing._ocdbt import (
-    DATA_FOLDER,
     MANIFEST_NAME,
     Database,
     data_file_layout,
@@ -52,7 +50,7 @@ from reprobox.guest.hashing._ocdbt import (
     read_database,
 )
 from reprobox.guest.hashing._ocdbt_zarr import MAX_METADATA_BYTES, ZarrArray, array_of, assemble
-from reprobox.guest.hashing._sniff import head
+from reprobox.guest.hashing._sniff import ocdbt_above
 
 if TYPE_CHECKING:
     import torch
@@ -60,36 +58,8 @@ if TYPE_CHECKING:
 READER_NAME = "OCDBT database reader"
 DATA_READER_NAME = "OCDBT data file reader"
 COMMIT_TIME = "commit_time_ns"
-SEARCH_LEVELS = 4
 MAX_TEXT_BYTES = 1 << 16  # a value read as text or JSON; a longer one is its digest
 BOUNDS = DATABASE_BOUNDS + "; each zarr chunk decoded to exactly its own size, each array within memory"
-
-_DATA_NAME = re.compile(r"[0-9a-f]{32}")
-_MAGIC = fmt.MANIFEST_MAGIC.to_bytes(4, "big")
-
-
-def is_manifest(path: Path) -> bool:
-    return path.name == MANIFEST_NAME and head(path)[:4] == _MAGIC
-
-
-def _manifests_above(path: Path) -> list[Path]:
-    """The manifests of the databases a data file may belong to, nearest first."""
-    found, folder = [], path.parent.parent
-    for _ in range(SEARCH_LEVELS):
-        if (folder / MANIFEST_NAME).is_file():
-            found.append(folder / MANIFEST_NAME)
-        if folder.parent == folder:
-            break
-        folder = folder.parent
-    return found
-
-
-def is_data_file(path: Path) -> bool:
-    return (
-        path.parent.name == DATA_FOLDER
-        and bool(_DATA_NAME.fullmatch(path.name))
-        and bool(_manifests_above(path))
-    )
 
 
 def _bytes(db: Database, value: bytes | fmt.Ref) -> bytes:
@@ -141,7 +111,7 @@ def _held_above(manifest: Path, db: Database) -> tuple[set[str], list[str]]:
     this one's folder. One whose manifest is not read as a database holds none."""
     held: set[str] = set()
     where: list[str] = []
-    for above in _manifests_above(manifest):
+    for above in ocdbt_above(manifest):
         try:
             found = held_alike(db, read_database(above))
         except (ValueError, RecursionError, OSError):
@@ -248,7 +218,7 @@ def plan_data_file(path: Path) -> _Content:
     framing: list[Span] = []
     part_of: list[str] = []
     size = path.stat().st_size
-    for manifest in _manifests_above(path):
+    for manifest in ocdbt_above(path):
         try:
             db = read_database(manifest)
         except (ValueError, RecursionError, OSError):
@@ -273,10 +243,6 @@ def plan_data_file(path: Path) -> _Content:
 def load_data_file(path: Path) -> Loaded:
     """Nothing of its own: what it holds is compared through the manifests that read it."""
     return {}, {}
-
-
-def is_ocdbt(path: Path) -> bool:
-    return is_manifest(path) or is_data_file(path)
 
 
 def plan_ocdbt(path: Path) -> _Content:

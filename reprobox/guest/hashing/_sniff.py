@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import re
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +41,9 @@ TEXT_FORMATS = {
 """Each structured text format (``_text``) by the suffixes that name it."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+OCDBT_MANIFEST, OCDBT_SEARCH_LEVELS = "manifest.ocdbt", 4
+_OCDBT_MAGIC = bytes.fromhex("0cdb3a2a")  # a manifest's magic, big-endian
+_OCDBT_DATA_NAME = re.compile(r"[0-9a-f]{32}")
 DCP_INDEX_NAME = ".metadata"  # a torch Distributed Checkpoint's index (``_dcp``) ...
 DCP_SHARD_SUFFIX = ".distcp"  # ... beside its shards (``_dcp_shards``)
 _ZIP_LOCAL_HEADER = b"PK\x03\x04"
@@ -111,6 +115,26 @@ def is_dcp_index(path: Path) -> bool:
 
 def is_dcp_shard(path: Path) -> bool:
     return suffix(path) == DCP_SHARD_SUFFIX
+
+
+def is_ocdbt(path: Path) -> bool:
+    """A TensorStore OCDBT database's ``manifest.ocdbt``, or a data file ``d/<32 hex digits>`` with a
+    manifest up to ``OCDBT_SEARCH_LEVELS`` folders above it."""
+    if path.name == OCDBT_MANIFEST:
+        return head(path)[:4] == _OCDBT_MAGIC
+    return path.parent.name == "d" and bool(_OCDBT_DATA_NAME.fullmatch(path.name)) and bool(ocdbt_above(path))
+
+
+def ocdbt_above(path: Path) -> list[Path]:
+    """The manifests of the databases a data file may belong to, nearest first."""
+    found, folder = [], path.parent.parent
+    for _ in range(OCDBT_SEARCH_LEVELS):
+        if (folder / OCDBT_MANIFEST).is_file():
+            found.append(folder / OCDBT_MANIFEST)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return found
 
 
 def is_pt2(path: Path) -> bool:
