@@ -9,6 +9,11 @@
    the differences between the pairs, at least 7 pairs; 15 by default, since the job's own CPU varies
    from run to run by more than the targets).
 
+reprobox runs as users run it: installed from a wheel of this checkout, as `pipx` or `uv tool install`
+install it (its dependencies read from this environment, through a path entry). The checkout's own
+editable install puts an import hook into every Python process of its environment, about 18 ms of CPU
+each, which no user's install has; `--checkout` measures the checkout as it is installed instead.
+
 Both sides run with a bytecode cache (in a private PYTHONPYCACHEPREFIX, warmed first), as an installed
 package has: where PYTHONDONTWRITEBYTECODE is set, every process would otherwise recompile reprobox's
 modules from source, which measures the machine's setting rather than reprobox.
@@ -26,8 +31,10 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +62,30 @@ print(f"loss {loss.item():.4f}")
 
 
 CACHE_PREFIX = Path(tempfile.mkdtemp(prefix="reprobox-bench-pycache-"))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def installed_as_a_tool(folder: Path) -> Path:
+    """The Python of a fresh environment holding reprobox from a wheel of this checkout, as a tool install
+    makes one; its dependencies are this environment's, on a path entry (no .pth file of this one runs)."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", folder, ROOT],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", folder / "tool"], check=True)
+    python = folder / "tool" / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (wheel,) = folder.glob("reprobox-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(purelib)
+    Path(purelib, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
 
 
 def with_bytecode(env: dict[str, str] | None) -> dict[str, str]:
@@ -125,10 +156,11 @@ def median_side(samples: list[tuple[float, float]]) -> Side:
     return Side(statistics.median(w for w, _ in samples), statistics.median(c for _, c in samples))
 
 
-def bench_run(repeats: int) -> tuple[Side, Side, Side]:
+def bench_run(repeats: int, *, checkout: bool) -> tuple[Side, Side, Side]:
     """The torch job bare and under `reprobox run --runtime local`, alternating: each side's medians and
     the median of what each pair's reprobox run added."""
     with tempfile.TemporaryDirectory(prefix="reprobox-bench-") as tmp:
+        controller = sys.executable if checkout else installed_as_a_tool(Path(tmp))
         job = Path(tmp) / "job"
         job.mkdir()
         (job / "train.py").write_text(TORCH_JOB)
@@ -136,7 +168,7 @@ def bench_run(repeats: int) -> tuple[Side, Side, Side]:
         (job / "job.yaml").write_text(
             f"version: 1\nname: torch-small\ncommand: {json.dumps(command)}\ncheckpoints: ['*.pt']\n"
         )
-        reprobox = [sys.executable, "-m", "reprobox", "run", str(job), "--runtime", "local", "-q"]
+        reprobox = [str(controller), "-m", "reprobox", "run", str(job), "--runtime", "local", "-q"]
         reprobox += ["--runs-dir", str(Path(tmp) / "runs")]
         timed(reprobox)  # warm the file and bytecode caches once
         timed(command, cwd=job)
@@ -153,6 +185,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=15)  # the job alone varies by a second of CPU
+    parser.add_argument("--checkout", action="store_true", help="run reprobox as this checkout installs it")
     args = parser.parse_args()
 
     bare, hooked = bench_hook(args.repeats * 2)
@@ -163,9 +196,10 @@ def main() -> int:
         f"target <= {HOOK_TARGET_S * 1000:.0f} ms"
     )
 
-    bare_run, managed_run, added = bench_run(max(args.repeats, 7))
+    bare_run, managed_run, added = bench_run(max(args.repeats, 7), checkout=args.checkout)
     cpu_added, wall_added = added.cpu, added.wall
-    print("reprobox run --runtime local of a small torch job (median of each side):")
+    installed = "as this checkout installs it" if args.checkout else "installed from a wheel, as a tool"
+    print(f"reprobox run --runtime local of a small torch job, reprobox {installed} (median of each side):")
     print(f"  {'':8} {'bare':>9} {'reprobox':>9} {'ratio':>7} {'added':>9}")
     for label, bare_s, managed_s in (
         ("CPU", bare_run.cpu, managed_run.cpu),
