@@ -14,9 +14,6 @@ a shard beside it. The shards are read item by item in ``_dcp_shards``.
 from __future__ import annotations
 
 import ast
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
@@ -26,13 +23,13 @@ from reprobox.guest.hashing._bounds import (
     MAX_ARCHIVE_MEMBERS,
     OverLimit,
     budget_running,
-    charge_cpu,
     check_cpu_budget,
     check_shape,
 )
 from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._pickle import read_pickle
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
+from reprobox.guest.hashing._shared_reads import SharedReads
 from reprobox.guest.hashing._sniff import DCP_INDEX_NAME, DCP_SHARD_SUFFIX
 
 METADATA_NAME = DCP_INDEX_NAME
@@ -124,32 +121,10 @@ def read_index(path: Path) -> DcpIndex:
         for shard in path.parent.glob("*" + SHARD_SUFFIX)
     )
     key = (str(path.resolve()), file_sha256(path), tuple(shards))
-    with _READS_LOCK:
-        lock = _READ_LOCKS.setdefault(key, threading.Lock())
-    with lock:  # a second reader of the same index waits for the first's result
-        kept = _READS.get(key)
-        if kept is None:
-            started = time.thread_time()
-            try:
-                result: DcpIndex | ValueError | RecursionError = _read_index(path)
-            except (ValueError, RecursionError) as exc:
-                result = exc
-            kept = (result, time.thread_time() - started)
-            with _READS_LOCK:
-                _READS[key] = kept
-                while len(_READS) > _KEPT_READS:
-                    _READ_LOCKS.pop(_READS.popitem(last=False)[0], None)
-        else:
-            charge_cpu(kept[1])
-    if isinstance(kept[0], DcpIndex):
-        return kept[0]
-    raise type(kept[0])(*kept[0].args)  # a fresh one: each reader's own traceback
+    return _INDEXES.get(key, lambda: _read_index(path))
 
 
-_KEPT_READS = 4
-_READS: OrderedDict[tuple[object, ...], tuple[DcpIndex | ValueError | RecursionError, float]] = OrderedDict()
-_READ_LOCKS: dict[tuple[object, ...], threading.Lock] = {}
-_READS_LOCK = threading.Lock()
+_INDEXES: SharedReads[DcpIndex] = SharedReads(kept=4)
 
 
 def _read_index(path: Path) -> DcpIndex:

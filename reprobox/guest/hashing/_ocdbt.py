@@ -29,9 +29,6 @@ time down to the leaves (so no cycle), and the counts are bounded (``MAX_NODES``
 from __future__ import annotations
 
 import os
-import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,10 +39,10 @@ from reprobox.guest.hashing._bounds import (
     MAX_IN_MEMORY_BYTES,
     OverLimit,
     budget_running,
-    charge_cpu,
     check_cpu_budget,
 )
 from reprobox.guest.hashing._layout import Layout, Span
+from reprobox.guest.hashing._shared_reads import SharedReads
 
 MANIFEST_NAME = "manifest.ocdbt"
 DATA_FOLDER = "d"
@@ -260,29 +257,7 @@ def read_database(manifest: Path) -> Database:
     """The database whose manifest this is, read once for the manifest and each of its data files (the
     last few kept, by the manifest's path and bytes: a data file is written once and never changed)."""
     key = (str(manifest.resolve()), file_sha256(manifest))
-    with _LOCK:
-        lock = _LOCKS.setdefault(key, threading.Lock())
-    with lock:  # a second reader of the same database waits for the first's result
-        kept = _READS.get(key) if budget_running() else None
-        if kept is None:
-            started = time.thread_time()
-            try:
-                result: Database | ValueError | RecursionError = _read_database(manifest)
-            except (ValueError, RecursionError) as exc:
-                result = exc
-            kept = (result, time.thread_time() - started)
-            with _LOCK:
-                _READS[key] = kept
-                while len(_READS) > _KEPT:
-                    _LOCKS.pop(_READS.popitem(last=False)[0], None)
-        else:
-            charge_cpu(kept[1])  # each file's budget is spent alike, whichever file read it first
-    if isinstance(kept[0], Database):
-        return kept[0]
-    raise type(kept[0])(*kept[0].args)
+    return _DATABASES.get(key, lambda: _read_database(manifest), reuse=budget_running())
 
 
-_KEPT = 4
-_READS: OrderedDict[tuple[str, str], tuple[Database | ValueError | RecursionError, float]] = OrderedDict()
-_LOCKS: dict[tuple[str, str], threading.Lock] = {}
-_LOCK = threading.Lock()
+_DATABASES: SharedReads[Database] = SharedReads(kept=4)
