@@ -8,18 +8,10 @@ from collections.abc import Sequence
 
 from reprobox.guest.hashing._crc32c import crc32c
 from reprobox.guest.hashing._ocdbt_format import BTREE_NODE_MAGIC, MANIFEST_MAGIC, Cursor
+from tests.wire import varint
 
 DATA_FILE = "d/" + "0" * 32
 Ref = tuple[int, int, int]  # data file index, offset, length
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        part, value = value & 0x7F, value >> 7
-        out.append(part | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 def varints(values: Sequence[int]) -> bytes:

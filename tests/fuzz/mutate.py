@@ -185,16 +185,6 @@ def _tfrecords(data: bytes) -> list[bytes]:
     return records
 
 
-def varint(value: int) -> bytes:
-    """A protobuf base-128 varint (the shortest spelling)."""
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def tfrecord(body: bytes) -> bytes:
     header = struct.pack("<Q", len(body))
     return header + struct.pack("<I", masked_crc32c(header)) + body + struct.pack("<I", masked_crc32c(body))

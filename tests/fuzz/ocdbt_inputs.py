@@ -16,6 +16,7 @@ import random
 from pathlib import Path
 
 from tests import ocdbt_units as units
+from tests.wire import varint
 
 MAGICS = (0x0CDB3A2A, 0x0CDB1234, 0x0CDB20DE)
 
@@ -101,7 +102,7 @@ def mutate_units(rng: random.Random, data: bytes) -> bytes:
         return mutate_bytes(rng, data)
     if rng.random() < 0.4 and body:
         at = rng.randrange(len(body))
-        body = body[:at] + units.varint(rng.choice(INTERESTING_INTS)) + body[at + 1 :]
+        body = body[:at] + varint(rng.choice(INTERESTING_INTS)) + body[at + 1 :]
     else:
         body = mutate_bytes(rng, body)
     unit = units.wrap(magic, body)

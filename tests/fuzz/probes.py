@@ -171,7 +171,7 @@ def _tensorboard_a_million_scalar_events() -> bytes:
     import numpy as np
 
     from reprobox.guest.hashing._crc32c import masked_crc32c_many
-    from tests.fuzz.mutate import varint
+    from tests.wire import varint
 
     value = b"\x0a\x04loss\x15" + struct.pack("<f", 0.5)
     summary = b"\x0a" + varint(len(value)) + value

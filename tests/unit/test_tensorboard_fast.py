@@ -24,7 +24,8 @@ from reprobox.guest.hashing._protowire import Message
 from reprobox.guest.hashing._tbscalars import ScalarEvents
 from reprobox.guest.hashing._tensorboard import _event, read_events
 from reprobox.guest.hashing._tfrecord import record_spans
-from tests.fuzz.mutate import tfrecord, varint
+from tests.fuzz.mutate import tfrecord
+from tests.wire import varint
 
 EVENTS = "events.out.tfevents.1.host.1.0"
 
