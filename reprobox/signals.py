@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -58,6 +59,44 @@ def interrupting() -> Iterator[Caught]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Hold termination signals for the block and deliver the first one as it ends.
+
+    For a step whose result must reach the caller: a container create interrupted while the engine
+    works on it leaves a container the engine finishes creating after we stopped waiting for its id,
+    which nothing removes. A second SIGINT (an impatient Ctrl-C) is not held: it delivers at once.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous: dict[int, Any] = {}
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        pending.append(signum)
+        if signum == signal.SIGINT and len(pending) > 1:
+            _deliver(pending[0], previous.get(pending[0], signal.SIG_DFL))
+
+    for handled in HANDLED:
+        previous[handled] = signal.signal(handled, hold)
+    try:
+        yield
+    finally:
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
+        if pending:
+            _deliver(pending[0], previous.get(pending[0], signal.SIG_DFL))
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    """Hand a held signal to the handler it would have reached: ours raise, the default one ends us."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        os.kill(os.getpid(), signum)
 
 
 def exit_now(code: int) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import image as image_module
-from reprobox import progress
+from reprobox import progress, signals
 from reprobox.engine import BuildFailed, Engine, GpuUnavailable, ImageInfo
 from reprobox.errors import EnvironmentProblem, NotEnoughSpace
 from reprobox.jobfile import ImageSpec
@@ -151,7 +151,8 @@ def _fingerprint_container(engine: Engine, created: dict[str, Any]) -> dict[str,
     container_id: str | None = None
     try:
         try:
-            container_id = engine.create_container(created)
+            with signals.held():  # a signal waits for the id, so the probe is removed
+                container_id = engine.create_container(created)
             engine.start(container_id)
         except GpuUnavailable as exc:
             if created.get("device_requests"):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from reprobox import signals
 from reprobox.engine import Engine, ImageInfo, connect
 from reprobox.errors import EnvironmentProblem
 from reprobox.guest import settings
@@ -117,9 +118,10 @@ class DockerRuntime:
         try:
             try:
                 try:
-                    container_id = leftover = self.engine.create_container(created)
+                    with signals.held():  # a signal waits for the id, so the container is removed
+                        container_id = leftover = self.engine.create_container(created)
                 except KeyboardInterrupt:
-                    leftover = str(created["name"])  # it may exist although create did not return
+                    leftover = leftover or str(created["name"])  # a second Ctrl-C cut the create short
                     raise
                 watchdog = _Watchdog(self.engine, container_id, plan.timeout, stop, self.stop_grace)
                 self.engine.start(container_id)

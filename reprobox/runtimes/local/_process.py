@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from reprobox import controller
+from reprobox import controller, signals
 from reprobox.guest import settings
 from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan
 from reprobox.runtimes.local import jobprocs
@@ -39,8 +39,42 @@ def supervise(
     """Start the guest in its own process group, stream its output, and record how it ended."""
     run_id = env.get(settings.RUN_ID)
     env = {**env, controller.CONTROLLER_VARIABLE: controller.current().encode()}  # for `reprobox clean`
+    process: subprocess.Popen[bytes] | None = None
+    pump: threading.Thread | None = None
     try:
-        process = subprocess.Popen(
+        with signals.held():  # a signal waits for the pid: a job started then is stopped below, not left
+            process = _start(argv, cwd, env, sink)
+        if process is None:
+            return
+        assert process.stdout is not None
+        pump = threading.Thread(target=_pump, args=(process.stdout, sink), daemon=True)
+        pump.start()
+        outcome.exit_code = _wait(process, plan.timeout, stop)
+    except subprocess.TimeoutExpired:
+        outcome.timed_out = True
+    except _Cancelled:
+        outcome.cancelled = True
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    finally:
+        stopped = outcome.timed_out or outcome.interrupted or outcome.cancelled
+        if process is not None:
+            if stopped:
+                _stop_group(process, run_id)
+            _kill_group(process.pid, run_id)  # nothing of the job outlives the run
+            _close_output(process, pump)
+    if stopped:
+        outcome.exit_code = None
+    elif process is not None and process.returncode is not None and process.returncode < 0:
+        outcome.exit_code, outcome.signal = None, -process.returncode
+
+
+def _start(
+    argv: list[str], cwd: Path, env: dict[str, str], sink: OutputSink
+) -> subprocess.Popen[bytes] | None:
+    """The guest started in its own process group, or None (said in the log) when it cannot start."""
+    try:
+        return subprocess.Popen(
             argv,
             cwd=cwd,
             env=env,
@@ -51,30 +85,17 @@ def supervise(
         )
     except OSError as exc:
         sink.write(f"reprobox: cannot start the guest: {exc}\n".encode())
-        return
-    assert process.stdout is not None
-    pump = threading.Thread(target=_pump, args=(process.stdout, sink), daemon=True)
-    pump.start()
-    try:
-        outcome.exit_code = _wait(process, plan.timeout, stop)
-    except subprocess.TimeoutExpired:
-        outcome.timed_out = True
-        _stop_group(process, run_id)
-    except _Cancelled:
-        outcome.cancelled = True
-        _stop_group(process, run_id)
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-        _stop_group(process, run_id)
-    finally:
-        _kill_group(process.pid, run_id)  # nothing of the job outlives the run
+        return None
+
+
+def _close_output(process: subprocess.Popen[bytes], pump: threading.Thread | None) -> None:
+    """Close the job's output pipe once the pump has drained it (left to the pump if it is stuck)."""
+    if pump is not None:
         pump.join(timeout=5)
-        if not pump.is_alive():
-            process.stdout.close()
-    if outcome.timed_out or outcome.interrupted or outcome.cancelled:
-        outcome.exit_code = None
-    elif process.returncode is not None and process.returncode < 0:
-        outcome.exit_code, outcome.signal = None, -process.returncode
+        if pump.is_alive():
+            return
+    if process.stdout is not None:
+        process.stdout.close()
 
 
 class _Cancelled(Exception):

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from reprobox import progress
+from reprobox import progress, signals
 from reprobox.errors import EnvironmentProblem, UsageError
 from reprobox.fileio import write_text_atomic
 from reprobox.jobfile import ImageSpec, redact_env
@@ -107,9 +107,11 @@ class SlurmRuntime:
         tail = _Tail(sink)
         try:
             try:
-                job_id = submit(script, plan, self.options)
+                with signals.held():  # a signal waits for the job id, so the job is cancelled below
+                    job_id = submit(script, plan, self.options)
             except KeyboardInterrupt:
-                cancel_by_name(job_name(plan))
+                if job_id is None:  # a second Ctrl-C cut sbatch short: it may have submitted the job
+                    cancel_by_name(job_name(plan))
                 raise
             slurm["job_id"] = job_id
             slurm["output"] = str(folder / f"slurm-{job_id}.out")
