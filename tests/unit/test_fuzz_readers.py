@@ -1,7 +1,7 @@
 """Every reader under a fuzzer, for a bounded time: hostile files are read or refused, nothing else.
 
 Each target (one reader family) mutates seeds that the real libraries wrote (``tests/fuzz``) for
-``REPROBOX_FUZZ_SECONDS`` (4 s by default, a smoke test for the suite's time budget), each input hashed as
+``REPROBOX_FUZZ_SECONDS`` (2 s by default, a smoke test within the suite's time budget), each input hashed as
 ``reprobox hash`` does in a forked child held to 10 s of CPU time and 512 MiB. Outcome classes are
 checked, never messages: read, compared as bytes with a note, or refused (UsageError, exit 2). Inputs
 the fuzzer once found (``tests/fuzz/regressions``) and hand-aimed ones (``tests/fuzz/probes``) are
@@ -34,7 +34,7 @@ from tests.fuzz.probes import PROBES
 
 ROOT = Path(__file__).parents[2]
 REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions"
-FUZZ_SECONDS = float(os.environ.get("REPROBOX_FUZZ_SECONDS", "4"))
+FUZZ_SECONDS = float(os.environ.get("REPROBOX_FUZZ_SECONDS", "2"))
 FUZZ_SEED = int(os.environ.get("REPROBOX_FUZZ_SEED", str(int(time.time()) // 86400)))  # one a day
 
 
