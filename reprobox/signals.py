@@ -75,10 +75,15 @@ def held() -> Iterator[None]:
     pending: list[int] = []
     previous: dict[int, Any] = {}
 
+    def deliver_first() -> None:
+        first = pending[0]
+        pending.clear()  # delivered once, whether from hold or as the block ends
+        _deliver(first, previous.get(first, signal.SIG_DFL))
+
     def hold(signum: int, _frame: FrameType | None) -> None:
+        if pending and signum == signal.SIGINT:
+            deliver_first()
         pending.append(signum)
-        if signum == signal.SIGINT and len(pending) > 1:
-            _deliver(pending[0], previous.get(pending[0], signal.SIG_DFL))
 
     for handled in HANDLED:
         previous[handled] = signal.signal(handled, hold)
@@ -88,7 +93,7 @@ def held() -> Iterator[None]:
         for restored, handler in previous.items():
             signal.signal(restored, handler)
         if pending:
-            _deliver(pending[0], previous.get(pending[0], signal.SIG_DFL))
+            deliver_first()
 
 
 def _deliver(signum: int, handler: Any) -> None:

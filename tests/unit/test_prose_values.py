@@ -130,18 +130,22 @@ def test_ids_and_clock_layouts_in_prose() -> None:
 
 
 def make_run(root: Path, run_id: str, run_facts: dict[str, Any], text: str) -> RunRecord:
-    run_dir = root / "runs" / "job" / run_id
-    outputs = run_dir / "outputs"
+    outputs = root / "runs" / "job" / run_id / "outputs"
     outputs.mkdir(parents=True)
     (outputs / "README.md").write_text(text)
+    return recorded(outputs, run_facts)
+
+
+def recorded(outputs: Path, run_facts: dict[str, Any]) -> RunRecord:
+    """The record of a succeeded run whose outputs are already written, with the given run facts."""
     record = {
-        "run_id": run_id,
+        "run_id": outputs.parent.name,
         "status": "succeeded",
         "job": {},
         "run_facts": run_facts,
         "checkpoints": [d.to_json() for d in hashing.hash_outputs(outputs, [])],
     }
-    return RunRecord(run_dir.resolve(), record)
+    return RunRecord(outputs.parent.resolve(), record)
 
 
 def test_a_model_cards_training_time_is_listed_token_by_token(tmp_path: Path) -> None:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from reprobox import compare
-from reprobox.guest import hashing
 from reprobox.records.manifest import RunRecord
 from reprobox.runspecific import RATE_OF_CLOCK, UNTESTABLE, RunContext, judge_value
 from reprobox.runspecific._durations import explains
 from reprobox.timestamps import utc_stamp
+from tests.unit.test_prose_values import recorded
 
 START = 1_764_290_247.0
 SITES = ["word2vec.py:1065", "word2vec.py:1284", "word2vec.py:1303", "word2vec.py:1310", "word2vec.py:1090"]
@@ -50,14 +50,7 @@ def make_run(root: Path, run_id: str, run_facts: dict[str, Any], message: str) -
     outputs = root / "runs" / "job" / run_id / "outputs"
     outputs.mkdir(parents=True)
     (outputs / "events.json").write_text(json.dumps({"events": [{"event": "train", "msg": message}]}))
-    record = {
-        "run_id": run_id,
-        "status": "succeeded",
-        "job": {},
-        "run_facts": run_facts,
-        "checkpoints": [d.to_json() for d in hashing.hash_outputs(outputs, [])],
-    }
-    return RunRecord(outputs.parent.resolve(), record)
+    return recorded(outputs, run_facts)
 
 
 def test_a_rate_in_a_string_value_is_judged_by_the_runs_record(tmp_path: Path) -> None:
