@@ -2,6 +2,6 @@
 
 import sys
 
-from reprobox.cli import main
+from reprobox.cli import command
 
-sys.exit(main())
+sys.exit(command())

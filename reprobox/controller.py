@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,7 @@ class Controller:
         return {HOST_LABEL: self.host, PID_LABEL: str(self.pid), START_LABEL: self.start}
 
     def on_this_host(self) -> bool:
-        return self.host == platform.node()
+        return self.host == os.uname().nodename
 
     def alive(self) -> bool:
         """Whether this controller still runs; one on another host counts as alive (we cannot look)."""
@@ -47,7 +46,7 @@ class Controller:
 
 def current() -> Controller:
     pid = os.getpid()
-    return Controller(platform.node(), pid, process_start(pid))
+    return Controller(os.uname().nodename, pid, process_start(pid))
 
 
 def decode(text: str) -> Controller | None:

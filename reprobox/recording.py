@@ -16,7 +16,6 @@ from reprobox.claims import ClaimValue, extract_claims
 from reprobox.guest import settings
 from reprobox.guest.filehash import file_sha256
 from reprobox.jobfile import WORKDIR_COPY, redact_env, redact_values
-from reprobox.nondeterministic_ops import explain_nondeterministic_op
 from reprobox.records.guest import GuestRecord
 from reprobox.records.manifest import (
     STATUS_CANCELLED,
@@ -182,6 +181,8 @@ def _nondeterministic_op(prepared: PreparedRun, outcome: RunOutcome) -> str | No
     # with `workdir: copy` the job ran its code from a copy in its outputs folder
     working = paths.get("outputs") if prepared.job.workdir == WORKDIR_COPY else None
     code_dirs = [str(d) for d in (working, paths.get("code"), prepared.plan.job.code, prepared.job.code) if d]
+    from reprobox.nondeterministic_ops import explain_nondeterministic_op  # a failed run's only: its table
+
     return explain_nondeterministic_op(
         text,
         code_dirs,

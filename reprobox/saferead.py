@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import lzma
 import os
 import stat
-import struct
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -239,29 +235,3 @@ def _refuse(path: Path, mode: int) -> None:
 
 def _too_large(path: Path, size: int, limit: int) -> UnsafeFile:
     return UnsafeFile(path, f"is {size} bytes, more than the {limit} bytes reprobox reads from it")
-
-
-def damaged_stream(exc: OSError) -> bool:
-    """Whether an OSError met while decoding a file says the file is damaged, not that the machine failed.
-
-    Decompressors report a broken stream as an OSError without an errno (bz2's "Invalid data stream"), and
-    a zip directory that points before the file's first byte makes the reader seek there (EINVAL). What
-    the machine did (permissions, a file removed while read, a full disk, an I/O error) carries its errno.
-    """
-    return exc.errno is None or exc.errno == errno.EINVAL
-
-
-ZIP_DAMAGE: tuple[type[Exception], ...] = (
-    zipfile.BadZipFile,
-    EOFError,
-    KeyError,
-    IndexError,  # a member whose name is empty
-    NotImplementedError,  # a zip version or compression this Python does not have
-    RuntimeError,  # an encrypted member
-    ValueError,
-    struct.error,
-    zlib.error,  # a damaged deflate stream
-    lzma.LZMAError,
-)
-"""What zipfile and its decompressors raise on a damaged or hostile archive: every reader of a zip (torch's,
-NumPy's, an archive of checkpoints) catches these, and ``damaged_stream``'s OSErrors, as the file's fault."""

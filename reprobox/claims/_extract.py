@@ -8,7 +8,6 @@ is an error naming the claim: the job did not produce what its job file promised
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import math
@@ -220,6 +219,8 @@ def _last_line_holding(key: str, text: str) -> Any:
 
 def _last_row_value(column: str, text: str, delimiter: str) -> str:
     """A CSV column's value in the last row that fills it (loggers leave it blank on other rows)."""
+    import csv  # only for a claim read from a table
+
     reader = csv.DictReader(io.StringIO(text), delimiter=delimiter)
     if reader.fieldnames is None or column not in reader.fieldnames:
         header = ", ".join(reader.fieldnames or []) or "none"

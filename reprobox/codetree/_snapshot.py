@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import shutil
 import stat
 from dataclasses import dataclass, replace
@@ -53,7 +52,7 @@ def snapshot_code(source: Path, store: Path, *, exclude: tuple[Path, ...] = ()) 
     target = store / tree.digest
     if _holds(target, tree, source):
         return CodeSnapshot(source, target, tree, reused=True)
-    temporary = store / f".tmp-{secrets.token_hex(6)}"
+    temporary = store / f".tmp-{os.urandom(6).hex()}"
     try:
         copied = _copy(source, temporary, tree)
         if copied != tree.files:  # a file changed while copying: the copy is what the runs will run
@@ -129,7 +128,7 @@ def _move_into_place(temporary: Path, target: Path, tree: CodeTree, source: Path
     except OSError:
         if _holds(target, tree, source):  # another verify of the same code got there first
             return
-    stale = target.with_name(f".stale-{secrets.token_hex(6)}")  # a damaged copy: replace it
+    stale = target.with_name(f".stale-{os.urandom(6).hex()}")  # a damaged copy: replace it
     target.rename(stale)
     temporary.rename(target)
     _remove(stale)

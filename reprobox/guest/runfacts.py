@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -61,10 +60,9 @@ def _clock_shift(env: Mapping[str, str]) -> float:
 
 
 def hostnames() -> list[str]:
-    names = {os.uname().nodename}
-    with contextlib.suppress(OSError):
-        names.add(socket.gethostname())
-    return sorted(n for n in names if n)
+    """This host's name, as gethostname() and platform.node() say it (on Linux both are uname's)."""
+    name = os.uname().nodename
+    return [name] if name else []
 
 
 def utc_offsets(tz: str | None, instants: tuple[float, ...]) -> list[int]:

@@ -3,7 +3,6 @@ paths) and how a value is quoted back in a message."""
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from collections.abc import Mapping
@@ -37,6 +36,8 @@ class Checker:
             if key in allowed:
                 continue
             dotted = f"{prefix}.{key}" if prefix else str(key)
+            import difflib  # only for a mistyped key
+
             close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
             hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(allowed)}"
             self.fail(dotted, f"unknown key '{key}'; {hint}")

@@ -306,6 +306,21 @@ def test_job_processes_follow_descendants_and_the_run_id() -> None:
     assert jobprocs.job_processes(200, None, table) == set()  # a reaped guest's pid is not walked
 
 
+def test_a_process_older_than_the_guest_is_not_read_as_one_of_the_job() -> None:
+    guest = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        since = jobprocs.start_ticks(guest.pid)
+        assert since >= jobprocs.start_ticks(os.getpid()) > 0
+        newer = {row.pid: row for row in jobprocs.processes(since)}
+        assert guest.pid in newer and newer[guest.pid].started == since
+        assert os.getpid() not in newer  # started seconds before: its environment is not even read
+        assert os.getpid() in {row.pid for row in jobprocs.processes()}
+        assert jobprocs.job_processes(guest.pid, None, started_since=since) == {guest.pid}
+    finally:
+        guest.kill()
+        guest.wait()
+
+
 class _InterruptedBeforeStart:
     """A runtime a signal reaches before it could start the job (and so before it could catch it)."""
 

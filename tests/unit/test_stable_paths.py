@@ -152,12 +152,12 @@ def test_someone_elses_user_folder_is_refused(tmp_path: Path) -> None:
         ensure_root(layout, os.getuid())
 
 
-# -- the namespace launcher -------------------------------------------------------------------------
+# -- the guest's namespace ---------------------------------------------------------------------------
 
 
 @needs_namespace
 @pytest.mark.parametrize("user_namespace", [None, True])
-def test_launcher_binds_code_read_only_and_the_run_dir_writable(
+def test_namespace_binds_code_read_only_and_the_run_dir_writable(
     tmp_path: Path, user_namespace: bool | None
 ) -> None:
     code, run, root = tmp_path / "code-src", tmp_path / "run-src", tmp_path / "root"
@@ -180,15 +180,13 @@ def test_launcher_binds_code_read_only_and_the_run_dir_writable(
         "pathlib.Path('../run/out.txt').write_text('written inside')\n"
     )
     job = [sys.executable, "-c", script]
+    enter_then_exec = (
+        "import os, sys\nfrom reprobox.guest import namespace\n"
+        "refused = namespace.enter(sys.argv[1])\nif refused: sys.exit(refused)\n"
+        "os.execv(sys.argv[2], sys.argv[2:])\n"
+    )
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reprobox.runtimes.local.namespace_launcher",
-            str(tmp_path / "spec.json"),
-            "--",
-            *job,
-        ],
+        [sys.executable, "-c", enter_then_exec, str(tmp_path / "spec.json"), *job],
         capture_output=True,
         text=True,
         check=False,
@@ -200,18 +198,11 @@ def test_launcher_binds_code_read_only_and_the_run_dir_writable(
     assert list(root.iterdir()) == []  # the host saw none of the mounts
 
 
-def test_launcher_failure_names_the_step_and_the_way_out(tmp_path: Path) -> None:
+def test_a_refused_namespace_names_the_step_and_the_way_out(tmp_path: Path) -> None:
     spec = {"root": str(tmp_path / "missing"), "cwd": "/", "mounts": []}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "reprobox.runtimes.local.namespace_launcher",
-            str(tmp_path / "spec.json"),
-            "--",
-            "true",
-        ],
+        [sys.executable, "-m", "reprobox.guest", "--namespace", str(tmp_path / "spec.json"), "--", "true"],
         capture_output=True,
         text=True,
         check=False,
@@ -367,6 +358,32 @@ def test_a_failing_job_in_fixed_folders_keeps_its_log_and_guest_record(
     assert (run / "outputs" / "partial.txt").read_text() == str(layout.code)
     assert read_record(run).data["runtime"]["paths"]["mode"] == "fixed"
     assert not layout.run.exists()
+
+
+@pytest.mark.parametrize(
+    "isolation", [pytest.param("namespace", marks=needs_namespace), pytest.param("fixed")]
+)
+def test_the_guest_imports_nothing_from_the_jobs_code_or_what_the_job_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolation: str
+) -> None:
+    """The guest starts in the job's code folder (fixed) or its run folder (namespace), and imports
+    hashing's readers after the job: a `csv.py` there must not stand in for the standard library's."""
+    monkeypatch.setenv("REPROBOX_LOCAL_ISOLATION", isolation)
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "csv.py").write_text("raise RuntimeError('the guest imported the job code folder csv.py')\n")
+    (job / "job.yaml").write_text(
+        "version: 1\nname: shadows-stdlib\ncheckpoints: ['*.json']\n"
+        "command: [python, -c, \"import os; o = os.environ['REPROBOX_OUTPUT_DIR']; "
+        "open(o + '/metrics.json', 'w').write('{\\\"loss\\\": 0.5}'); "
+        "open(o + '/../csv.py', 'w').write('raise SystemExit(9)')\"]\n"
+    )
+    runs_dir = tmp_path / "runs"
+    assert cli.main(["run", str(job), "--runtime", "local", "--runs-dir", str(runs_dir), "-q"]) == 0
+    (run,) = list_runs(runs_dir, "shadows-stdlib")
+    assert (run / "csv.py").is_file()  # the job did plant one beside its outputs
+    (checkpoint,) = read_record(run).data["checkpoints"]
+    assert checkpoint["format"] == "json" and list(checkpoint["metadata"]) == ["loss"]
 
 
 def test_ctrl_c_in_fixed_folders_still_moves_what_the_run_wrote_home(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def test_wheel_metadata_keeps_version_extras_and_script(unpacked: Path) -> None:
     assert f"\nVersion: {__version__}\n" in metadata
     for extra in ("torch", "report", "dev", "examples", "signing"):
         assert f"\nProvides-Extra: {extra}\n" in metadata
-    assert "reprobox = reprobox.cli:main" in (info / "entry_points.txt").read_text()
+    assert "reprobox = reprobox.cli:command" in (info / "entry_points.txt").read_text()
 
 
 def test_installed_package_finds_its_bundled_image_files(unpacked: Path) -> None:

@@ -52,7 +52,7 @@ from reprobox.guest.hashing._bounds import (
 from reprobox.guest.hashing._canonical import _metadata_digests
 from reprobox.guest.hashing._layout import Layout
 from reprobox.guest.hashing._load import LazyTensors, Loaded, Loader
-from reprobox.saferead import ZIP_DAMAGE
+from reprobox.guest.hashing._zipdamage import ZIP_DAMAGE
 
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a member first, or an empty archive's end record
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz")

@@ -17,34 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from reprobox.guest.hashing import _sniff
 from reprobox.guest.hashing._arrays import Buffers, _Array, _arrays_from, _Content, _opaque, _refused
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten
 from reprobox.guest.hashing._filebytes import FileIdentity, check_unchanged
 from reprobox.guest.hashing._layout import Layout
-from reprobox.guest.hashing._pickle import PICKLE_SUFFIXES, READER_NAME, PickleRead, read_pickle
+from reprobox.guest.hashing._pickle import READER_NAME, PickleRead, read_pickle
 from reprobox.guest.hashing._pickle_arrays import TorchNeeded
 from reprobox.guest.hashing._pickle_objects import CLASS_KEY
 from reprobox.guest.hashing._torch_types import SavedTensor
-
-TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
-
-
-def is_pickle_file(path: Path) -> bool:
-    """A pickle: by a pickle suffix, or by its first bytes."""
-    return _sniff.suffix(path) in PICKLE_SUFFIXES or _sniff.pickled_kind(path) == "pickle"
-
-
-def is_torch_file(path: Path) -> bool:
-    """A ``torch.save`` file: by its first bytes (``checkpoint.pth.tar``), else by a torch suffix unless
-    its bytes are another container's (a zip without ``data.pkl`` is an archive). A ``.pkl`` suffix
-    names the pickle reader, whatever the bytes."""
-    suffix = _sniff.suffix(path)
-    if suffix in PICKLE_SUFFIXES:
-        return False
-    if _sniff.pickled_kind(path) == "torch":
-        return True
-    return suffix in TORCH_SUFFIXES and _sniff.head(path)[:4] not in (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def _stand_in_note(values: list[tuple[str, object]]) -> str | None:

@@ -33,8 +33,8 @@ from reprobox.guest.hashing._bounds import (
 from reprobox.guest.hashing._canonical import ROOT_NAME, numpy_dtype_name
 from reprobox.guest.hashing._filebytes import FileChanged, FileIdentity, FileSpan, pread_chunks
 from reprobox.guest.hashing._layout import Layout
+from reprobox.guest.hashing._zipdamage import ZIP_DAMAGE, damaged_stream
 from reprobox.guest.hashing._ziplayout import zip_layout
-from reprobox.saferead import ZIP_DAMAGE, damaged_stream
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +50,7 @@ _NPZ_ERRORS: tuple[type[Exception], ...] = (
     RecursionError,
 )
 """What NumPy, zipfile and the decompressors raise on a damaged file: the NumPy readers' one boundary
-turns each into the file's note. A damaged stream's OSError joins them (``saferead.damaged_stream``)."""
+turns each into the file's note. A damaged stream's OSError joins them (``_zipdamage.damaged_stream``)."""
 _NPZ_OR_STREAM_ERRORS: tuple[type[Exception], ...] = (*_NPZ_ERRORS, OSError)
 
 

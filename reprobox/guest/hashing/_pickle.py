@@ -57,21 +57,13 @@ from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, expansion_bud
 from reprobox.guest.hashing._filebytes import FileIdentity
 from reprobox.guest.hashing._layout import Span
 from reprobox.guest.hashing._pickle_arrays import TensorMaker
-from reprobox.guest.hashing._pickle_joblib import read_plain
 from reprobox.guest.hashing._pickle_plain import Plainer
-from reprobox.guest.hashing._pickle_torch import (
-    LEGACY_MAGIC,
-    ZIP_MAGIC,
-    OpenFile,
-    read_legacy,
-    read_zip,
-    zip_pickle_name,
-)
+from reprobox.guest.hashing._pickle_torch import OpenFile, read_legacy, read_zip
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
-from reprobox.saferead import ZIP_DAMAGE
+from reprobox.guest.hashing._sniff import LEGACY_MAGIC, ZIP_MAGIC
+from reprobox.guest.hashing._zipdamage import ZIP_DAMAGE
 
 READER_NAME = "safe pickle reader"
-PICKLE_SUFFIXES = frozenset({".pkl", ".pickle"})
 
 
 _ERRORS: tuple[type[Exception], ...] = (
@@ -96,19 +88,6 @@ class PickleRead:
     framing: tuple[Span, ...] = ()  # the container's own (a zip's headers and directory, torch's version)
 
 
-def pickled_kind(path: Path) -> str | None:
-    """``"torch"`` for torch.save files, ``"pickle"`` for other pickles, else None; reads a few bytes."""
-    with path.open("rb") as f:
-        head = f.read(len(LEGACY_MAGIC))
-    if head.startswith(ZIP_MAGIC):
-        return "torch" if zip_pickle_name(path) is not None else None
-    if head.startswith(LEGACY_MAGIC):
-        return "torch"
-    if len(head) >= 3 and head[0] == pickle.PROTO[0] and 2 <= head[1] <= pickle.HIGHEST_PROTOCOL:
-        return "pickle"
-    return None
-
-
 def read_pickle(path: Path) -> PickleRead:
     """The file's object tree, without importing or running anything it names; ValueError if unreadable
     (OverLimit, a ValueError, when a limit refused it).
@@ -130,8 +109,10 @@ def read_pickle(path: Path) -> PickleRead:
             elif head.startswith(LEGACY_MAGIC):
                 unpickled = read_legacy(file)
                 container = "torch"
-            else:
-                unpickled = read_plain(file)  # joblib's arrays after their wrappers, too
+            else:  # joblib's arrays after their wrappers, too (its reader is loaded for plain pickles only)
+                from reprobox.guest.hashing._pickle_joblib import read_plain
+
+                unpickled = read_plain(file)
                 container = "pickle"
             tensors = TensorMaker(expansion_budget(identity.size), unpickled.big_endian)
             plain = Plainer(unpickled.global_names, tensors).plain(unpickled.obj)

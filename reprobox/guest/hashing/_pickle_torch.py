@@ -12,44 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, OverLimit, check_zip_members, zip_member_count
+from reprobox.guest.hashing._bounds import OverLimit, check_zip_members
 from reprobox.guest.hashing._filebytes import FileIdentity, FileSpan
 from reprobox.guest.hashing._layout import Span
 from reprobox.guest.hashing._pickle_objects import StorageRef, StorageType
 from reprobox.guest.hashing._pickle_unpickler import NoStorages, SafeUnpickler, load_checked
+from reprobox.guest.hashing._sniff import ZIP_MAGIC, zip_pickle_name
+from reprobox.guest.hashing._zipdamage import damaged_stream
 from reprobox.guest.hashing._ziplayout import zip_layout
-from reprobox.saferead import ZIP_DAMAGE, damaged_stream
 
-LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."  # pickle.dumps(0x1950A86A20F9469CFC6C, 2)
-ZIP_MAGIC = b"PK\x03\x04"
 _MAX_PICKLE_BYTES = 1 << 30  # a zip's data.pkl; tensors live outside it
-
-
-_NOT_A_TORCH_ZIP: tuple[type[Exception], ...] = (*ZIP_DAMAGE, OSError)
-
-
-def zip_pickle_name(path: Path) -> str | None:
-    """The archive's ``<archive>/data.pkl``, or None (an archive of too many members is not looked into)."""
-    try:
-        if zip_member_count(path) > MAX_ARCHIVE_MEMBERS:
-            return None
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-    except _NOT_A_TORCH_ZIP:  # damaged: not a torch archive, whatever its suffix
-        return None
-    return next((n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")), None)
-
-
-def is_torchscript(path: Path) -> bool:
-    """Whether a torch zip archive is TorchScript's (``torch.jit.save``): it carries code beside data.pkl."""
-    name = zip_pickle_name(path)
-    if name is None:
-        return False
-    prefix = name.removesuffix("data.pkl")
-    with zipfile.ZipFile(path) as archive:
-        return any(n.startswith(prefix + "code/") for n in archive.namelist()) or (
-            prefix + "constants.pkl" in archive.namelist()
-        )
 
 
 @dataclass(frozen=True)

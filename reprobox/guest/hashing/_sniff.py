@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from reprobox.guest.hashing._bounds import MAX_ARCHIVE_MEMBERS, zip_member_count
-from reprobox.saferead import ZIP_DAMAGE
+from reprobox.guest.hashing._zipdamage import ZIP_DAMAGE
 
 HEAD_BYTES = 512
 """Enough for every detector: a tar's magic sits at byte 257."""
@@ -47,7 +47,12 @@ _OCDBT_DATA_NAME = re.compile(r"[0-9a-f]{32}")
 DCP_INDEX_NAME = ".metadata"  # a torch Distributed Checkpoint's index (``_dcp``) ...
 DCP_SHARD_SUFFIX = ".distcp"  # ... beside its shards (``_dcp_shards``)
 _ZIP_LOCAL_HEADER = b"PK\x03\x04"
-_NOT_A_PT2: tuple[type[Exception], ...] = (*ZIP_DAMAGE, OSError)
+_NOT_A_ZIP_OF_OURS: tuple[type[Exception], ...] = (*ZIP_DAMAGE, OSError)
+ZIP_MAGIC = _ZIP_LOCAL_HEADER  # a torch zip starts with its first member
+LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."  # pickle.dumps(0x1950A86A20F9469CFC6C, 2)
+_PICKLE_PROTO, _PICKLE_HIGHEST_PROTOCOL = 0x80, 5  # pickle.PROTO and HIGHEST_PROTOCOL, without pickle
+PICKLE_SUFFIXES = frozenset({".pkl", ".pickle"})
+TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin", ".ckpt"})
 
 T = TypeVar("T")
 
@@ -93,10 +98,49 @@ def _read_head(path: Path) -> bytes:
 
 
 def pickled_kind(path: Path) -> str | None:
-    """``_pickle.pickled_kind``, once per file within a session (it may read a zip's directory)."""
-    from reprobox.guest.hashing._pickle import pickled_kind as read_kind
+    """``"torch"`` for torch.save files, ``"pickle"`` for other pickles, else None; once per file within a
+    session (it may read a zip's directory)."""
+    return memo(path, "pickled_kind", _pickled_kind)
 
-    return memo(path, "pickled_kind", read_kind)
+
+def _pickled_kind(path: Path) -> str | None:
+    start = head(path)[: len(LEGACY_MAGIC)]
+    if start.startswith(ZIP_MAGIC):
+        return "torch" if zip_pickle_name(path) is not None else None
+    if start.startswith(LEGACY_MAGIC):
+        return "torch"
+    if len(start) >= 3 and start[0] == _PICKLE_PROTO and 2 <= start[1] <= _PICKLE_HIGHEST_PROTOCOL:
+        return "pickle"
+    return None
+
+
+def zip_pickle_name(path: Path) -> str | None:
+    """A torch zip's ``<archive>/data.pkl``, or None (an archive of too many members is not looked into)."""
+    try:
+        if zip_member_count(path) > MAX_ARCHIVE_MEMBERS:
+            return None
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except _NOT_A_ZIP_OF_OURS:  # damaged: not a torch archive, whatever its suffix
+        return None
+    return next((n for n in names if n.count("/") == 1 and n.endswith("/data.pkl")), None)
+
+
+def is_pickle_file(path: Path) -> bool:
+    """A pickle: by a pickle suffix, or by its first bytes."""
+    return suffix(path) in PICKLE_SUFFIXES or pickled_kind(path) == "pickle"
+
+
+def is_torch_file(path: Path) -> bool:
+    """A ``torch.save`` file: by its first bytes (``checkpoint.pth.tar``), else by a torch suffix unless
+    its bytes are another container's (a zip without ``data.pkl`` is an archive). A ``.pkl`` suffix
+    names the pickle reader, whatever the bytes."""
+    name_suffix = suffix(path)
+    if name_suffix in PICKLE_SUFFIXES:
+        return False
+    if pickled_kind(path) == "torch":
+        return True
+    return name_suffix in TORCH_SUFFIXES and head(path)[:4] not in (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def text_format(path: Path) -> str | None:
@@ -156,7 +200,7 @@ def _is_pt2(path: Path) -> bool:
             if member not in names or archive.getinfo(member).file_size > 16:
                 return False
             return archive.read(member) == b"pt2"
-    except _NOT_A_PT2:  # damaged: not a PT2 archive, whatever it says
+    except _NOT_A_ZIP_OF_OURS:  # damaged: not a PT2 archive, whatever it says
         return False
 
 
@@ -168,10 +212,14 @@ def is_torchscript(path: Path) -> bool:
 
 
 def _is_torchscript(path: Path) -> bool:
-    """``_pickle_torch.is_torchscript``, asked only of a torch zip (the pickle reader is then loaded)."""
-    from reprobox.guest.hashing._pickle_torch import is_torchscript as has_code
-
+    """Whether a torch zip archive is TorchScript's (``torch.jit.save``): it carries code beside data.pkl."""
+    name = zip_pickle_name(path)
+    if name is None:
+        return False
+    prefix = name.removesuffix("data.pkl")
     try:
-        return has_code(path)
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
     except (zipfile.BadZipFile, OSError, ValueError):
         return False
+    return any(n.startswith(prefix + "code/") for n in names) or prefix + "constants.pkl" in names

@@ -31,7 +31,6 @@ from reprobox.guest.hashing._arrays import _Content, _opaque
 from reprobox.guest.hashing._bounds import MAX_NESTING, OverLimit, limit_reason, over_limit
 from reprobox.guest.hashing._canonical import _metadata_digests, flatten, flatten_rows, numpy_dtype_name
 from reprobox.guest.hashing._loaded import loaded
-from reprobox.guest.hashing._pickle import read_pickle_bytes
 from reprobox.guest.hashing._sniff import TEXT_FORMATS
 from reprobox.guest.hashing._textbounds import (
     MAX_TEXT_VALUES,
@@ -296,6 +295,8 @@ def _embedded(value: object, depth: int) -> object:
     if type(value) is dict:
         encoded = value.get(SERIALIZED_KEY)
         if isinstance(encoded, str) and encoded.startswith(_PICKLE_BASE64_HEAD):
+            from reprobox.guest.hashing._pickle import read_pickle_bytes  # only for a pickle written as text
+
             try:  # strict base64, a pickle read to its last byte: no other spelling gives the same value
                 pickled = base64.b64decode(encoded, validate=True)
                 value[SERIALIZED_KEY] = _arrays_as_values(read_pickle_bytes(pickled), 0)

@@ -45,8 +45,8 @@ from reprobox.guest.hashing._text import MAX_TEXT_BYTES
 from reprobox.guest.hashing._textbounds import EntryCount, decoded, json_entries, text_value_limit
 from reprobox.guest.hashing._torch_archive_read import ArchiveRead, MemberFolder
 from reprobox.guest.hashing._torch_types import SavedTensor
+from reprobox.guest.hashing._zipdamage import ZIP_DAMAGE, damaged_stream
 from reprobox.guest.hashing._ziplayout import zip_layout
-from reprobox.saferead import ZIP_DAMAGE, damaged_stream
 
 if TYPE_CHECKING:
     import torch

@@ -1,7 +1,8 @@
 """The local runtime's private mount namespace: whether this machine allows one, and what it binds where.
 
-The launcher (`namespace_launcher`) is started as a plain script; whether it works is probed once per
-interpreter and boot and remembered in the user's stable root.
+The guest enters it itself (`reprobox.guest.namespace`, `python -m reprobox.guest --namespace SPEC`);
+whether this machine allows one is probed once per interpreter and boot, by the same module run as a
+plain script, and remembered in the user's stable root.
 """
 
 from __future__ import annotations
@@ -10,25 +11,30 @@ import contextlib
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from reprobox.guest import namespace
 from reprobox.runtimes.base import RunPlan
-from reprobox.runtimes.local import namespace_launcher
 from reprobox.runtimes.stable_paths import StableLayout
 
 PROBE_TIMEOUT = 30.0
 
 
-def launcher_command(python: str) -> list[str]:
-    """The namespace launcher as a plain script in isolated mode without `site` (it needs only the
-    standard library): a full interpreter start with site-packages would add tens of ms to every run."""
-    return [python, "-I", "-S", str(Path(namespace_launcher.__file__))]
+def guest_command(python: str, spec: Path, command: Sequence[str]) -> list[str]:
+    """The guest, entering the namespace that ``spec`` describes before it runs ``command``."""
+    return [python, "-m", "reprobox.guest", "--namespace", str(spec), "--", *command]
+
+
+def probe_command(python: str) -> list[str]:
+    """The namespace module as a plain script in isolated mode without `site` (it needs only the
+    standard library): a full interpreter start with site-packages would cost every probe more."""
+    return [python, "-I", "-S", str(Path(namespace.__file__))]
 
 
 def namespace_spec(layout: StableLayout, plan: RunPlan, scratch: Path) -> dict[str, Any]:
-    """What the launcher binds where: code and data read-only, the real run dir, a fresh HOME and TMPDIR."""
+    """What the guest binds where: code and data read-only, the real run dir, a fresh HOME and TMPDIR."""
     (scratch / "home").mkdir()
     (scratch / "tmp").mkdir()
     mounts = [
@@ -96,7 +102,7 @@ def forget_namespace_probe(root: Path) -> None:
 def _probe(python: str, root: Path) -> bool:
     try:
         probe = subprocess.run(
-            [*launcher_command(python), "--probe", str(root)],
+            [*probe_command(python), "--probe", str(root)],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT,

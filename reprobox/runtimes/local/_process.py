@@ -41,11 +41,13 @@ def supervise(
     env = {**env, controller.CONTROLLER_VARIABLE: controller.current().encode()}  # for `reprobox clean`
     process: subprocess.Popen[bytes] | None = None
     pump: threading.Thread | None = None
+    since = 0
     try:
         with signals.held():  # a signal waits for the pid: a job started then is stopped below, not left
             process = _start(argv, cwd, env, sink)
         if process is None:
             return
+        since = jobprocs.start_ticks(process.pid)  # no process of the job is older than its guest
         assert process.stdout is not None
         pump = threading.Thread(target=_pump, args=(process.stdout, sink), daemon=True)
         pump.start()
@@ -60,8 +62,8 @@ def supervise(
         stopped = outcome.timed_out or outcome.interrupted or outcome.cancelled
         if process is not None:
             if stopped:
-                _stop_group(process, run_id)
-            _kill_group(process.pid, run_id)  # nothing of the job outlives the run
+                _stop_group(process, run_id, since)
+            jobprocs.kill_job(process.pid, run_id, since)  # nothing of the job outlives the run
             _close_output(process, pump)
     if stopped:
         outcome.exit_code = None
@@ -141,13 +143,13 @@ def _pump(stream: IO[bytes], sink: OutputSink) -> None:
             sink.write(chunk)
 
 
-def _stop_group(process: subprocess.Popen[bytes], run_id: str | None) -> None:
+def _stop_group(process: subprocess.Popen[bytes], run_id: str | None, since: int) -> None:
     """SIGTERM every process of the job, then SIGKILL whatever is left after a grace period.
 
     The job's processes are looked up before the first signal: one that called setsid is found as a
     descendant of the guest while its parent still lives, later by the run id in its environment.
     """
-    members = jobprocs.job_processes(process.pid, run_id)
+    members = jobprocs.job_processes(process.pid, run_id, started_since=since)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
     jobprocs.signal_all(members, signal.SIGTERM)
@@ -155,17 +157,12 @@ def _stop_group(process: subprocess.Popen[bytes], run_id: str | None) -> None:
     while time.monotonic() < deadline:
         try:
             process.wait(timeout=0.05)
-            if not jobprocs.job_processes(process.pid, run_id):
+            if not jobprocs.job_processes(process.pid, run_id, started_since=since):
                 break
             time.sleep(0.05)
         except subprocess.TimeoutExpired:
             continue
         except KeyboardInterrupt:
             break  # a second Ctrl-C: stop waiting politely
-    _kill_group(process.pid, run_id)
+    jobprocs.kill_job(process.pid, run_id, since)
     process.wait()
-
-
-def _kill_group(pgid: int, run_id: str | None = None) -> None:
-    """SIGKILL the job's process group and every other process of the job (see jobprocs)."""
-    jobprocs.kill_job(pgid, run_id)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import sys
 import threading
 from collections.abc import Iterator
@@ -20,13 +19,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from reprobox.errors import EnvironmentProblem, UsageError
-from reprobox.guest import settings
+from reprobox.guest import namespace, settings
 from reprobox.guest.variation import find_libfaketime
 from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, Runtime, RuntimeOptions
-from reprobox.runtimes.local import namespace_launcher
 from reprobox.runtimes.local._namespace import (
     forget_namespace_probe,
-    launcher_command,
+    guest_command,
     namespace_spec,
     namespace_works,
     scratch_folder,
@@ -74,7 +72,7 @@ class LocalRuntime:
             )
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "python": self.python, "host": platform.node()}
+        return {"name": self.name, "python": self.python, "host": os.uname().nodename}
 
     def fingerprint(self) -> dict[str, Any]:
         """Probe in a new interpreter (this runtime's), so the controller never imports torch itself."""
@@ -150,11 +148,9 @@ class LocalRuntime:
                 with scratch_folder(plan.job.name) as scratch, _mount_point(layout):
                     spec = scratch / "namespace.json"
                     spec.write_text(json.dumps(namespace_spec(layout, plan, scratch)), encoding="utf-8")
-                    launcher = [*launcher_command(self.python), str(spec), "--", *guest]
-                    supervise(launcher, plan.run_dir, env, plan=plan, sink=sink, stop=stop, outcome=outcome)
-                if (
-                    outcome.exit_code == namespace_launcher.EXIT_SETUP_FAILED
-                ):  # refused after all: probe again
+                    namespaced = guest_command(self.python, spec, plan.command)
+                    supervise(namespaced, plan.run_dir, env, plan=plan, sink=sink, stop=stop, outcome=outcome)
+                if outcome.exit_code == namespace.EXIT_SETUP_FAILED:  # refused after all: probe again
                     forget_namespace_probe(layout.root)
                     self._probed.pop(self.python, None)
         except StagingStopped:
