@@ -169,14 +169,16 @@ def bench_run(repeats: int, *, checkout: bool) -> tuple[Side, Side, list[tuple[f
         (job / "job.yaml").write_text(
             f"version: 1\nname: torch-small\ncommand: {json.dumps(command)}\ncheckpoints: ['*.pt']\n"
         )
+        # started outside this checkout: `python -m` puts the folder it starts in first on sys.path, and
+        # the checkout's reprobox there would stand in for the wheel's
         reprobox = [str(controller), "-m", "reprobox", "run", str(job), "--runtime", "local", "-q"]
         reprobox += ["--runs-dir", str(Path(tmp) / "runs")]
-        timed(reprobox)  # warm the file and bytecode caches once
+        timed(reprobox, cwd=Path(tmp))  # warm the file and bytecode caches once
         timed(command, cwd=job)
         bare, managed = [], []
         for _ in range(repeats):
             bare.append(timed_both(command, cwd=job))
-            managed.append(timed_both(reprobox))
+            managed.append(timed_both(reprobox, cwd=Path(tmp)))
         added = [(m[0] - b[0], m[1] - b[1]) for b, m in zip(bare, managed, strict=True)]
         return median_side(bare), median_side(managed), added
 
