@@ -338,21 +338,29 @@ def test_runs_see_the_same_paths_and_write_into_their_own_run_dirs(
         assert not layout.run.exists() and not layout.code.exists()
 
 
+def run_locally(tmp_path: Path, job_yaml: str) -> tuple[int, Path]:
+    """``tmp_path/job`` given ``job_yaml``, run once by `reprobox run --runtime local`: its exit code and
+    the run dir it made."""
+    job, runs_dir = tmp_path / "job", tmp_path / "runs"
+    job.mkdir(exist_ok=True)
+    (job / "job.yaml").write_text(job_yaml)
+    code = cli.main(["run", str(job), "--runtime", "local", "--runs-dir", str(runs_dir), "-q"])
+    (run,) = list_runs(runs_dir, load_job(job).name)
+    return code, run
+
+
 def test_a_failing_job_in_fixed_folders_keeps_its_log_and_guest_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("REPROBOX_LOCAL_ISOLATION", "fixed")
-    job = tmp_path / "job"
-    job.mkdir()
-    (job / "job.yaml").write_text(
+    code, run = run_locally(
+        tmp_path,
         "version: 1\nname: fails-in-fixed\n"
         "command: [python, -c, \"import os, sys; print('failing now', flush=True); "
-        "open(os.environ['REPROBOX_OUTPUT_DIR'] + '/partial.txt', 'w').write(os.getcwd()); sys.exit(3)\"]\n"
+        "open(os.environ['REPROBOX_OUTPUT_DIR'] + '/partial.txt', 'w').write(os.getcwd()); sys.exit(3)\"]\n",
     )
-    runs_dir = tmp_path / "runs"
-    assert cli.main(["run", str(job), "--runtime", "local", "--runs-dir", str(runs_dir), "-q"]) == 3
-    (run,) = list_runs(runs_dir, "fails-in-fixed")
-    layout = layout_for(load_job(job), uid=os.getuid())
+    assert code == 3
+    layout = layout_for(load_job(tmp_path / "job"), uid=os.getuid())
     assert "failing now" in (run / "stdout.log").read_text()
     assert json.loads((run / ".reprobox" / "guest.json").read_text())["exit_code"] == 3
     assert (run / "outputs" / "partial.txt").read_text() == str(layout.code)
@@ -369,18 +377,16 @@ def test_the_guest_imports_nothing_from_the_jobs_code_or_what_the_job_wrote(
     """The guest starts in the job's code folder (fixed) or its run folder (namespace), and imports
     hashing's readers after the job: a `csv.py` there must not stand in for the standard library's."""
     monkeypatch.setenv("REPROBOX_LOCAL_ISOLATION", isolation)
-    job = tmp_path / "job"
-    job.mkdir()
-    (job / "csv.py").write_text("raise RuntimeError('the guest imported the job code folder csv.py')\n")
-    (job / "job.yaml").write_text(
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "csv.py").write_text("raise RuntimeError('the guest imported this csv.py')\n")
+    code, run = run_locally(
+        tmp_path,
         "version: 1\nname: shadows-stdlib\ncheckpoints: ['*.json']\n"
         "command: [python, -c, \"import os; o = os.environ['REPROBOX_OUTPUT_DIR']; "
         "open(o + '/metrics.json', 'w').write('{\\\"loss\\\": 0.5}'); "
-        "open(o + '/../csv.py', 'w').write('raise SystemExit(9)')\"]\n"
+        "open(o + '/../csv.py', 'w').write('raise SystemExit(9)')\"]\n",
     )
-    runs_dir = tmp_path / "runs"
-    assert cli.main(["run", str(job), "--runtime", "local", "--runs-dir", str(runs_dir), "-q"]) == 0
-    (run,) = list_runs(runs_dir, "shadows-stdlib")
+    assert code == 0
     assert (run / "csv.py").is_file()  # the job did plant one beside its outputs
     (checkpoint,) = read_record(run).data["checkpoints"]
     assert checkpoint["format"] == "json" and list(checkpoint["metadata"]) == ["loss"]
