@@ -45,7 +45,7 @@ MS_RELATIME = 0x200000
 # Flags a user namespace may not clear on a mount it inherited; a read-only remount must repeat them.
 # statvfs reports them with the same bit values (ST_NOSUID == MS_NOSUID, ...).
 LOCKED_FLAGS = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME
-EXIT_SETUP_FAILED = 125  # like `env`/`unshare`: the launcher itself failed, the command never ran
+EXIT_SETUP_FAILED = 125  # like `env`/`unshare`: entering the namespace failed, the command never ran
 
 
 class SetupFailed(Exception):

@@ -64,6 +64,7 @@ def supervise(
             if stopped:
                 _stop_group(process, run_id, since)
             jobprocs.kill_job(process.pid, run_id, since)  # nothing of the job outlives the run
+            process.wait()
             _close_output(process, pump)
     if stopped:
         outcome.exit_code = None
@@ -144,7 +145,8 @@ def _pump(stream: IO[bytes], sink: OutputSink) -> None:
 
 
 def _stop_group(process: subprocess.Popen[bytes], run_id: str | None, since: int) -> None:
-    """SIGTERM every process of the job, then SIGKILL whatever is left after a grace period.
+    """SIGTERM every process of the job and wait a grace period for them to end (the caller then
+    SIGKILLs whatever is left).
 
     The job's processes are looked up before the first signal: one that called setsid is found as a
     descendant of the guest while its parent still lives, later by the run id in its environment.
@@ -164,5 +166,3 @@ def _stop_group(process: subprocess.Popen[bytes], run_id: str | None, since: int
             continue
         except KeyboardInterrupt:
             break  # a second Ctrl-C: stop waiting politely
-    jobprocs.kill_job(process.pid, run_id, since)
-    process.wait()
