@@ -13,6 +13,7 @@ rest), because the guest imports it in the job's processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -37,9 +38,20 @@ class JsonTooDeep(ValueError):
 def write_bytes_atomic(
     path: Path, data: bytes, *, mode: int | None = PRIVATE, sync_folder: bool = False
 ) -> None:
-    """Write a file so that readers see the old one or the new one, never half of one."""
-    with AtomicFile(path, mode=mode, sync_folder=sync_folder) as handle:
-        handle.write(data)
+    """Write a file so that readers see the old one or the new one, never half of one.
+
+    Not a `with` block: a signal is taken between any two calls, also as `__exit__` is entered, where
+    nothing would remove the temporary file; here a signal anywhere leaves none.
+    """
+    atomic = AtomicFile(path, mode=mode, sync_folder=sync_folder)
+    try:
+        atomic.open().write(data)
+        atomic.commit()
+    except BaseException as exc:
+        atomic.abandon()
+        if isinstance(exc, OSError) and _naming(exc, path) is not exc:
+            raise _naming(exc, path) from exc
+        raise
 
 
 def write_text_atomic(
@@ -63,7 +75,8 @@ def write_json_atomic(
 
 class AtomicFile:
     """A file streamed to a temporary name beside `path` and renamed over it when the `with` block
-    succeeds (the temporary file is removed when it fails).
+    succeeds (the temporary file is removed when it fails); or, outside a `with`, `open`, then
+    `commit` (or `abandon`).
 
     `mode` is the file's permission bits (None: as any new file, 0o666 less the umask). With
     `sync_folder` the rename itself is flushed too, for records that must survive a power cut.
@@ -73,12 +86,11 @@ class AtomicFile:
         self.path = path
         self.mode = mode
         self.sync_folder = sync_folder
+        self.temporary: Path | None = None  # the file being written, once it is named
+        self.handle: IO[bytes] | None = None
 
     def __enter__(self) -> IO[bytes]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.temporary = _create_temporary(self.path, self.mode)
-        self.handle = os.fdopen(fd, "wb")
-        return self.handle
+        return self.open()
 
     def __exit__(
         self,
@@ -86,34 +98,67 @@ class AtomicFile:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        try:
-            self._finish(kind is None)
-        except OSError as exc:
-            named = _naming(exc, self.path)
-            if named is exc:
-                raise
-            raise named from exc
+        if kind is None:
+            self.commit()
+            return
+        self.abandon()
         if isinstance(error, OSError) and _naming(error, self.path) is not error:
             raise _naming(error, self.path) from error
 
-    def _finish(self, succeeded: bool) -> None:
-        """Close the temporary file; rename it over the target, or remove it, closing or not."""
-        renamed = False
+    def open(self) -> IO[bytes]:
+        """The temporary file, open for writing; nothing is left when this fails."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            try:
-                if succeeded:
-                    self.handle.flush()
-                    os.fsync(self.handle.fileno())
-            finally:
-                self.handle.close()  # a flush failing here (a full disk) still closes the descriptor
-            if succeeded:
-                self.temporary.replace(self.path)
-                renamed = True
-        finally:
-            if not renamed:
-                self.temporary.unlink(missing_ok=True)
-        if renamed and self.sync_folder:
+            self.handle = os.fdopen(self._create_temporary(), "wb")
+        except BaseException:
+            self.abandon()
+            raise
+        return self.handle
+
+    def commit(self) -> None:
+        """Flush the file to disk and rename it over the target; on any failure nothing is left."""
+        try:
+            assert self.handle is not None and self.temporary is not None, "commit() before open()"
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+            self.handle.close()
+            self.temporary.replace(self.path)
+            self.temporary = None
+        except BaseException as exc:
+            self.abandon()
+            if isinstance(exc, OSError) and _naming(exc, self.path) is not exc:
+                raise _naming(exc, self.path) from exc
+            raise
+        if self.sync_folder:
             sync_directory(self.path.parent)
+
+    def abandon(self) -> None:
+        """Closed, and the temporary file removed (none once it is renamed over the target)."""
+        if self.handle is not None:
+            with contextlib.suppress(OSError):  # what it held is given up with the file
+                self.handle.close()
+        if self.temporary is not None:
+            self.temporary.unlink(missing_ok=True)
+
+    def _create_temporary(self) -> int:
+        """A new file beside the target, named after it (`.<name>.<random>.tmp`), open for writing;
+        `temporary` names it from before it exists, so that whatever stops us next can remove it."""
+        mode = self.mode
+        while True:
+            self.temporary = self.path.with_name(f".{self.path.name}.{os.urandom(4).hex()}.tmp")
+            try:
+                fd = os.open(self.temporary, _CREATE, 0o666 if mode is None else PRIVATE)
+            except FileExistsError:
+                self.temporary = None  # another's: never ours to remove
+                continue
+            break
+        if mode is not None and mode != PRIVATE:
+            try:
+                os.fchmod(fd, mode)
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
 
 
 def _naming(error: OSError, path: Path) -> OSError:
@@ -126,17 +171,19 @@ def _naming(error: OSError, path: Path) -> OSError:
 
 def replace_symlink(link: Path, target: str) -> None:
     """Point `link` at `target` in one step: a reader finds the old link or the new one."""
-    while True:
-        temporary = link.with_name(f".{link.name}.{os.urandom(4).hex()}")
-        try:
-            temporary.symlink_to(target)
-            break
-        except FileExistsError:
-            continue
+    temporary: Path | None = None
     try:
+        while True:
+            temporary = link.with_name(f".{link.name}.{os.urandom(4).hex()}")
+            try:
+                temporary.symlink_to(target)
+                break
+            except FileExistsError:
+                temporary = None  # another's: never ours to remove
         temporary.replace(link)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
+    except BaseException:  # also a signal between any two calls: no temporary link is left
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
         raise
 
 
@@ -152,25 +199,6 @@ def sync_directory(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _create_temporary(path: Path, mode: int | None) -> tuple[int, Path]:
-    """A new file beside `path`, named after it (`.<name>.<random>.tmp`) and opened for writing."""
-    while True:
-        temporary = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
-        try:
-            fd = os.open(temporary, _CREATE, 0o666 if mode is None else PRIVATE)
-        except FileExistsError:
-            continue
-        break
-    if mode is not None and mode != PRIVATE:
-        try:
-            os.fchmod(fd, mode)
-        except BaseException:
-            os.close(fd)
-            temporary.unlink(missing_ok=True)
-            raise
-    return fd, temporary
 
 
 def loads_bounded(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:

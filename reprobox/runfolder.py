@@ -19,11 +19,12 @@ import errno
 import secrets
 import shutil
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from reprobox import controller
+from reprobox import controller, signals
 from reprobox import diskspace as space
 from reprobox.diskspace import DiskFullFact, is_full
 from reprobox.errors import DiskFull
@@ -45,6 +46,10 @@ from reprobox.records.manifest import (
     write_record,
 )
 from reprobox.runtimes.base import OUTPUTS_SUBDIR
+
+# The folders made in the innermost `unbegun_removed` block whose run has not begun (shared with the
+# threads that block's code starts with a copy of its context, as a parallel verify does).
+_UNBEGUN: ContextVar[set[Path] | None] = ContextVar("reprobox_unbegun_runs", default=None)
 
 DISK_FULL_FIELD = "disk_full"  # the manifest's {free, quota} of a run failed for a full disk
 LATEST = "latest"  # runs/<job>/latest: the job's last run, for scripts and `compare .../latest`
@@ -104,13 +109,18 @@ class RunFolder:
         could not be recorded."""
         parent = runs_dir / job_name
         parent.mkdir(parents=True, exist_ok=True)
+        parent = parent.resolve()
         while True:
             path = parent / new_run_id()
-            try:
-                path.mkdir()
-            except FileExistsError:
-                continue
-            folder = cls(path.resolve())
+            with signals.held():  # a signal waits until `unbegun_removed` knows the folder
+                try:
+                    path.mkdir()
+                except FileExistsError:
+                    continue
+                folder = cls(path)
+                unbegun = _UNBEGUN.get()
+                if unbegun is not None:
+                    unbegun.add(path)
             try:
                 (path / OUTPUTS_SUBDIR).mkdir()
                 controller.claim(path)  # whose run it is, for `reprobox clean`
@@ -121,8 +131,16 @@ class RunFolder:
             return folder
 
     def discard(self) -> None:
-        """Remove a run that never started."""
+        """Remove a run that never started, and the claim on it."""
         shutil.rmtree(self.path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            controller.claim_path(self.path).unlink(missing_ok=True)
+
+    def begin(self) -> None:
+        """From here on the run is recorded however it ends: a signal no longer removes its folder."""
+        unbegun = _UNBEGUN.get()
+        if unbegun is not None:
+            unbegun.discard(self.path)
 
     def _reserve(self) -> None:
         try:
@@ -144,9 +162,16 @@ class RunFolder:
         try:
             yield self
         finally:
-            self._release()
-            with contextlib.suppress(OSError):  # left as it was when the guest never wrote into it
-                (self.path / settings.GUEST_STATE).rmdir()
+            try:
+                self._give_room_back()
+            except KeyboardInterrupt:  # a signal cut it short: give the rest back, then stop
+                self._give_room_back()
+                raise
+
+    def _give_room_back(self) -> None:
+        self._release()
+        with contextlib.suppress(OSError):  # left as it was when the guest never wrote into it
+            (self.path / settings.GUEST_STATE).rmdir()
 
     @contextlib.contextmanager
     def job_log(self, echo: Callable[[bytes], None] | None) -> Iterator[JobLog]:
@@ -208,6 +233,26 @@ class RunFolder:
     def _release(self) -> None:
         space.release_reserve(guest_reserve_path(self.path))
         space.release_reserve(self.path / space.RESERVE_NAME)
+
+
+@contextlib.contextmanager
+def unbegun_removed() -> Iterator[None]:
+    """Remove the folders made in the block whose run never began, should a signal end the block.
+
+    A signal's handler runs between any two calls: also after a folder is made and before the code
+    that records its run could catch it (in `finish`, or while a parallel verify starts its pool). The
+    block sees every folder made in it from the moment it exists, since `make` holds signals until then.
+    """
+    unbegun: set[Path] = set()
+    token = _UNBEGUN.set(unbegun)
+    try:
+        yield
+    except KeyboardInterrupt:
+        for path in list(unbegun):
+            RunFolder(path).discard()
+        raise
+    finally:
+        _UNBEGUN.reset(token)
 
 
 def failed_for(data: dict[str, Any], fact: DiskFullFact | None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from reprobox.records.manifest import (
     RunRecord,
     rewrite_record,
 )
-from reprobox.runfolder import RunFolder
+from reprobox.runfolder import RunFolder, unbegun_removed
 from reprobox.runinputs import PreparedRun, RunInputs
 from reprobox.runprogress import watching
 from reprobox.runtimes.base import OUTPUTS_SUBDIR, RunOutcome, RunPlan, Runtime, Variation
@@ -134,8 +134,10 @@ def execute(
     inputs: RunInputs | None = None,
     label: progress.RunLabel | None = None,
 ) -> RunRecord:
-    """Run the job once and write its manifest; raises Interrupted after recording a Ctrl-C."""
-    return finish(prepare(job, options, inputs), runtime, options, stop=stop, label=label)
+    """Run the job once and write its manifest; raises Interrupted after recording a Ctrl-C (one before
+    the run began leaves no folder)."""
+    with unbegun_removed():
+        return finish(prepare(job, options, inputs), runtime, options, stop=stop, label=label)
 
 
 def prepare_inputs(job: JobSpec, options: RunOptions) -> RunInputs:
@@ -191,6 +193,7 @@ def finish(
     folder = RunFolder(plan.run_dir)
     with watching(progress.RunSeen(prepared.job.name, plan.run_dir, label)) as watched, folder.running():
         try:
+            folder.begin()
             with folder.job_log(options.echo) as log:
                 outcome = runtime.run(plan, log, stop)
         except KeyboardInterrupt:  # a signal before the runtime could take it: the job never started

@@ -24,6 +24,7 @@ from reprobox.errors import Interrupted, UsageError
 from reprobox.jobfile import JobSpec, Trail
 from reprobox.records.manifest import RunRecord, read_record
 from reprobox.records.trail import STOP_DIVERGED, STOP_MAX_STEPS
+from reprobox.runfolder import unbegun_removed
 from reprobox.runinputs import RunInputs
 from reprobox.runner import (
     RunOptions,
@@ -65,7 +66,8 @@ def verify(
     inputs = inputs or prepare_inputs(job, run_options)
     progress.say(_inputs_text(inputs))
     if options.stop_on_divergence or options.parallel > 1:
-        return _verify_together(job, runtime, run_options, options, inputs=inputs)
+        with unbegun_removed():  # a signal before the pool starts a prepared run leaves no folder of it
+            return _verify_together(job, runtime, run_options, options, inputs=inputs)
     records: list[RunRecord] = []
     comparison: Comparison | None = None
     series = progress.Series(options.runs, options.what)

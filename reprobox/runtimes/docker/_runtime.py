@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,49 +111,69 @@ class DockerRuntime:
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         outcome.runtime["paths"] = container_paths(plan)
         plan.variation.record(outcome.runtime)
-        ownership = _RunDirOwnership.lend(plan.run_dir, created["user"]) if self.host_uid == 0 else None
+        ownership = _RunDirOwnership.of(plan.run_dir) if self.host_uid == 0 else None
+        leftover = _Leftover()  # what to remove at the end, whatever happens
+        try:
+            if ownership is not None:
+                ownership.lend(created["user"])
+            self._run_container(plan, created, sink, stop, outcome=outcome, leftover=leftover)
+        finally:
+            try:
+                signalled = self._give_back(leftover.container, ownership)
+            except KeyboardInterrupt:  # a signal taken as the clean-up began: it is done all the same
+                signalled = True
+                self._give_back(leftover.container, ownership)
+            outcome.interrupted = outcome.interrupted or signalled
+        return outcome
+
+    def _run_container(
+        self,
+        plan: RunPlan,
+        created: dict[str, Any],
+        sink: OutputSink,
+        stop: threading.Event | None,
+        *,
+        outcome: RunOutcome,
+        leftover: _Leftover,
+    ) -> None:
+        """Create, start and follow the container to its end, filling in `outcome`; `leftover` names
+        the container from before the engine answers, for the caller to remove."""
         container_id: str | None = None
-        leftover: str | None = None  # what to remove at the end, whatever happens
         status: int | None = None
         watchdog: _Watchdog | None = None
         try:
             try:
-                try:
-                    with signals.held():  # a signal waits for the id, so the container is removed
-                        container_id = leftover = self.engine.create_container(created)
-                except KeyboardInterrupt:
-                    leftover = leftover or str(created["name"])  # a second Ctrl-C cut the create short
-                    raise
-                watchdog = _Watchdog(self.engine, container_id, plan.timeout, stop, self.stop_grace)
-                self.engine.start(container_id)
-                output = self.engine.stream_logs(container_id)
-                try:
-                    for chunk in output:
-                        sink.write(chunk)
-                finally:
-                    output.close()
-                status = self.engine.wait(container_id)
+                with signals.held():  # a signal waits for the id, so the container is removed
+                    container_id = leftover.container = self.engine.create_container(created)
             except KeyboardInterrupt:
-                outcome.interrupted = True
-                if container_id is not None:
-                    _quietly(lambda: self.engine.stop(container_id, self.stop_grace))
+                leftover.container = leftover.container or str(
+                    created["name"]
+                )  # a second Ctrl-C cut it short
+                raise
+            watchdog = _Watchdog(self.engine, container_id, plan.timeout, stop, self.stop_grace)
+            self.engine.start(container_id)
+            output = self.engine.stream_logs(container_id)
+            try:
+                for chunk in output:
+                    sink.write(chunk)
             finally:
-                if watchdog is not None:
-                    watchdog.finish()
-            outcome.ended_at = utc_now()
+                output.close()
+            status = self.engine.wait(container_id)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
             if container_id is not None:
-                facts = self.engine.inspect_container(container_id)
-                outcome.runtime["container"] = effective_settings(facts)
-                outcome.oom_killed = bool((facts.get("State") or {}).get("OOMKilled"))
-            if watchdog is not None:
-                outcome.timed_out, outcome.cancelled = watchdog.timed_out, watchdog.cancelled
-            apply_exit_status(outcome, status)
+                _quietly(lambda: self.engine.stop(container_id, self.stop_grace))
         finally:
-            if leftover is not None:
-                self._remove(leftover)
-            if ownership is not None:
-                ownership.restore()
-        return outcome
+            if watchdog is not None:
+                watchdog.finish()
+        outcome.ended_at = utc_now()
+        if container_id is not None:
+            facts = self.engine.inspect_container(container_id)
+            outcome.runtime["container"] = effective_settings(facts)
+            outcome.oom_killed = bool((facts.get("State") or {}).get("OOMKilled"))
+        if watchdog is not None:
+            outcome.timed_out, outcome.cancelled = watchdog.timed_out, watchdog.cancelled
+        apply_exit_status(outcome, status)
 
     def _check_variation(self, plan: RunPlan) -> None:
         """Refuse, before the run, a variation this runtime cannot apply (never run it unvaried)."""
@@ -164,14 +185,25 @@ class DockerRuntime:
                 "varying the user needs reprobox run as root, to lend the run folder to that user"
             )
 
-    def _remove(self, container: str) -> None:
-        """Remove the container whatever happened; a second Ctrl-C does not stop the removal."""
+    def _give_back(self, container: str | None, ownership: _RunDirOwnership | None) -> bool:
+        """Remove the container and give the run dir back whatever happened, also through signals (an
+        impatient Ctrl-C); whether one came meanwhile, which ends the run as interrupted."""
+        signalled = False
         for _attempt in range(3):
             try:
-                self.engine.remove_container(container)
-                return
+                if container is not None:
+                    self.engine.remove_container(container)
+                if ownership is not None:
+                    ownership.restore()
+                break
             except KeyboardInterrupt:
-                continue
+                signalled = True
+        return signalled
+
+
+@dataclass
+class _Leftover:
+    container: str | None = None  # the container's id, or its name while the engine creates it
 
 
 class _Watchdog:
@@ -217,19 +249,24 @@ class _RunDirOwnership:
 
     def __init__(self, run_dir: Path, uid: int, gid: int) -> None:
         self.run_dir, self.uid, self.gid = run_dir, uid, gid
+        self.lent = False
 
     @classmethod
-    def lend(cls, run_dir: Path, user: str) -> _RunDirOwnership | None:
-        uid, _, gid = user.partition(":")
-        if not (uid.isdigit() and gid.isdigit()):
-            return None
+    def of(cls, run_dir: Path) -> _RunDirOwnership:
+        """The run dir's owner now, to give it back to (made before anything is lent, so that a
+        signal between any two calls finds what to restore)."""
         stat = run_dir.lstat()
-        lent = cls(run_dir, stat.st_uid, stat.st_gid)
-        _chown_tree(run_dir, int(uid), int(gid))
-        return lent
+        return cls(run_dir, stat.st_uid, stat.st_gid)
+
+    def lend(self, user: str) -> None:
+        uid, _, gid = user.partition(":")
+        if uid.isdigit() and gid.isdigit():
+            self.lent = True
+            _chown_tree(self.run_dir, int(uid), int(gid))
 
     def restore(self) -> None:
-        _chown_tree(self.run_dir, self.uid, self.gid)
+        if self.lent:
+            _chown_tree(self.run_dir, self.uid, self.gid)
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
