@@ -134,11 +134,19 @@ class PodmanRuntime(DockerRuntime):
     def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
         if not self.rootless:
             return super().run(plan, sink, stop)
-        _unshare_chown(plan.run_dir, self.settings(plan)["user"])
         try:
-            return super().run(plan, sink, stop)
+            signalled = _unshare_chown(plan.run_dir, self.settings(plan)["user"])
+            if signalled is not None:
+                raise signalled  # before the job started: nothing to record but the signal
+            outcome = super().run(plan, sink, stop)
         finally:
-            _unshare_chown(plan.run_dir, "0:0")  # back to the caller
+            try:
+                signalled = _unshare_chown(plan.run_dir, "0:0")  # back to the caller
+            except KeyboardInterrupt as exc:  # a signal taken as it began: given back all the same
+                signalled = exc
+                _unshare_chown(plan.run_dir, "0:0")
+        outcome.interrupted = outcome.interrupted or signalled is not None
+        return outcome
 
     def close(self) -> None:
         """Stop the Podman service this runtime started, if any (also done when the command ends)."""
@@ -296,19 +304,23 @@ def from_docker(podman: Engine, ref: str) -> ImageInfo | None:
     return next((info for info in loaded if info.id == wanted), loaded[0])
 
 
-def _unshare_chown(run_dir: Path, owner: str) -> None:
-    """chown the run dir inside Podman's user namespace (symlinks untouched); a second Ctrl-C retries."""
+def _unshare_chown(run_dir: Path, owner: str) -> KeyboardInterrupt | None:
+    """chown the run dir inside Podman's user namespace (symlinks untouched), to its end through signals
+    (an impatient Ctrl-C retries); the first signal that came meanwhile, for the caller to act on."""
     command = ["podman", "unshare", "chown", "-R", "-h", owner, str(run_dir)]
+    signalled: KeyboardInterrupt | None = None
     for _attempt in range(3):
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            signalled = signalled or exc
             continue
         except OSError as exc:
             raise EnvironmentProblem(f"rootless Podman needs `podman` here ({exc}); {SETUP_HINT}") from exc
         if done.returncode != 0:
             raise EnvironmentProblem(f"`{' '.join(command)}` failed: {done.stderr.strip()}")
-        return
+        break
+    return signalled
 
 
 def _die_with_parent() -> None:
