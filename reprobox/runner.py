@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from reprobox import codetree, progress
-from reprobox.errors import Interrupted
+from reprobox.errors import Interrupted, ReproboxError, UsageError
 from reprobox.guest import settings
 from reprobox.jobfile import WORKDIR_COPY, JobSpec, checkpoint_globs
 from reprobox.recording import build_manifest
@@ -191,6 +191,7 @@ def finish(
     progress reporter, under `label` ("run 2/3") where the caller numbers its runs."""
     plan = prepared.plan
     folder = RunFolder(plan.run_dir)
+    unable: ReproboxError | None = None  # why the runtime could not run the job
     with watching(progress.RunSeen(prepared.job.name, plan.run_dir, label)) as watched, folder.running():
         try:
             folder.begin()
@@ -198,31 +199,51 @@ def finish(
                 outcome = runtime.run(plan, log, stop)
         except KeyboardInterrupt:  # a signal before the runtime could take it: the job never started
             outcome = RunOutcome(interrupted=True, started_at=utc_now(), ended_at=utc_now())
+        except UsageError:  # a plan this runtime refuses before starting anything: bad input leaves nothing
+            folder.discard()
+            raise
+        except ReproboxError as exc:  # an engine gone, no GPU free: recorded as failed, then raised
+            unable, outcome = exc, RunOutcome(started_at=utc_now(), ended_at=utc_now())
         try:
-            record = _record(prepared, folder, runtime, options, outcome)
+            record = _record(prepared, folder, runtime, options, outcome, unable=unable)
         except KeyboardInterrupt:  # a signal while recording: record it again, now as interrupted
             outcome.interrupted = True
-            record = _record(prepared, folder, runtime, options, outcome)
+            record = _record(prepared, folder, runtime, options, outcome, unable=unable)
         watched.status = record.status
     folder.point_latest()
     if outcome.interrupted:
         raise Interrupted(plan.run_dir)
+    if unable is not None:
+        raise unable
     folder.check()
     return record
 
 
 def _record(
-    prepared: PreparedRun, folder: RunFolder, runtime: Runtime, options: RunOptions, outcome: RunOutcome
+    prepared: PreparedRun,
+    folder: RunFolder,
+    runtime: Runtime,
+    options: RunOptions,
+    outcome: RunOutcome,
+    *,
+    unable: ReproboxError | None,
 ) -> RunRecord:
     """The run's manifest, written atomically, from what the runtime and the guest left."""
     guest = folder.guest_record(prepared.plan.job.secrets)
+    problems = folder.problems(guest)
+    if unable is not None:
+        problems.append(f"the {runtime.name} runtime could not run it: {unable.message}")
+    try:
+        runtime_facts = runtime.describe()
+    except ReproboxError as exc:  # the engine that could not run the job cannot describe itself either
+        runtime_facts = {"name": runtime.name, "unavailable": exc.message}
     data = build_manifest(
         prepared,
-        runtime_facts=runtime.describe(),
+        runtime_facts=runtime_facts,
         outcome=outcome,
         guest=guest.record,
         max_steps=options.max_steps,
-        problems=folder.problems(guest),
+        problems=problems,
         resume=options.start.to_json() if options.start is not None else None,
     )
     return folder.write_manifest(data)

@@ -349,6 +349,48 @@ def test_a_signal_before_the_runtime_takes_it_leaves_an_interrupted_record(tmp_p
     assert read_record(stopped.value.run_dir).status == "interrupted"
 
 
+class _EngineGone:
+    """A runtime whose engine stops answering as the job is to start (and when asked to describe itself)."""
+
+    name = "gone"
+
+    def run(self, plan: object, sink: object, stop: object) -> object:
+        raise errors.EnvironmentProblem("the engine at unix:///run/docker.sock stopped answering")
+
+    def describe(self) -> dict[str, str]:
+        raise errors.EnvironmentProblem("the engine at unix:///run/docker.sock stopped answering")
+
+
+def test_a_runtime_that_cannot_run_the_job_leaves_a_failed_record_and_its_error(tmp_path: Path) -> None:
+    from reprobox.records.manifest import read_record
+    from reprobox.runner import RunOptions, execute
+
+    with pytest.raises(errors.EnvironmentProblem, match="stopped answering"):
+        execute(_lazy_job(tmp_path), _EngineGone(), RunOptions(runs_dir=tmp_path / "runs"))  # type: ignore[arg-type]
+    (run_dir,) = (tmp_path / "runs" / "lazy").glob("2*")
+    record = read_record(run_dir)
+    assert record.status == "failed"
+    assert record.failure == (
+        "did not start; the gone runtime could not run it: the engine at unix:///run/docker.sock "
+        "stopped answering"
+    )
+    assert (tmp_path / "runs" / "lazy" / "latest").resolve() == run_dir
+
+
+class _RefusesTheVariation(_EngineGone):
+    def run(self, plan: object, sink: object, stop: object) -> object:
+        raise errors.UsageError("the gone runtime cannot vary hostname; choose another runtime")
+
+
+def test_a_plan_the_runtime_refuses_leaves_no_run_folder(tmp_path: Path) -> None:
+    from reprobox.runner import RunOptions, execute
+
+    with pytest.raises(errors.UsageError, match="cannot vary hostname"):
+        execute(_lazy_job(tmp_path), _RefusesTheVariation(), RunOptions(runs_dir=tmp_path / "runs"))  # type: ignore[arg-type]
+    assert [p.name for p in (tmp_path / "runs" / "lazy").iterdir() if not p.name.startswith(".")] == []
+    assert list((tmp_path / "runs" / "lazy" / ".controllers").iterdir()) == []
+
+
 def test_a_signal_while_the_record_is_written_still_leaves_a_whole_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
