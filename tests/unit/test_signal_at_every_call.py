@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from reprobox import errors, signals
+from reprobox import diskspace, errors, signals
 from reprobox.diskspace import RESERVE_NAME
 from reprobox.jobfile import load_job
 from reprobox.records.guest import guest_reserve_path
@@ -188,6 +188,10 @@ def test_a_signal_at_every_call_of_a_run_leaves_a_whole_record_or_none(
     engine = _PlayedEngine()
     owners = _UnsharedOwners()
     monkeypatch.setattr(podman, "subprocess", owners)
+    # Hundreds of runs: small reserves, and no flush to the disk (what is tried is what is left behind)
+    monkeypatch.setattr(diskspace, "GUEST_RESERVE_BYTES", 4096)
+    monkeypatch.setattr(diskspace, "RUN_RESERVE_BYTES", 4096)
+    monkeypatch.setattr(os, "fsync", lambda _fd: None)
 
     def action_in(runs: Path) -> Callable[[], object]:
         options = RunOptions(runs_dir=runs)
