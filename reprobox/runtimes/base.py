@@ -195,6 +195,10 @@ class Runtime(Protocol):
         On KeyboardInterrupt the runtime stops the job, returns an outcome with `interrupted=True`
         (it does not re-raise); the runner records the run and then raises `Interrupted`. When `stop`
         is set (from another thread) the job is stopped the same way and `cancelled=True`.
+
+        A plan it refuses (a variation it cannot apply) raises UsageError before anything starts: the
+        runner then removes the run's folder. Any other ReproboxError (an engine gone) is recorded as
+        the run's failure and raised again.
         """
         ...
 

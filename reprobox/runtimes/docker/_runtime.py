@@ -145,10 +145,8 @@ class DockerRuntime:
             try:
                 with signals.held():  # a signal waits for the id, so the container is removed
                     container_id = leftover.container = self.engine.create_container(created)
-            except KeyboardInterrupt:
-                leftover.container = leftover.container or str(
-                    created["name"]
-                )  # a second Ctrl-C cut it short
+            except KeyboardInterrupt:  # a second Ctrl-C cut the create short: remove it by name
+                leftover.container = leftover.container or str(created["name"])
                 raise
             watchdog = _Watchdog(self.engine, container_id, plan.timeout, stop, self.stop_grace)
             self.engine.start(container_id)
