@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import weakref
 from collections.abc import Mapping
@@ -31,8 +30,8 @@ from reprobox.engine import Engine, ImageInfo, connect, load_image, save_image
 from reprobox.errors import EnvironmentProblem
 from reprobox.image import plan_build
 from reprobox.jobfile import ImageSpec
-from reprobox.runtimes.base import OutputSink, RunOutcome, RunPlan, RuntimeOptions
-from reprobox.runtimes.docker import DockerRuntime, ensure_image, image_fingerprint
+from reprobox.runtimes.base import RunPlan, RuntimeOptions
+from reprobox.runtimes.docker import DockerRuntime, RunDirLoan, ensure_image, image_fingerprint
 
 SYSTEM_SOCKET = Path("/run/podman/podman.sock")
 SETUP_HINT = "install it with: sudo apt-get install podman"
@@ -131,22 +130,10 @@ class PodmanRuntime(DockerRuntime):
         created["ulimits"] = [dict(limit) for limit in self.ulimits]
         return created
 
-    def run(self, plan: RunPlan, sink: OutputSink, stop: threading.Event | None = None) -> RunOutcome:
-        if not self.rootless:
-            return super().run(plan, sink, stop)
-        try:
-            signalled = _unshare_chown(plan.run_dir, self.settings(plan)["user"])
-            if signalled is not None:
-                raise signalled  # before the job started: nothing to record but the signal
-            outcome = super().run(plan, sink, stop)
-        finally:
-            try:
-                signalled = _unshare_chown(plan.run_dir, "0:0")  # back to the caller
-            except KeyboardInterrupt as exc:  # a signal taken as it began: given back all the same
-                signalled = exc
-                _unshare_chown(plan.run_dir, "0:0")
-        outcome.interrupted = outcome.interrupted or signalled is not None
-        return outcome
+    def loan(self, plan: RunPlan) -> RunDirLoan | None:
+        """Rootless, the run dir is lent inside Podman's user namespace, where the caller is root; the
+        docker runtime's clean-up gives it back, as it removes the container, through any signal."""
+        return _UnsharedLoan(plan.run_dir) if self.rootless else super().loan(plan)
 
     def close(self) -> None:
         """Stop the Podman service this runtime started, if any (also done when the command ends)."""
@@ -304,23 +291,31 @@ def from_docker(podman: Engine, ref: str) -> ImageInfo | None:
     return next((info for info in loaded if info.id == wanted), loaded[0])
 
 
-def _unshare_chown(run_dir: Path, owner: str) -> KeyboardInterrupt | None:
-    """chown the run dir inside Podman's user namespace (symlinks untouched), to its end through signals
-    (an impatient Ctrl-C retries); the first signal that came meanwhile, for the caller to act on."""
+class _UnsharedLoan:
+    """The run dir chowned to the image's user inside Podman's user namespace, then back to the caller."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.lent = False
+
+    def lend(self, user: str) -> None:
+        self.lent = True  # before the chown: a signal while it runs still gets the dir given back
+        _unshare_chown(self.run_dir, user)
+
+    def restore(self) -> None:
+        if self.lent:
+            _unshare_chown(self.run_dir, "0:0")  # root in the namespace: the caller outside it
+
+
+def _unshare_chown(run_dir: Path, owner: str) -> None:
+    """chown the run dir inside Podman's user namespace (symlinks untouched)."""
     command = ["podman", "unshare", "chown", "-R", "-h", owner, str(run_dir)]
-    signalled: KeyboardInterrupt | None = None
-    for _attempt in range(3):
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-        except KeyboardInterrupt as exc:
-            signalled = signalled or exc
-            continue
-        except OSError as exc:
-            raise EnvironmentProblem(f"rootless Podman needs `podman` here ({exc}); {SETUP_HINT}") from exc
-        if done.returncode != 0:
-            raise EnvironmentProblem(f"`{' '.join(command)}` failed: {done.stderr.strip()}")
-        break
-    return signalled
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise EnvironmentProblem(f"rootless Podman needs `podman` here ({exc}); {SETUP_HINT}") from exc
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"`{' '.join(command)}` failed: {done.stderr.strip()}")
 
 
 def _die_with_parent() -> None:

@@ -1,6 +1,7 @@
 """A signal at any moment of a run's life, from the making of its folder to the command's return,
 leaves a whole record or none: every run folder left holds a readable manifest, none holds the room
-set aside for its records, and `latest` names a folder that exists.
+set aside for its records or a temporary file, `latest` names a folder that exists, no container is
+left, the run dir is not left lent to the job's user, and the signal is never taken and then lost.
 
 A real signal's handler runs between two calls of the main thread. A tracer sends the process
 SIGTERM on entry to, or return from, the Nth call of reprobox's own code, for every N the run makes,

@@ -20,6 +20,7 @@ from reprobox.runtimes.docker._image import (
 )
 from reprobox.runtimes.docker._runtime import (
     DockerRuntime,
+    RunDirLoan,
     create,
 )
 from reprobox.runtimes.docker._settings import (
@@ -37,6 +38,7 @@ __all__ = [
     "GUEST_USER",
     "RUN_ID_LABEL",
     "DockerRuntime",
+    "RunDirLoan",
     "apply_exit_status",
     "container_name",
     "container_settings",

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from reprobox import signals
 from reprobox.engine import Engine, ImageInfo, connect
@@ -111,7 +111,7 @@ class DockerRuntime:
         outcome = RunOutcome(started_at=utc_now(), runtime=self.describe())
         outcome.runtime["paths"] = container_paths(plan)
         plan.variation.record(outcome.runtime)
-        ownership = _RunDirOwnership.of(plan.run_dir) if self.host_uid == 0 else None
+        ownership = self.loan(plan)
         leftover = _Leftover()  # what to remove at the end, whatever happens
         try:
             if ownership is not None:
@@ -125,6 +125,11 @@ class DockerRuntime:
                 self._give_back(leftover.container, ownership)
             outcome.interrupted = outcome.interrupted or signalled
         return outcome
+
+    def loan(self, plan: RunPlan) -> RunDirLoan | None:
+        """What lends the run dir to the container's user for the run: under a root controller, a chown
+        (the job never runs as root); otherwise nothing, the container runs as the caller."""
+        return _RunDirOwnership.of(plan.run_dir) if self.host_uid == 0 else None
 
     def _run_container(
         self,
@@ -183,7 +188,7 @@ class DockerRuntime:
                 "varying the user needs reprobox run as root, to lend the run folder to that user"
             )
 
-    def _give_back(self, container: str | None, ownership: _RunDirOwnership | None) -> bool:
+    def _give_back(self, container: str | None, ownership: RunDirLoan | None) -> bool:
         """Remove the container and give the run dir back whatever happened, also through signals (an
         impatient Ctrl-C); whether one came meanwhile, which ends the run as interrupted."""
         signalled = False
@@ -197,6 +202,16 @@ class DockerRuntime:
             except KeyboardInterrupt:
                 signalled = True
         return signalled
+
+
+class RunDirLoan(Protocol):
+    """The run dir lent to the container's user for the run, then given back to the caller."""
+
+    def lend(self, user: str) -> None: ...
+
+    def restore(self) -> None:
+        """Give it back; nothing when it was never lent."""
+        ...
 
 
 @dataclass
